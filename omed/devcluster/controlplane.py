@@ -1,0 +1,401 @@
+"""A real etcd + kube-apiserver on loopback, for tests, benchmarks and the demo.
+
+This is envtest's recipe in Python: free ports, certificates from :mod:`omed.devcluster.certs`,
+an admin kubeconfig (a client certificate in ``system:masters``), a wait for ``/readyz``, and
+a clean stop. Nothing here fakes the API server: CRDs, status subresources, admission
+webhooks, Leases, Events, watches with bookmarks and 410 Gone are all the real thing.
+
+Invariant: nothing outlives its owner. Children get ``PR_SET_PDEATHSIG`` so they die with the
+process that started them even on ``kill -9``; every state directory records its owner's pid,
+and :func:`sweep_stale` removes directories (and stops processes) of owners that are gone.
+``stop`` stops the API server before etcd, and removes the directory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import dataclasses
+import json
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from omed.devcluster.binaries import Binaries, ensure_binaries
+from omed.devcluster.certs import CertificateAuthority, service_account_keys
+
+_PR_SET_PDEATHSIG = 1
+_DIR_PREFIX = "omed-cp-"
+
+
+class ControlPlaneError(RuntimeError):
+    """The control plane did not start; the message carries the tail of its log."""
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    with contextlib.suppress(Exception):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def sweep_stale(base: Path | None = None) -> int:
+    """Remove state directories whose owning process is gone; returns how many were removed."""
+    root = base or Path(tempfile.gettempdir())
+    removed = 0
+    for directory in root.glob(f"{_DIR_PREFIX}*"):
+        owner = directory / "owner.pid"
+        try:
+            pid = int(owner.read_text().strip())
+        except (OSError, ValueError):
+            pid = -1
+        if pid > 0 and _pid_alive(pid):
+            continue
+        for child in ("etcd.pid", "apiserver.pid"):
+            with contextlib.suppress(OSError, ValueError, ProcessLookupError):
+                os.kill(int((directory / child).read_text().strip()), signal.SIGKILL)
+        shutil.rmtree(directory, ignore_errors=True)
+        removed += 1
+    return removed
+
+
+@dataclasses.dataclass
+class _Process:
+    name: str
+    args: list[str]
+    log_path: Path
+    pid_path: Path
+    popen: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        log = self.log_path.open("ab")
+        try:
+            self.popen = subprocess.Popen(
+                self.args,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                preexec_fn=_die_with_parent,  # noqa: PLW1509 - only prctl, async-signal-safe
+                start_new_session=True,
+            )
+        finally:
+            log.close()
+        self.pid_path.write_text(str(self.popen.pid))
+
+    def running(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
+
+    def stop(self, *, timeout: float = 10.0, sig: int = signal.SIGTERM) -> None:
+        if self.popen is None:
+            return
+        if self.popen.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.popen.send_signal(sig)
+            try:
+                self.popen.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait(timeout=timeout)
+        self.popen = None
+        with contextlib.suppress(OSError):
+            self.pid_path.unlink()
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+
+class ControlPlane:
+    """etcd and kube-apiserver on loopback; ``start`` blocks until ``/readyz`` answers 200."""
+
+    def __init__(self, binaries: Binaries | None = None, *, base_dir: Path | None = None) -> None:
+        self.binaries = binaries or ensure_binaries()
+        self._base_dir = base_dir
+        self.dir: Path | None = None
+        self.etcd_port = 0
+        self.apiserver_port = 0
+        self._etcd: _Process | None = None
+        self._apiserver: _Process | None = None
+        self.kubeconfig_path: Path | None = None
+        self.ca_pem = b""
+        self.client_cert_path: Path | None = None
+        self.client_key_path: Path | None = None
+        self.ca_path: Path | None = None
+        self.started_in: float = 0.0
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    @property
+    def url(self) -> str:
+        return f"https://127.0.0.1:{self.apiserver_port}"
+
+    @property
+    def etcd_url(self) -> str:
+        return f"http://127.0.0.1:{self.etcd_port}"
+
+    def start(self, *, timeout: float = 120.0) -> ControlPlane:
+        began = time.monotonic()
+        sweep_stale(self._base_dir)
+        self.dir = Path(tempfile.mkdtemp(prefix=_DIR_PREFIX, dir=self._base_dir))
+        (self.dir / "owner.pid").write_text(str(os.getpid()))
+        try:
+            self._write_certificates()
+            self.etcd_port, peer_port = free_port(), free_port()
+            self.apiserver_port = free_port()
+            self._etcd = _Process(
+                name="etcd",
+                args=[
+                    str(self.binaries.etcd),
+                    f"--data-dir={self.dir / 'etcd'}",
+                    f"--listen-client-urls={self.etcd_url}",
+                    f"--advertise-client-urls={self.etcd_url}",
+                    f"--listen-peer-urls=http://127.0.0.1:{peer_port}",
+                    f"--initial-advertise-peer-urls=http://127.0.0.1:{peer_port}",
+                    f"--initial-cluster=default=http://127.0.0.1:{peer_port}",
+                    "--unsafe-no-fsync=true",
+                    "--log-level=warn",
+                ],
+                log_path=self.dir / "etcd.log",
+                pid_path=self.dir / "etcd.pid",
+            )
+            self._etcd.start()
+            self._wait_etcd(deadline=began + timeout)
+            self._apiserver = _Process(
+                name="kube-apiserver",
+                args=self._apiserver_args(),
+                log_path=self.dir / "apiserver.log",
+                pid_path=self.dir / "apiserver.pid",
+            )
+            self._apiserver.start()
+            self.wait_ready(deadline=began + timeout)
+            self._write_kubeconfig()
+        except BaseException:
+            self.stop()
+            raise
+        self.started_in = time.monotonic() - began
+        return self
+
+    def stop(self) -> None:
+        if self._apiserver is not None:
+            self._apiserver.stop()
+        if self._etcd is not None:
+            self._etcd.stop()
+        if self.dir is not None:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            self.dir = None
+
+    def __enter__(self) -> ControlPlane:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- failure injection for tests ---------------------------------------------------------
+    def stop_apiserver(self, *, kill: bool = False) -> None:
+        assert self._apiserver is not None
+        self._apiserver.stop(sig=signal.SIGKILL if kill else signal.SIGTERM)
+
+    def start_apiserver(self, *, timeout: float = 120.0) -> None:
+        assert self._apiserver is not None
+        self._apiserver.start()
+        self.wait_ready(deadline=time.monotonic() + timeout)
+
+    def restart_apiserver(self) -> None:
+        self.stop_apiserver()
+        self.start_apiserver()
+
+    def compact_etcd(self) -> int:
+        """Compact etcd at its current revision, so older resourceVersions answer 410 Gone."""
+        current = self._etcd_post("/v3/kv/range", {"key": "AA=="})
+        revision = int(current["header"]["revision"])
+        self._etcd_post("/v3/kv/compaction", {"revision": str(revision), "physical": True})
+        return revision
+
+    # -- internals ---------------------------------------------------------------------------
+    def _etcd_post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        request = urllib.request.Request(
+            self.etcd_url + path,
+            data=json.dumps(body).encode(),
+            method="POST",
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:
+            result: dict[str, Any] = json.loads(response.read())
+        return result
+
+    def _write_certificates(self) -> None:
+        assert self.dir is not None
+        certs = self.dir / "certs"
+        certs.mkdir()
+        serving_ca = CertificateAuthority.create("omed-devcluster-serving-ca")
+        client_ca = CertificateAuthority.create("omed-devcluster-client-ca")
+        serving = serving_ca.issue(
+            common_name="kube-apiserver",
+            dns_names=["localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"],
+            ip_addresses=["127.0.0.1", "10.0.0.1"],
+            server=True,
+        )
+        admin = client_ca.issue(common_name="admin", organizations=["system:masters"], client=True)
+        sa_key, sa_pub = service_account_keys()
+        files = {
+            "ca.crt": serving_ca.cert_pem,
+            "apiserver.crt": serving.cert_pem,
+            "apiserver.key": serving.key_pem,
+            "client-ca.crt": client_ca.cert_pem,
+            "admin.crt": admin.cert_pem,
+            "admin.key": admin.key_pem,
+            "sa.key": sa_key,
+            "sa.pub": sa_pub,
+        }
+        for name, data in files.items():
+            path = certs / name
+            path.write_bytes(data)
+            path.chmod(0o600)
+        self.ca_pem = serving_ca.cert_pem
+        self.ca_path = certs / "ca.crt"
+        self.client_cert_path = certs / "admin.crt"
+        self.client_key_path = certs / "admin.key"
+
+    def _apiserver_args(self) -> list[str]:
+        assert self.dir is not None
+        certs = self.dir / "certs"
+        return [
+            str(self.binaries.kube_apiserver),
+            f"--etcd-servers={self.etcd_url}",
+            f"--secure-port={self.apiserver_port}",
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            f"--tls-cert-file={certs / 'apiserver.crt'}",
+            f"--tls-private-key-file={certs / 'apiserver.key'}",
+            f"--client-ca-file={certs / 'client-ca.crt'}",
+            "--service-cluster-ip-range=10.0.0.0/24",
+            "--allow-privileged=true",
+            "--disable-admission-plugins=ServiceAccount",
+            "--authorization-mode=RBAC",
+            f"--service-account-issuer=https://127.0.0.1:{self.apiserver_port}/",
+            f"--service-account-key-file={certs / 'sa.pub'}",
+            f"--service-account-signing-key-file={certs / 'sa.key'}",
+            "--endpoint-reconciler-type=none",
+            "--v=1",
+        ]
+
+    def _ssl_context(self) -> ssl.SSLContext:
+        assert self.ca_path and self.client_cert_path and self.client_key_path
+        context = ssl.create_default_context(cafile=str(self.ca_path))
+        context.load_cert_chain(str(self.client_cert_path), str(self.client_key_path))
+        return context
+
+    def _wait_etcd(self, *, deadline: float) -> None:
+        assert self._etcd is not None
+        while time.monotonic() < deadline:
+            if not self._etcd.running():
+                raise ControlPlaneError(f"etcd exited:\n{self._etcd.log_tail()}")
+            try:
+                with urllib.request.urlopen(self.etcd_url + "/health", timeout=2) as resp:
+                    if json.loads(resp.read()).get("health") == "true":
+                        return
+            except (OSError, urllib.error.URLError, ValueError):
+                pass
+            time.sleep(0.1)
+        raise ControlPlaneError(f"etcd not healthy in time:\n{self._etcd.log_tail()}")
+
+    def wait_ready(self, *, deadline: float) -> None:
+        assert self._apiserver is not None
+        context = self._ssl_context()
+        last = ""
+        while time.monotonic() < deadline:
+            if not self._apiserver.running():
+                raise ControlPlaneError(f"kube-apiserver exited:\n{self._apiserver.log_tail()}")
+            try:
+                with urllib.request.urlopen(
+                    self.url + "/readyz", timeout=5, context=context
+                ) as resp:
+                    if resp.status == 200:
+                        return
+            except urllib.error.HTTPError as err:
+                last = f"/readyz answered {err.code}"
+            except (OSError, urllib.error.URLError) as err:
+                last = str(err)
+            time.sleep(0.25)
+        raise ControlPlaneError(
+            f"kube-apiserver not ready in time ({last}):\n{self._apiserver.log_tail()}"
+        )
+
+    def get_json(self, path: str) -> Any:
+        with urllib.request.urlopen(
+            self.url + path, timeout=10, context=self._ssl_context()
+        ) as resp:
+            return json.loads(resp.read())
+
+    def kubeconfig(self) -> dict[str, Any]:
+        assert self.client_cert_path and self.client_key_path
+        import base64
+
+        def b64(data: bytes) -> str:
+            return base64.b64encode(data).decode()
+
+        return {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {
+                    "name": "omed-dev",
+                    "cluster": {"server": self.url, "certificate-authority-data": b64(self.ca_pem)},
+                }
+            ],
+            "users": [
+                {
+                    "name": "admin",
+                    "user": {
+                        "client-certificate-data": b64(self.client_cert_path.read_bytes()),
+                        "client-key-data": b64(self.client_key_path.read_bytes()),
+                    },
+                }
+            ],
+            "contexts": [{"name": "omed-dev", "context": {"cluster": "omed-dev", "user": "admin"}}],
+            "current-context": "omed-dev",
+        }
+
+    def _write_kubeconfig(self) -> None:
+        assert self.dir is not None
+        path = self.dir / "kubeconfig"
+        path.write_text(yaml.safe_dump(self.kubeconfig(), sort_keys=False))
+        path.chmod(0o600)
+        self.kubeconfig_path = path
+
+
+@contextlib.contextmanager
+def running_control_plane(binaries: Binaries | None = None) -> Iterator[ControlPlane]:
+    plane = ControlPlane(binaries)
+    plane.start()
+    try:
+        yield plane
+    finally:
+        plane.stop()

@@ -1,0 +1,460 @@
+"""The one way omed talks to the API server.
+
+kubernetes-asyncio loads the kubeconfig or the in-cluster config and its auth (client
+certificates, bearer tokens, exec plugins); requests then go through one aiohttp session
+per client, with bodies decoded by orjson into plain dicts. Model objects are never built:
+the caches and controllers read JSON-shaped dicts, which is several times cheaper.
+
+Invariants:
+- every request passes the client's :class:`~omed.kube.ratelimit.TokenBucket`; a request held
+  back more than a second logs ``Waited before sending request`` with the delay, the verb and
+  the URL, as client-go does, and the wait is observed in
+  ``rest_client_rate_limiter_duration_seconds``;
+- every answer is counted in ``rest_client_requests_total{code,method,host}``;
+- an error status becomes a typed :mod:`omed.kube.errors` exception.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import os
+import random
+import ssl
+import tempfile
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import Any, TypeVar
+from urllib.parse import urlencode, urlsplit
+
+import aiohttp
+import orjson
+from prometheus_client import Counter, Histogram
+
+from omed.clock import Clock, RealClock
+from omed.kube.errors import ApiError, Conflict, error_from_response
+from omed.kube.ratelimit import TokenBucket
+from omed.log import kv
+from omed.metrics import REGISTRY
+
+log = logging.getLogger("omed.kube")
+
+REQUESTS = Counter(
+    "rest_client_requests_total",
+    "Number of HTTP requests, partitioned by status code, method, and host.",
+    ["code", "method", "host"],
+    registry=REGISTRY,
+)
+LIMITER_WAIT = Histogram(
+    "rest_client_rate_limiter_duration_seconds",
+    "Client side rate limiter latency in seconds. Broken down by verb, and host.",
+    ["verb", "host"],
+    buckets=(0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0),
+    registry=REGISTRY,
+)
+REQUEST_LATENCY = Histogram(
+    "rest_client_request_duration_seconds",
+    "Request latency in seconds. Broken down by verb, and host.",
+    ["verb", "host"],
+    buckets=(0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0),
+    registry=REGISTRY,
+)
+
+WAIT_LOG_THRESHOLD = 1.0
+JSON = "application/json"
+MERGE_PATCH = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+APPLY_PATCH = "application/apply-patch+yaml"
+
+T = TypeVar("T")
+
+
+@dataclasses.dataclass(frozen=True)
+class ClusterConfig:
+    """Where the API server is and how to authenticate; built by :func:`load_config`."""
+
+    host: str
+    ssl_context: ssl.SSLContext | bool
+    token: Callable[[], Awaitable[str | None]] | None = None
+    impersonate_user: str | None = None
+    impersonate_groups: tuple[str, ...] = ()
+
+    def impersonating(self, user: str, groups: tuple[str, ...] = ()) -> ClusterConfig:
+        return dataclasses.replace(self, impersonate_user=user, impersonate_groups=groups)
+
+
+async def load_config(
+    kubeconfig: str | None = None, *, context: str | None = None
+) -> ClusterConfig:
+    """Load a kubeconfig file (``$KUBECONFIG`` or ``~/.kube/config``) or the in-cluster config."""
+    from kubernetes_asyncio import config as kconfig
+    from kubernetes_asyncio.client import Configuration
+
+    configuration = Configuration()
+    path = kubeconfig or os.environ.get("KUBECONFIG")
+    if path or not os.environ.get("KUBERNETES_SERVICE_HOST"):
+        temp = tempfile.mkdtemp(prefix="omed-kubeconfig-")
+        await kconfig.load_kube_config(
+            config_file=path,
+            context=context,
+            client_configuration=configuration,
+            persist_config=False,
+            temp_file_path=temp,
+        )
+    else:
+        kconfig.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    if configuration.verify_ssl:
+        ssl_context: ssl.SSLContext | bool = ssl.create_default_context(
+            cafile=configuration.ssl_ca_cert
+        )
+        if configuration.cert_file:
+            assert isinstance(ssl_context, ssl.SSLContext)
+            ssl_context.load_cert_chain(configuration.cert_file, configuration.key_file)
+    else:
+        ssl_context = False
+
+    async def token() -> str | None:
+        hook: Any = configuration.refresh_api_key_hook
+        if hook is not None:
+            result = hook(configuration)
+            if asyncio.iscoroutine(result):
+                await result
+        value = configuration.api_key.get("authorization") or configuration.api_key.get(
+            "BearerToken"
+        )
+        if not value:
+            return None
+        prefix = configuration.api_key_prefix.get("authorization")
+        text = str(value)
+        return text if text.lower().startswith("bearer ") or not prefix else f"{prefix} {text}"
+
+    return ClusterConfig(
+        host=str(configuration.host or "").rstrip("/"), ssl_context=ssl_context, token=token
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class Resource:
+    """A REST resource: ``/api/v1/...`` for the core group, ``/apis/<group>/<version>``."""
+
+    group: str
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool = True
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def path(
+        self, namespace: str | None = None, name: str | None = None, subresource: str | None = None
+    ) -> str:
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if self.namespaced and namespace:
+            base += f"/namespaces/{namespace}"
+        base += f"/{self.plural}"
+        if name:
+            base += f"/{name}"
+            if subresource:
+                base += f"/{subresource}"
+        return base
+
+
+class KubeClient:
+    """An API client with one rate limiter, one connection pool and typed errors."""
+
+    def __init__(
+        self,
+        config: ClusterConfig,
+        *,
+        qps: float = 20.0,
+        burst: int = 30,
+        clock: Clock | None = None,
+        user_agent: str = "omed",
+        timeout: float = 30.0,
+    ) -> None:
+        self.config = config
+        self.limiter = TokenBucket(qps=qps, burst=burst, clock=clock or RealClock())
+        self._host_label = urlsplit(config.host).netloc
+        self._user_agent = user_agent
+        self._timeout = timeout
+        self._session: aiohttp.ClientSession | None = None
+
+    def _http(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            connector = aiohttp.TCPConnector(ssl=self.config.ssl_context, limit=100)
+            self._session = aiohttp.ClientSession(connector=connector)
+        return self._session
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def __aenter__(self) -> KubeClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def _headers(self, content_type: str | None) -> dict[str, str]:
+        headers = {"Accept": JSON, "User-Agent": self._user_agent}
+        if content_type:
+            headers["Content-Type"] = content_type
+        if self.config.token is not None:
+            token = await self.config.token()
+            if token:
+                headers["Authorization"] = token if " " in token else f"Bearer {token}"
+        if self.config.impersonate_user:
+            headers["Impersonate-User"] = self.config.impersonate_user
+        return headers
+
+    async def _throttle(self, method: str, url: str) -> None:
+        waited = await self.limiter.wait()
+        LIMITER_WAIT.labels(method, self._host_label).observe(waited)
+        if waited > WAIT_LOG_THRESHOLD:
+            log.info(
+                "Waited before sending request",
+                extra=kv(delay=f"{waited:.3f}s", verb=method, URL=url),
+            )
+
+    def _url(self, path: str, params: Mapping[str, Any] | None) -> str:
+        url = self.config.host + path
+        if params:
+            clean = {
+                ("continue" if k == "_continue" else k): _param(v)
+                for k, v in params.items()
+                if v is not None
+            }
+            if clean:
+                url += "?" + urlencode(clean)
+        return url
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        body: Any = None,
+        content_type: str = JSON,
+        timeout: float | None = None,
+    ) -> Any:
+        """Send one request; return the decoded JSON answer or raise a typed ApiError."""
+        url = self._url(path, params)
+        await self._throttle(method, url)
+        data = None if body is None else (body if isinstance(body, bytes) else orjson.dumps(body))
+        headers = await self._headers(content_type if data is not None else None)
+        group_headers = [("Impersonate-Group", g) for g in self.config.impersonate_groups]
+        all_headers = list(headers.items()) + group_headers
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        try:
+            async with self._http().request(
+                method,
+                url,
+                data=data,
+                headers=all_headers,
+                timeout=aiohttp.ClientTimeout(total=timeout or self._timeout),
+            ) as response:
+                raw = await response.read()
+                status = response.status
+                retry_after = response.headers.get("Retry-After")
+        except (aiohttp.ClientError, TimeoutError):
+            REQUESTS.labels("<error>", method, self._host_label).inc()
+            raise
+        REQUESTS.labels(str(status), method, self._host_label).inc()
+        REQUEST_LATENCY.labels(method, self._host_label).observe(loop.time() - started)
+        decoded: Any
+        try:
+            decoded = orjson.loads(raw) if raw else None
+        except orjson.JSONDecodeError:
+            decoded = raw
+        if status >= 400:
+            raise error_from_response(status, decoded, retry_after=retry_after)
+        return decoded
+
+    @contextlib.asynccontextmanager
+    async def stream(
+        self,
+        path: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        timeout: float | None = None,
+    ) -> AsyncIterator[AsyncIterator[bytes]]:
+        """Open a streaming GET (a watch) and yield an iterator over its lines."""
+        url = self._url(path, params)
+        await self._throttle("GET", url)
+        headers = await self._headers(None)
+        all_headers = list(headers.items()) + [
+            ("Impersonate-Group", g) for g in self.config.impersonate_groups
+        ]
+        client_timeout = aiohttp.ClientTimeout(total=timeout, sock_connect=10)
+        async with self._http().get(url, headers=all_headers, timeout=client_timeout) as resp:
+            REQUESTS.labels(str(resp.status), "WATCH", self._host_label).inc()
+            if resp.status >= 400:
+                raw = await resp.read()
+                try:
+                    decoded: Any = orjson.loads(raw)
+                except orjson.JSONDecodeError:
+                    decoded = raw
+                raise error_from_response(
+                    resp.status, decoded, retry_after=resp.headers.get("Retry-After")
+                )
+            yield _lines(resp.content)
+
+    # -- typed helpers -----------------------------------------------------------------------
+    async def get(self, resource: Resource, name: str, namespace: str | None = None) -> Any:
+        return await self.request("GET", resource.path(namespace, name))
+
+    async def list_page(
+        self, resource: Resource, namespace: str | None = None, **params: Any
+    ) -> Any:
+        return await self.request("GET", resource.path(namespace), params=params)
+
+    async def list_all(
+        self,
+        resource: Resource,
+        namespace: str | None = None,
+        *,
+        page_size: int = 500,
+        **params: Any,
+    ) -> list[Any]:
+        items: list[Any] = []
+        token: str | None = None
+        while True:
+            page = await self.list_page(
+                resource, namespace, limit=page_size, _continue=token, **params
+            )
+            items.extend(page.get("items") or [])
+            token = (page.get("metadata") or {}).get("continue")
+            if not token:
+                return items
+
+    async def create(
+        self,
+        resource: Resource,
+        body: Mapping[str, Any],
+        namespace: str | None = None,
+        **params: Any,
+    ) -> Any:
+        return await self.request("POST", resource.path(namespace), body=body, params=params)
+
+    async def replace(
+        self,
+        resource: Resource,
+        body: Mapping[str, Any],
+        namespace: str | None = None,
+        **params: Any,
+    ) -> Any:
+        name = body["metadata"]["name"]
+        return await self.request("PUT", resource.path(namespace, name), body=body, params=params)
+
+    async def replace_status(
+        self, resource: Resource, body: Mapping[str, Any], namespace: str | None = None
+    ) -> Any:
+        name = body["metadata"]["name"]
+        return await self.request("PUT", resource.path(namespace, name, "status"), body=body)
+
+    async def patch(
+        self,
+        resource: Resource,
+        name: str,
+        patch: Any,
+        namespace: str | None = None,
+        *,
+        content_type: str = MERGE_PATCH,
+        subresource: str | None = None,
+        **params: Any,
+    ) -> Any:
+        return await self.request(
+            "PATCH",
+            resource.path(namespace, name, subresource),
+            body=patch,
+            content_type=content_type,
+            params=params,
+        )
+
+    async def delete(
+        self,
+        resource: Resource,
+        name: str,
+        namespace: str | None = None,
+        *,
+        grace_period_seconds: int | None = None,
+        uid: str | None = None,
+        resource_version: str | None = None,
+        propagation_policy: str | None = None,
+    ) -> Any:
+        options: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
+        if grace_period_seconds is not None:
+            options["gracePeriodSeconds"] = grace_period_seconds
+        preconditions = {
+            k: v for k, v in (("uid", uid), ("resourceVersion", resource_version)) if v
+        }
+        if preconditions:
+            options["preconditions"] = preconditions
+        if propagation_policy:
+            options["propagationPolicy"] = propagation_policy
+        return await self.request("DELETE", resource.path(namespace, name), body=options)
+
+
+def _param(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+async def _lines(content: aiohttp.StreamReader) -> AsyncIterator[bytes]:
+    """Split a chunked stream into lines without a line-length limit."""
+    pending = b""
+    async for chunk in content.iter_any():
+        if b"\n" not in chunk:
+            pending += chunk
+            continue
+        parts = (pending + chunk).split(b"\n")
+        pending = parts.pop()
+        for line in parts:
+            if line:
+                yield line
+    if pending.strip():
+        yield pending
+
+
+async def retry_on_conflict(
+    action: Callable[[], Awaitable[T]],
+    *,
+    attempts: int = 5,
+    delay: float = 0.01,
+    clock: Clock | None = None,
+) -> T:
+    """Run ``action`` again (re-reading inside it) while it fails with Conflict.
+
+    client-go's ``retry.DefaultRetry``: five tries, 10 ms apart with 10% jitter.
+    """
+    sleeper = clock or RealClock()
+    for attempt in range(attempts):
+        try:
+            return await action()
+        except Conflict:
+            if attempt == attempts - 1:
+                raise
+            await sleeper.sleep(delay * (1 + 0.1 * random.random()))
+    raise AssertionError("unreachable")
+
+
+__all__ = [
+    "APPLY_PATCH",
+    "JSON_PATCH",
+    "MERGE_PATCH",
+    "STRATEGIC_MERGE_PATCH",
+    "ApiError",
+    "ClusterConfig",
+    "KubeClient",
+    "Resource",
+    "load_config",
+    "retry_on_conflict",
+]

@@ -1,0 +1,72 @@
+"""Shared fixtures: one real control plane per test session, one namespace per test.
+
+The control plane is real etcd + kube-apiserver started by :mod:`omed.devcluster`. Binaries
+are found or built on first use (see docs/testing.md); there is no skip path: a test that
+needs the control plane fails when it cannot start, in CI and locally alike.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def control_plane() -> Iterator[object]:
+    from omed.devcluster.binaries import ensure_binaries
+    from omed.devcluster.controlplane import ControlPlane
+
+    plane = ControlPlane(ensure_binaries())
+    plane.start()
+    try:
+        version = plane.get_json("/version")
+        print(  # noqa: T201 - the test log must show which apiserver ran
+            f"\n[control plane] kube-apiserver {version.get('gitVersion')} at {plane.url}, "
+            f"etcd {plane.binaries.etcd.name}, started in {plane.started_in:.1f}s"
+        )
+        os.environ["OMED_TEST_APISERVER_VERSION"] = str(version.get("gitVersion"))
+        yield plane
+    finally:
+        plane.stop()
+
+
+@pytest.fixture(scope="session")
+def kubeconfig(control_plane: object) -> str:
+    path = control_plane.kubeconfig_path  # type: ignore[attr-defined]
+    return str(path)
+
+
+@pytest.fixture
+async def kube(kubeconfig: str) -> AsyncIterator[object]:
+    from omed.kube.client import KubeClient, load_config
+
+    client = KubeClient(await load_config(kubeconfig), qps=1000, burst=2000)
+    try:
+        yield client
+    finally:
+        await client.close()
+
+
+@pytest.fixture(scope="session")
+async def crds_installed(kubeconfig: str) -> None:
+    from omed.devcluster.setup import install_crds
+    from omed.kube.client import KubeClient, load_config
+
+    async with KubeClient(await load_config(kubeconfig), qps=1000, burst=2000) as client:
+        await install_crds(client, ROOT / "deploy" / "crds")
+
+
+@pytest.fixture
+async def namespace(kube: object) -> AsyncIterator[str]:
+    from omed.kube.resources import NAMESPACES
+
+    name = f"t-{uuid.uuid4().hex[:10]}"
+    await kube.create(NAMESPACES, {"metadata": {"name": name}})  # type: ignore[attr-defined]
+    yield name
+    await kube.delete(NAMESPACES, name)  # type: ignore[attr-defined]
