@@ -28,13 +28,19 @@ async def apply(
         return await client.replace(resource, body, namespace)
 
 
+def load_documents(directory: Path, kind: str) -> list[dict[str, Any]]:
+    """Every YAML document of one kind in a directory's ``*.yaml`` files, in name order."""
+    docs = []
+    for path in sorted(directory.glob("*.yaml")):
+        docs += [d for d in yaml.safe_load_all(path.read_text()) if d and d.get("kind") == kind]
+    return docs
+
+
 async def install_crds(client: KubeClient, directory: Path, *, timeout: float = 60.0) -> None:
     names = []
-    for path in sorted(directory.glob("*.yaml")):
-        for doc in yaml.safe_load_all(path.read_text()):
-            if doc and doc.get("kind") == "CustomResourceDefinition":
-                await apply(client, CRDS, doc)
-                names.append(doc["metadata"]["name"])
+    for doc in load_documents(directory, "CustomResourceDefinition"):
+        await apply(client, CRDS, doc)
+        names.append(doc["metadata"]["name"])
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     for name in names:
