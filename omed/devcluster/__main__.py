@@ -1,0 +1,102 @@
+"""``python -m omed.devcluster``: prepare binaries, or run a local cluster until Ctrl-C.
+
+- ``prepare``: find or build kube-apiserver, kubectl, etcd and helm into the cache, showing
+  progress; prints their paths as JSON. CI and the demo call it first.
+- ``up``: start etcd + kube-apiserver, the omed CRDs and the node simulator with GPU nodes;
+  print how to use kubectl against it; keep running until Ctrl-C, then clean up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from omed.devcluster.binaries import BinaryError, ensure_binaries
+from omed.devcluster.controlplane import ControlPlane, ControlPlaneError
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+
+
+def _prepare() -> int:
+    try:
+        binaries = ensure_binaries()
+    except BinaryError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    print(json.dumps(binaries.as_dict(), indent=2))
+    return 0
+
+
+async def _serve_cluster(plane: ControlPlane, *, nodes: int, gpus: int) -> None:
+    from omed.devcluster.setup import install_crds
+    from omed.kube.client import KubeClient, load_config
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    async with KubeClient(
+        await load_config(str(plane.kubeconfig_path)), qps=500, burst=1000
+    ) as client:
+        await install_crds(client, ROOT / "deploy" / "crds")
+        simulator_cm: contextlib.AbstractAsyncContextManager[object]
+        try:
+            from omed.devcluster.simulator import NodeSimulator
+
+            simulator_cm = NodeSimulator(client, nodes=nodes, gpus_per_node=gpus)
+        except ImportError:  # the simulator is optional for `up` while it is being built
+            simulator_cm = contextlib.nullcontext()
+        async with simulator_cm:
+            print(
+                f"\nA local control plane is running (Kubernetes "
+                f"{plane.binaries.kubernetes_version}), with {nodes} simulated GPU nodes."
+            )
+            print("Use it from another shell:\n")
+            print(f"  export KUBECONFIG={plane.kubeconfig_path}")
+            print(f"  {plane.binaries.kubectl} get nodes")
+            print("\nPress Ctrl-C to stop and clean up.", flush=True)
+            await stop.wait()
+
+
+def _up(nodes: int, gpus: int) -> int:
+    try:
+        binaries = ensure_binaries()
+        plane = ControlPlane(binaries)
+        print("starting etcd and kube-apiserver ...", file=sys.stderr, flush=True)
+        plane.start()
+    except (BinaryError, ControlPlaneError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    try:
+        asyncio.run(_serve_cluster(plane, nodes=nodes, gpus=gpus))
+    finally:
+        plane.stop()
+        print("stopped; nothing left behind.", file=sys.stderr)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m omed.devcluster",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("prepare", help="find or build the control plane binaries")
+    up = sub.add_parser("up", help="run a local control plane with simulated GPU nodes")
+    up.add_argument("--nodes", type=int, default=4)
+    up.add_argument("--gpus-per-node", type=int, default=8)
+    args = parser.parse_args(argv)
+    if args.command == "prepare":
+        return _prepare()
+    return _up(args.nodes, args.gpus_per_node)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
