@@ -1,0 +1,47 @@
+"""Start and stop the local control plane a few times with cached binaries; print JSON.
+
+    .venv/bin/python bench/controlplane.py [--runs 3]
+
+Reports the time from ``ControlPlane.start()`` to a 200 from ``/readyz`` (etcd and
+kube-apiserver together), and the time ``stop()`` takes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+
+from omed.devcluster.binaries import ensure_binaries
+from omed.devcluster.controlplane import ControlPlane
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+    binaries = ensure_binaries()
+    starts, stops = [], []
+    for _ in range(args.runs):
+        plane = ControlPlane(binaries)
+        began = time.monotonic()
+        plane.start()
+        starts.append(time.monotonic() - began)
+        began = time.monotonic()
+        plane.stop()
+        stops.append(time.monotonic() - began)
+    print(json.dumps({
+        "benchmark": "controlplane",
+        "kubernetes": binaries.kubernetes_version,
+        "cpus": os.cpu_count(),
+        "runs": args.runs,
+        "start_seconds": {"median": round(statistics.median(starts), 2),
+                          "min": round(min(starts), 2), "max": round(max(starts), 2)},
+        "stop_seconds": {"median": round(statistics.median(stops), 2)},
+    }, indent=2))
+
+
+if __name__ == "__main__":
+    main()
