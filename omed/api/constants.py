@@ -1,0 +1,114 @@
+"""Names that omed shares with upstream OME, its users and their tools.
+
+Labels, annotations, condition types, finalizers and component names are an interface: a
+user's selectors, dashboards and scripts match them byte for byte, and the pods, CLI and
+controllers of one cluster must agree on them. So every such string lives here, once, and
+the rest of omed imports it; nothing else spells an ``ome.io/`` key by hand.
+
+Where upstream fixes a name (see the project's spec/upstream-api.md) we use it as is. The
+pod labels for an Instance's incarnation and revision are omed's choice, ``ome.io/incarnation``
+and ``ome.io/revision``: they follow the ``ome.io/instance-index`` pattern and are the keys a
+realistic OME serving pod carries.
+"""
+
+from __future__ import annotations
+
+from typing import Final, Literal
+
+# -- API group -------------------------------------------------------------------------------
+
+GROUP: Final = "ome.io"
+VERSION: Final = "v1beta1"
+API_VERSION: Final = f"{GROUP}/{VERSION}"
+
+KIND_INFERENCE_SERVICE: Final = "InferenceService"
+KIND_INFERENCE_REPLICA: Final = "InferenceReplica"
+KIND_SERVING_RUNTIME: Final = "ServingRuntime"
+KIND_CLUSTER_SERVING_RUNTIME: Final = "ClusterServingRuntime"
+KIND_CLUSTER_BASE_MODEL: Final = "ClusterBaseModel"
+KIND_BASE_MODEL: Final = "BaseModel"
+
+PLURAL_INFERENCE_SERVICES: Final = "inferenceservices"
+PLURAL_INFERENCE_REPLICAS: Final = "inferencereplicas"
+PLURAL_SERVING_RUNTIMES: Final = "servingruntimes"
+PLURAL_CLUSTER_SERVING_RUNTIMES: Final = "clusterservingruntimes"
+
+# -- Components ------------------------------------------------------------------------------
+
+ComponentName = Literal["engine", "decoder", "router"]
+"""The components of an InferenceService that OMENative manages."""
+
+COMPONENT_ENGINE: Final = "engine"
+COMPONENT_DECODER: Final = "decoder"
+COMPONENT_ROUTER: Final = "router"
+COMPONENTS: Final[tuple[ComponentName, ...]] = ("engine", "decoder", "router")
+"""Components in reporting order: engine first, then decoder and router."""
+
+# -- Deployment modes ------------------------------------------------------------------------
+
+DEPLOYMENT_MODE_OME_NATIVE: Final = "OMENative"
+DEPLOYMENT_MODE_RAW: Final = "RawDeployment"
+KNOWN_DEPLOYMENT_MODES: Final = (
+    "RawDeployment",
+    "Serverless",
+    "MultiNode",
+    "PDDisaggregated",
+    "OMENative",
+)
+"""Upstream's modes. ``spec.deploymentMode`` stays an open string: omed acts on OMENative only
+and must not reject a manifest that names a mode a newer upstream added."""
+
+# -- Labels ----------------------------------------------------------------------------------
+
+LABEL_INFERENCE_SERVICE: Final = "ome.io/inferenceservice"
+"""On InferenceReplicas and pods: the owning InferenceService's name. Upstream caches only
+pods that carry it."""
+LABEL_COMPONENT: Final = "component"
+"""On pods: engine, decoder or router (unprefixed, as upstream writes it)."""
+LABEL_INSTANCE_INDEX: Final = "ome.io/instance-index"
+"""On pods: the decimal index of the Instance the pod belongs to."""
+LABEL_INCARNATION: Final = "ome.io/incarnation"
+"""On pods: the decimal incarnation of the Instance that created the pod."""
+LABEL_REVISION: Final = "ome.io/revision"
+"""On pods: the full revision name (``<isvc>-<component>-<hash>``) of the pod's template."""
+LABEL_RUNTIME_OF: Final = "ome.io/runtime-of"
+"""On runtime ControllerRevisions: the runtime whose spec the revision stores."""
+
+# -- Annotations -----------------------------------------------------------------------------
+
+ANNOTATION_DEPLOYMENT_MODE: Final = "ome.io/deploymentMode"
+"""On an InferenceService, wins over ``spec.deploymentMode`` when set."""
+ANNOTATION_CONTROLLER_WRITE: Final = "ome.io/controller-write"
+"""``"true"`` on every InferenceReplica that the InferenceService controller writes."""
+CONTROLLER_WRITE_TRUE: Final = "true"
+ANNOTATION_RELEASE_HELD_REVISION: Final = "ome.io/release-held-revision"
+"""On an InferenceReplica: the full revision name whose Held retry block should be released."""
+ANNOTATION_MIGRATION_REQUEST_PREFIX: Final = "ome.io/migration-request-v1-"
+"""On an InferenceService: prefix of a manual migration request; the key ends in the request
+UUID and the value is the request as JSON."""
+ANNOTATION_ROLLOUT_PROMOTE: Final = "ome.io/rollout-promote"
+ANNOTATION_ROLLOUT_ROLLBACK: Final = "ome.io/rollout-rollback"
+ANNOTATION_GC_ELIGIBLE_SINCE: Final = "ome.io/gc-eligible-since"
+"""On runtime ControllerRevisions: when garbage collection marked the revision."""
+
+# -- Pod readiness ---------------------------------------------------------------------------
+
+READINESS_GATE_SERVING: Final = "ome.io/serving"
+"""Pod readiness-gate condition type that the InferenceReplica controller sets."""
+
+# -- Finalizers ------------------------------------------------------------------------------
+
+FINALIZER_INFERENCE_REPLICA: Final = "ome.io/inferencereplica-cleanup"
+"""Held on an InferenceReplica while its Instances' pods and PodGroups are torn down."""
+
+# -- Condition types -------------------------------------------------------------------------
+
+CONDITION_READY: Final = "Ready"
+CONDITION_ENGINE_READY: Final = "EngineReady"
+CONDITION_DECODER_READY: Final = "DecoderReady"
+CONDITION_ROUTER_READY: Final = "RouterReady"
+COMPONENT_READY_CONDITIONS: Final[dict[ComponentName, str]] = {
+    "engine": CONDITION_ENGINE_READY,
+    "decoder": CONDITION_DECODER_READY,
+    "router": CONDITION_ROUTER_READY,
+}
