@@ -1,1 +1,77 @@
-"""omed."""
+"""The manager's configuration: command-line flags and the inferenceservice-config ConfigMap.
+
+Why one package: both are inputs that a user writes for OME's Go manager and that omed must
+read the same way, with the same errors. Everything here is parsing and validation, with no
+API calls of its own: the manager hands in ``argv``, the environment, and a ``fetch``
+coroutine for the ConfigMap. So this package sits below the controllers and imports nothing
+from kube, informers or controllers.
+
+* :mod:`omed.config.flags`: ``parse_flags`` -> :class:`Options`; leader election timing.
+* :mod:`omed.config.duration`: Go duration syntax.
+* :mod:`omed.config.entries`: startup and reconcile-time ConfigMap entries.
+* :mod:`omed.config.cache`: the TTL cache that reconciles read the ConfigMap through.
+"""
+
+from omed.config.cache import ConfigCache
+from omed.config.duration import DurationError, format_duration, parse_duration
+from omed.config.entries import (
+    BatchSize,
+    DeployConfig,
+    EventRecorderConfig,
+    IngressConfig,
+    LifecycleConfig,
+    LifecycleScaleConfig,
+    MigrationAuditConfig,
+    OMENativeStatusConfig,
+    Percent,
+    ReconcileConfig,
+    ReconcileConfigError,
+    StartupConfig,
+    StartupConfigError,
+    load_startup_config,
+    reconcile_entries,
+    resolve_budget,
+)
+from omed.config.flags import (
+    INVALID_LEADER_ELECTION_TIMING,
+    FlagError,
+    HelpRequested,
+    LeaderElectionTimingError,
+    Options,
+    check_leader_election_timing,
+    parse_flags,
+    parse_flags_or_exit,
+    usage,
+)
+
+__all__ = [
+    "INVALID_LEADER_ELECTION_TIMING",
+    "BatchSize",
+    "ConfigCache",
+    "DeployConfig",
+    "DurationError",
+    "EventRecorderConfig",
+    "FlagError",
+    "HelpRequested",
+    "IngressConfig",
+    "LeaderElectionTimingError",
+    "LifecycleConfig",
+    "LifecycleScaleConfig",
+    "MigrationAuditConfig",
+    "OMENativeStatusConfig",
+    "Options",
+    "Percent",
+    "ReconcileConfig",
+    "ReconcileConfigError",
+    "StartupConfig",
+    "StartupConfigError",
+    "check_leader_election_timing",
+    "format_duration",
+    "load_startup_config",
+    "parse_duration",
+    "parse_flags",
+    "parse_flags_or_exit",
+    "reconcile_entries",
+    "resolve_budget",
+    "usage",
+]
