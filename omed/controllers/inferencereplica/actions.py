@@ -1,0 +1,148 @@
+"""What a pass decided to do: the planner's output, the executor's input.
+
+Why: the planner decides and the executor acts, so the decision must be a value that tests
+can read. Each action is a frozen dataclass that names its target precisely (a pod by name
+*and* uid, so an action never hits a newer pod of the same name).
+
+Invariant of a :class:`Plan`: every operation that a pod action belongs to is already in
+``rows``; the executor writes ``WriteStatus`` before any pod action, and skips every pod
+action when that write fails, so no side effect ever runs ahead of its durable record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from omed.api.inferencereplica import InferenceReplicaStatus, InstanceStatus
+from omed.config import BatchSize
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class PodRef:
+    """A pod by name and uid."""
+
+    name: str
+    uid: str
+
+
+@dataclass(frozen=True, slots=True)
+class AddFinalizer:
+    """Put omed's finalizer on the InferenceReplica before it owns any pod."""
+
+
+@dataclass(frozen=True, slots=True)
+class WriteStatus:
+    """Replace the InferenceReplica's status: the summary and the rows (through the seam)."""
+
+    status: InferenceReplicaStatus
+    """The new status without rows; the executor encodes ``rows`` into it."""
+    rows: tuple[InstanceStatus, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PodToCreate:
+    name: str
+    body: Mapping[str, Any]
+    """The full Pod object to POST."""
+
+
+@dataclass(frozen=True, slots=True)
+class CreatePods:
+    """Create the missing pods of one Instance (all of them, in this pass)."""
+
+    index: int
+    operation_id: str
+    pods: tuple[PodToCreate, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SetServingGate:
+    """Set the ome.io/serving readiness-gate condition of one pod."""
+
+    index: int
+    pod: PodRef
+    serving: bool
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class DeletePods:
+    """Delete every live pod of one draining Instance, each only if it is still not routed."""
+
+    index: int
+    operation_id: str
+    pods: tuple[PodRef, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveFinalizer:
+    """The InferenceReplica is being deleted and no pod of it is left."""
+
+
+@dataclass(frozen=True, slots=True)
+class RecordEvent:
+    """A Kubernetes Event, on the parent InferenceService or the standalone replica."""
+
+    type: str
+    reason: str
+    message: str
+
+
+Action = (
+    AddFinalizer
+    | WriteStatus
+    | CreatePods
+    | SetServingGate
+    | DeletePods
+    | RemoveFinalizer
+    | RecordEvent
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ScaleDownWave:
+    """One pass of a scale-down: what the ``OMENative scale-down wave`` line reports."""
+
+    configured_pod_budget: BatchSize | None
+    pod_budget: int | None
+    """The budget resolved against the footprint; None when unbounded."""
+    pod_footprint: int
+    active_instances: tuple[int, ...]
+    """Indexes of the Instances the wave drives (Delete operations in flight)."""
+    deferred_instances: tuple[int, ...]
+    """Indexes of the Instances held back for later passes."""
+    started_instances: tuple[int, ...]
+    """Indexes whose Delete operation starts in this pass (a subset of the active ones)."""
+
+    def log_values(self) -> dict[str, Any]:
+        """The key-values of the log line."""
+        configured = self.configured_pod_budget
+        return {
+            "configuredPodBudget": (
+                configured if configured is None or isinstance(configured, int) else str(configured)
+            ),
+            "podBudget": self.pod_budget,
+            "podFootprint": self.pod_footprint,
+            "activeInstances": len(self.active_instances),
+            "deferredInstances": len(self.deferred_instances),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """The outcome of one planning pass."""
+
+    actions: tuple[Action, ...]
+    rows: tuple[InstanceStatus, ...]
+    status: InferenceReplicaStatus
+    """The new status summary (rows not included)."""
+    requeue_after: float | None = None
+    wave_log: ScaleDownWave | None = None
+
+    def of_type(self, kind: type[T]) -> list[T]:
+        """The actions of one type, in order."""
+        return [action for action in self.actions if isinstance(action, kind)]

@@ -1,0 +1,286 @@
+"""The InferenceReplica controller: informers in, observe -> plan -> execute, workers out.
+
+Why: this module is the imperative shell around the pure planner. It wires two shared
+informers (InferenceReplicas in every namespace, and the product's pod cache of pods
+labelled ``ome.io/inferenceservice``), maps pod events to the owning InferenceReplica (its
+controller owner reference), keeps the expectations current, and runs a workqueue
+:class:`~omed.workqueue.Controller` whose reconciler is :class:`InferenceReplicaReconciler`.
+
+Level-triggered: a reconcile reads the whole state of one InferenceReplica from the caches,
+never the event that woke it. A key whose writes aren't observed yet is not planned for
+(:mod:`.expectations`); it is looked at again when they are, or when they expire.
+
+Wiring, for the manager::
+
+    factory = InformerFactory(client)
+    irep = InferenceReplicaController(
+        client=client, factory=factory, events=recorder,
+        settings=PlanSettings.from_config(startup.lifecycle_scale),
+        workers=options.inferencereplica_max_concurrent_reconciles,
+    )
+    factory.start()
+    await factory.wait_for_cache_sync()
+    await irep.run()            # until irep.shutdown()
+
+Pods left by an InferenceReplica that is gone (deleted before omed held its finalizer, in a
+cluster without a garbage collector) are drained and deleted too, once a read from the API
+server confirms the InferenceReplica is really gone.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any, Final, Protocol
+
+from omed.api.constants import KIND_INFERENCE_REPLICA
+from omed.api.inferencereplica import InferenceReplicaStatus
+from omed.clock import Clock, RealClock
+from omed.controllers.inferencereplica import names
+from omed.controllers.inferencereplica.actions import Plan
+from omed.controllers.inferencereplica.execute import Executor, KubeApi, Outcome
+from omed.controllers.inferencereplica.expectations import DEFAULT_TIMEOUT, Expectations
+from omed.controllers.inferencereplica.model import PlanSettings
+from omed.controllers.inferencereplica.observe import (
+    InvalidReplica,
+    controller_name,
+    observe,
+    pod_view,
+)
+from omed.controllers.inferencereplica.plan import drain_orphans, plan
+from omed.controllers.inferencereplica.status import RowsUnreadable
+from omed.events import WARNING, EventSink
+from omed.informers import (
+    NAMESPACE,
+    OWNER_UID,
+    Handlers,
+    InformerFactory,
+    SharedInformer,
+    inference_pod_informer,
+    object_key,
+    split_key,
+)
+from omed.informers.transform import Obj
+from omed.kube.errors import NotFound
+from omed.kube.resources import INFERENCE_REPLICAS
+from omed.log import kv
+from omed.workqueue import Controller, Result
+from omed.workqueue.ratelimit import RateLimiter
+
+log = logging.getLogger("omed.controllers.inferencereplica")
+
+RETRY_SOON: Final = 1.0
+"""Seconds before looking again after a step was skipped for safety or lost a race."""
+MIN_EXPECTATION_WAIT: Final = 0.05
+
+
+class ObjectCache(Protocol):
+    """The part of :class:`omed.informers.IndexedStore` a reconcile reads."""
+
+    def get(self, key: str) -> Obj | None: ...
+
+    def by_index(self, index: str, value: str) -> list[Obj]: ...
+
+
+def owner_key(pod: Mapping[str, Any]) -> str | None:
+    """``namespace/name`` of the InferenceReplica that controls ``pod``, if one does."""
+    name = controller_name(pod, kind=KIND_INFERENCE_REPLICA)
+    if name is None:
+        return None
+    namespace = (pod.get("metadata") or {}).get("namespace")
+    return f"{namespace}/{name}" if namespace else name
+
+
+class InferenceReplicaReconciler:
+    """One reconcile: observe the caches, plan, execute. Implements the ``Reconciler``."""
+
+    def __init__(
+        self,
+        *,
+        client: KubeApi,
+        replicas: ObjectCache,
+        pods: ObjectCache,
+        events: EventSink,
+        settings: PlanSettings,
+        expectations: Expectations,
+        clock: Clock,
+    ) -> None:
+        self._client = client
+        self._replicas = replicas
+        self._pods = pods
+        self._events = events
+        self._settings = settings
+        self._expectations = expectations
+        self._clock = clock
+        self._executor = Executor(
+            client=client, events=events, expectations=expectations, clock=clock
+        )
+        self._warned: dict[str, str] = {}
+
+    async def reconcile(self, key: str) -> Result:
+        irep = self._replicas.get(key)
+        if irep is None:
+            return await self._orphans(key)
+        if not self._expectations.satisfied(key):
+            return Result(
+                requeue_after=max(self._expectations.remaining(key), MIN_EXPECTATION_WAIT)
+            )
+        uid = str((irep.get("metadata") or {}).get("uid") or "")
+        try:
+            target, observed = observe(irep, self._pods.by_index(OWNER_UID, uid))
+        except (InvalidReplica, RowsUnreadable) as err:
+            self._unreadable(key, irep, err)
+            return Result()
+        self._warned.pop(key, None)
+        decided = plan(
+            target=target, observed=observed, settings=self._settings, now=self._clock.now()
+        )
+        if decided.wave_log is not None:
+            log.info(
+                names.MSG_SCALE_DOWN_WAVE,
+                extra=kv(
+                    namespace=target.namespace,
+                    inferenceReplica=target.name,
+                    **decided.wave_log.log_values(),
+                ),
+            )
+        outcome = await self._executor.execute(key=key, irep=irep, target=target, plan=decided)
+        return self._result(key, decided, outcome)
+
+    def _result(self, key: str, decided: Plan, outcome: Outcome) -> Result:
+        if outcome.stopped == "conflict":
+            log.debug(names.MSG_STATUS_CONFLICT, extra=kv(key=key))
+            return Result(requeue=True)
+        if outcome.stopped == "gone":
+            return Result()
+        if outcome.errors:
+            first = outcome.errors[0]
+            if len(outcome.errors) > 1:
+                first.add_note(f"and {len(outcome.errors) - 1} more failed write(s) in this pass")
+            raise first
+        delays = [d for d in (decided.requeue_after,) if d is not None]
+        if outcome.retry_soon:
+            delays.append(RETRY_SOON)
+        return Result(requeue_after=min(delays)) if delays else Result()
+
+    def _unreadable(self, key: str, irep: Mapping[str, Any], err: Exception) -> None:
+        version = str((irep.get("metadata") or {}).get("resourceVersion") or "")
+        log.error(names.MSG_STATUS_UNREADABLE, extra=kv(key=key, error=str(err)))
+        if self._warned.get(key) == version:
+            return
+        self._warned[key] = version
+        self._events.event(
+            irep, type=WARNING, reason=names.EVENT_STATUS_UNREADABLE, message=str(err)[:1000]
+        )
+
+    async def _orphans(self, key: str) -> Result:
+        """Drain the pods of an InferenceReplica that no longer exists."""
+        namespace, name = split_key(key)
+        pods = [
+            pod for pod in self._pods.by_index(NAMESPACE, namespace or "") if owner_key(pod) == key
+        ]
+        if not pods:
+            self._expectations.forget(key)
+            self._warned.pop(key, None)
+            return Result()
+        if not self._expectations.satisfied(key):
+            return Result(
+                requeue_after=max(self._expectations.remaining(key), MIN_EXPECTATION_WAIT)
+            )
+        try:
+            await self._client.get(INFERENCE_REPLICAS, name, namespace)
+        except NotFound:
+            pass
+        else:  # the cache hasn't seen it yet: not an orphan
+            return Result(requeue_after=RETRY_SOON)
+        views = [pod_view(pod, replica=name) for pod in pods]
+        actions = drain_orphans(views)
+        outcome = Outcome()
+        orphan_plan = Plan(actions=actions, rows=(), status=InferenceReplicaStatus())
+        await self._executor.run_pod_actions(
+            outcome, key=key, namespace=namespace or "", plan=orphan_plan
+        )
+        if outcome.errors:
+            raise outcome.errors[0]
+        return Result(requeue_after=RETRY_SOON)
+
+
+class InferenceReplicaController:
+    """Informers, expectations and the worker pool of the InferenceReplica controller."""
+
+    def __init__(
+        self,
+        *,
+        client: KubeApi,
+        factory: InformerFactory,
+        events: EventSink,
+        settings: PlanSettings,
+        workers: int = 4,
+        namespace: str | None = None,
+        clock: Clock | None = None,
+        expectation_timeout: float = DEFAULT_TIMEOUT,
+        rate_limiter: RateLimiter | None = None,
+    ) -> None:
+        self._clock: Clock = clock or RealClock()
+        self.replicas: SharedInformer = factory.informer(INFERENCE_REPLICAS, namespace=namespace)
+        self.pods: SharedInformer = inference_pod_informer(factory, namespace=namespace)
+        self.expectations = Expectations(clock=self._clock, timeout=expectation_timeout)
+        self.reconciler = InferenceReplicaReconciler(
+            client=client,
+            replicas=self.replicas.store,
+            pods=self.pods.store,
+            events=events,
+            settings=settings,
+            expectations=self.expectations,
+            clock=self._clock,
+        )
+        self.controller = Controller(
+            name=names.CONTROLLER_NAME,
+            reconciler=self.reconciler,
+            workers=workers,
+            clock=self._clock,
+            rate_limiter=rate_limiter,
+        )
+        self._registrations = [
+            self.replicas.add_event_handler(
+                Handlers(
+                    on_add=self._replica_event,
+                    on_update=lambda _old, new: self._replica_event(new),
+                    on_delete=self._replica_event,
+                )
+            ),
+            self.pods.add_event_handler(
+                Handlers(
+                    on_add=self._pod_seen,
+                    on_update=lambda _old, new: self._pod_seen(new),
+                    on_delete=self._pod_gone,
+                )
+            ),
+        ]
+
+    def _replica_event(self, obj: Obj) -> None:
+        self.controller.queue.add(object_key(obj))
+
+    def _pod_seen(self, pod: Obj) -> None:
+        key = owner_key(pod)
+        if key is not None:
+            self.expectations.observe(key, pod)
+            self.controller.queue.add(key)
+
+    def _pod_gone(self, pod: Obj) -> None:
+        key = owner_key(pod)
+        if key is not None:
+            self.expectations.observe_gone(key, pod)
+            self.controller.queue.add(key)
+
+    async def run(self) -> None:
+        """Run the workers until :meth:`shutdown`; start the informers and sync them first."""
+        await self.controller.run()
+
+    async def shutdown(self, *, drain: bool = True) -> None:
+        await self.controller.shutdown(drain=drain)
+
+    def close(self) -> None:
+        """Detach the event handlers from the (shared) informers."""
+        self.replicas.remove_event_handler(self._registrations[0])
+        self.pods.remove_event_handler(self._registrations[1])

@@ -1,0 +1,403 @@
+"""The executor: does what a :class:`~.actions.Plan` says, in the one safe order.
+
+Why: the planner decides from a cache; the executor talks to the API server and must make
+each decision safe against what the cache didn't know. Order and guards:
+
+1. ``AddFinalizer`` (optimistic lock on the cached resourceVersion): before omed owns a
+   pod, so a deleted InferenceReplica waits for its pods to be drained;
+2. ``WriteStatus`` (optimistic lock): the rows, with every new operation, are durable before
+   any side effect. If this write fails (Conflict: the cache was stale; NotFound), the pass
+   stops here and no pod is touched;
+3. events (only after the status that records their transition is stored);
+4. serving gates, pod creations, pod deletions, each first *expected* (:mod:`.expectations`);
+   creations tolerate ``AlreadyExists`` (fixed names: a repeat after a crash), deletions
+   tolerate ``NotFound``;
+5. ``RemoveFinalizer`` after re-listing the pods from the API server.
+
+Destructive steps re-read what they act on: before deleting an Instance's pods, each pod is
+read from the API server and the deletion goes ahead only if every one of them is still
+the same pod (uid) and not routed (Ready not True, gate not True); each delete then carries
+uid and resourceVersion preconditions, so a pod that changed after the read is not deleted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from omed.api.constants import API_VERSION, KIND_INFERENCE_SERVICE, READINESS_GATE_SERVING
+from omed.clock import Clock, rfc3339
+from omed.controllers.inferencereplica import names
+from omed.controllers.inferencereplica.actions import (
+    AddFinalizer,
+    CreatePods,
+    DeletePods,
+    Plan,
+    PodRef,
+    RecordEvent,
+    RemoveFinalizer,
+    SetServingGate,
+    WriteStatus,
+)
+from omed.controllers.inferencereplica.expectations import Expectations
+from omed.controllers.inferencereplica.model import ReplicaTarget
+from omed.controllers.inferencereplica.observe import controller_uid
+from omed.controllers.inferencereplica.status import status_body
+from omed.events import EventSink
+from omed.kube.client import STRATEGIC_MERGE_PATCH, Resource
+from omed.kube.errors import AlreadyExists, Conflict, Invalid, NotFound
+from omed.kube.resources import INFERENCE_REPLICAS, PODS
+from omed.log import kv
+
+log = logging.getLogger("omed.controllers.inferencereplica")
+
+WRITE_CONCURRENCY = 16
+"""Pod writes one pass keeps in flight at once (the client's limiter paces them further)."""
+
+
+class KubeApi(Protocol):
+    """The part of :class:`omed.kube.client.KubeClient` the executor uses."""
+
+    async def get(self, resource: Resource, name: str, namespace: str | None = None) -> Any: ...
+
+    async def list_all(
+        self,
+        resource: Resource,
+        namespace: str | None = None,
+        *,
+        page_size: int = 500,
+        **params: Any,
+    ) -> list[Any]: ...
+
+    async def create(
+        self,
+        resource: Resource,
+        body: Mapping[str, Any],
+        namespace: str | None = None,
+        **params: Any,
+    ) -> Any: ...
+
+    async def replace_status(
+        self, resource: Resource, body: Mapping[str, Any], namespace: str | None = None
+    ) -> Any: ...
+
+    async def patch(
+        self,
+        resource: Resource,
+        name: str,
+        patch: Any,
+        namespace: str | None = None,
+        *,
+        content_type: str = ...,
+        subresource: str | None = None,
+        **params: Any,
+    ) -> Any: ...
+
+    async def delete(
+        self,
+        resource: Resource,
+        name: str,
+        namespace: str | None = None,
+        *,
+        grace_period_seconds: int | None = None,
+        uid: str | None = None,
+        resource_version: str | None = None,
+        propagation_policy: str | None = None,
+    ) -> Any: ...
+
+
+@dataclass(slots=True)
+class Outcome:
+    """What executing a plan came to."""
+
+    stopped: str | None = None
+    """``conflict`` or ``gone`` when the pass stopped before its side effects."""
+    retry_soon: bool = False
+    """Something was skipped for safety or lost a race; look again shortly."""
+    errors: list[Exception] = field(default_factory=list)
+    created: int = 0
+    deleted: int = 0
+
+
+def event_object(target: ReplicaTarget) -> dict[str, Any]:
+    """What events are about: the parent InferenceService, or the standalone replica."""
+    if target.parent is not None:
+        meta = {"name": target.parent.name, "namespace": target.namespace}
+        if target.parent.uid:
+            meta["uid"] = target.parent.uid
+        return {"apiVersion": API_VERSION, "kind": KIND_INFERENCE_SERVICE, "metadata": meta}
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "InferenceReplica",
+        "metadata": {"name": target.name, "namespace": target.namespace, "uid": target.uid},
+    }
+
+
+class Executor:
+    """Runs plans for one controller; shares its expectations with the event handlers."""
+
+    def __init__(
+        self,
+        *,
+        client: KubeApi,
+        events: EventSink,
+        expectations: Expectations,
+        clock: Clock,
+    ) -> None:
+        self._client = client
+        self._events = events
+        self._expectations = expectations
+        self._clock = clock
+
+    async def execute(
+        self, *, key: str, irep: Mapping[str, Any], target: ReplicaTarget, plan: Plan
+    ) -> Outcome:
+        outcome = Outcome()
+        current: Mapping[str, Any] = irep
+        for action in plan.of_type(AddFinalizer):
+            del action
+            current = await self._guarded(outcome, self._add_finalizer(current))
+            if outcome.stopped:
+                return outcome
+        for write in plan.of_type(WriteStatus):
+            current = await self._guarded(outcome, self._write_status(current, write))
+            if outcome.stopped:
+                return outcome
+        involved = event_object(target)
+        for event in plan.of_type(RecordEvent):
+            self._record(involved, event)
+        await self.run_pod_actions(outcome, key=key, namespace=target.namespace, plan=plan)
+        if plan.of_type(RemoveFinalizer) and not outcome.errors:
+            await self._remove_finalizer(outcome, current, target)
+        return outcome
+
+    async def run_pod_actions(
+        self, outcome: Outcome, *, key: str, namespace: str, plan: Plan
+    ) -> None:
+        """Gates, then creations, then deletions: each kind fully sent before the next."""
+        semaphore = asyncio.Semaphore(WRITE_CONCURRENCY)
+        now = self._clock.now()
+        await asyncio.gather(
+            *(
+                self._set_gate(
+                    outcome, key=key, namespace=namespace, gate=gate, now=now, semaphore=semaphore
+                )
+                for gate in plan.of_type(SetServingGate)
+            )
+        )
+        await asyncio.gather(
+            *(
+                self._create(
+                    outcome, key=key, namespace=namespace, action=pods, semaphore=semaphore
+                )
+                for pods in plan.of_type(CreatePods)
+            )
+        )
+        await asyncio.gather(
+            *(
+                self._delete_instance(
+                    outcome, key=key, namespace=namespace, action=pods, semaphore=semaphore
+                )
+                for pods in plan.of_type(DeletePods)
+            )
+        )
+
+    # -- the InferenceReplica ---------------------------------------------------------------
+    async def _guarded(self, outcome: Outcome, write: Any) -> Mapping[str, Any]:
+        try:
+            result: Mapping[str, Any] = await write
+        except Conflict:
+            outcome.stopped = "conflict"
+            return {}
+        except NotFound:
+            outcome.stopped = "gone"
+            return {}
+        return result
+
+    async def _add_finalizer(self, irep: Mapping[str, Any]) -> Mapping[str, Any]:
+        meta = irep.get("metadata") or {}
+        finalizers = [*(meta.get("finalizers") or ()), names.FINALIZER]
+        patch = {"metadata": {"finalizers": finalizers, "resourceVersion": meta["resourceVersion"]}}
+        result: Mapping[str, Any] = await self._client.patch(
+            INFERENCE_REPLICAS, meta["name"], patch, meta.get("namespace")
+        )
+        return result
+
+    async def _write_status(self, irep: Mapping[str, Any], write: WriteStatus) -> Mapping[str, Any]:
+        meta = irep.get("metadata") or {}
+        body = {
+            "apiVersion": irep.get("apiVersion"),
+            "kind": irep.get("kind"),
+            "metadata": dict(meta),
+            "spec": irep.get("spec"),
+            "status": status_body(write.status, write.rows),
+        }
+        result: Mapping[str, Any] = await self._client.replace_status(
+            INFERENCE_REPLICAS, body, meta.get("namespace")
+        )
+        return result
+
+    async def _remove_finalizer(
+        self, outcome: Outcome, irep: Mapping[str, Any], target: ReplicaTarget
+    ) -> None:
+        left = [
+            pod
+            for pod in await self._client.list_all(
+                PODS,
+                target.namespace,
+                labelSelector=names.label_selector(target.isvc, target.component),
+            )
+            if controller_uid(pod, kind="InferenceReplica") == target.uid
+        ]
+        if left:  # the cache is behind: not yet
+            outcome.retry_soon = True
+            return
+        meta = irep.get("metadata") or {}
+        kept = [f for f in meta.get("finalizers") or () if f != names.FINALIZER]
+        patch = {
+            "metadata": {"finalizers": kept or None, "resourceVersion": meta["resourceVersion"]}
+        }
+        try:
+            await self._client.patch(INFERENCE_REPLICAS, meta["name"], patch, target.namespace)
+        except Conflict:
+            outcome.retry_soon = True
+        except NotFound:
+            pass
+
+    def _record(self, involved: Mapping[str, Any], event: RecordEvent) -> None:
+        self._events.event(involved, type=event.type, reason=event.reason, message=event.message)
+
+    # -- pods ---------------------------------------------------------------------------------
+    async def _set_gate(
+        self,
+        outcome: Outcome,
+        *,
+        key: str,
+        namespace: str,
+        gate: SetServingGate,
+        now: dt.datetime,
+        semaphore: asyncio.Semaphore,
+    ) -> None:
+        status = "True" if gate.serving else "False"
+        patch = {
+            "metadata": {"uid": gate.pod.uid},
+            "status": {
+                "conditions": [
+                    {
+                        "type": READINESS_GATE_SERVING,
+                        "status": status,
+                        "reason": gate.reason,
+                        "message": "",
+                        "lastTransitionTime": rfc3339(now),
+                    }
+                ]
+            },
+        }
+        self._expectations.expect_gate(key, gate.pod.uid, gate.serving)
+        async with semaphore:
+            try:
+                await self._client.patch(
+                    PODS,
+                    gate.pod.name,
+                    patch,
+                    namespace,
+                    content_type=STRATEGIC_MERGE_PATCH,
+                    subresource="status",
+                )
+            except (NotFound, Conflict, Invalid):
+                self._expectations.gate_failed(key, gate.pod.uid)  # gone or replaced
+                outcome.retry_soon = True
+            except BaseException as err:
+                self._expectations.gate_failed(key, gate.pod.uid)
+                if not isinstance(err, Exception):
+                    raise
+                outcome.errors.append(err)
+
+    async def _create(
+        self,
+        outcome: Outcome,
+        *,
+        key: str,
+        namespace: str,
+        action: CreatePods,
+        semaphore: asyncio.Semaphore,
+    ) -> None:
+        self._expectations.expect_creations(key, (pod.name for pod in action.pods))
+
+        async def one(name: str, body: Mapping[str, Any]) -> None:
+            async with semaphore:
+                try:
+                    await self._client.create(PODS, body, namespace)
+                    outcome.created += 1
+                except AlreadyExists:
+                    self._expectations.creation_failed(key, name)
+                except BaseException as err:
+                    self._expectations.creation_failed(key, name)
+                    if not isinstance(err, Exception):
+                        raise
+                    outcome.errors.append(err)
+
+        await asyncio.gather(*(one(pod.name, pod.body) for pod in action.pods))
+
+    async def _delete_instance(
+        self,
+        outcome: Outcome,
+        *,
+        key: str,
+        namespace: str,
+        action: DeletePods,
+        semaphore: asyncio.Semaphore,
+    ) -> None:
+        """Re-read every pod; delete them all only if none is routed any more."""
+        fresh: list[tuple[PodRef, str]] = []
+        for ref in action.pods:
+            async with semaphore:
+                try:
+                    pod = await self._client.get(PODS, ref.name, namespace)
+                except NotFound:
+                    continue
+            meta = pod.get("metadata") or {}
+            if meta.get("uid") != ref.uid or meta.get("deletionTimestamp"):
+                continue
+            if _routed(pod):
+                log.info(
+                    names.MSG_SKIPPED_UNSAFE_DELETE,
+                    extra=kv(namespace=namespace, pod=ref.name, instance=action.index),
+                )
+                outcome.retry_soon = True
+                return
+            fresh.append((ref, str(meta.get("resourceVersion") or "")))
+
+        async def one(ref: PodRef, version: str) -> None:
+            self._expectations.expect_deletion(key, ref.uid)
+            async with semaphore:
+                try:
+                    await self._client.delete(
+                        PODS, ref.name, namespace, uid=ref.uid, resource_version=version
+                    )
+                    outcome.deleted += 1
+                except (NotFound, Conflict):
+                    self._expectations.deletion_failed(key, ref.uid)
+                    outcome.retry_soon = True
+                except BaseException as err:
+                    self._expectations.deletion_failed(key, ref.uid)
+                    if not isinstance(err, Exception):
+                        raise
+                    outcome.errors.append(err)
+
+        await asyncio.gather(*(one(ref, version) for ref, version in fresh))
+
+
+def _routed(pod: Mapping[str, Any]) -> bool:
+    """Ready True or gate True on the pod as the API server has it now."""
+    for cond in (pod.get("status") or {}).get("conditions") or ():
+        if cond.get("type") in ("Ready", READINESS_GATE_SERVING) and cond.get("status") == "True":
+            return True
+    return False
+
+
+__all__ = ["Executor", "KubeApi", "Outcome", "event_object"]

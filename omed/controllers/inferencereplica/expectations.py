@@ -1,0 +1,149 @@
+"""Writes in flight that the pod cache hasn't shown yet, per InferenceReplica.
+
+Why: the planner reads the pod cache, which lags the API server. Right after a pass creates
+pod ``x-3-default-0``, a second pass on a stale cache would see it missing and create it
+again (harmless thanks to fixed names, but it would also count it against a second batch),
+and right after a delete it would see the pod still live. So every pod write the executor
+sends is first *expected* here, and the informer's events *observe* it; until a key's
+expectations are met (or expire), the controller doesn't plan for that key. This is
+controller-runtime's and OpenKruise's ``expectations``, keyed per InferenceReplica.
+
+Three kinds: creations (by pod name: seen once a pod of that name is in the cache),
+deletions (by uid: seen once the pod is Terminating or gone), and serving-gate writes (by
+uid: seen once the cached pod shows that gate value, or is gone).
+
+Invariants:
+
+* an expectation is recorded *before* its request is sent, and lowered when the request
+  fails in a way that means nothing will be observed (AlreadyExists, NotFound, refusal);
+* a key whose expectations are older than ``timeout`` counts as satisfied and is cleared:
+  a lost watch event costs one timeout, never a stuck InferenceReplica;
+* everything runs on the event loop; no method awaits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from omed.api.constants import READINESS_GATE_SERVING
+from omed.clock import Clock
+
+DEFAULT_TIMEOUT = 60.0
+"""Seconds after which unobserved writes stop holding a key back."""
+
+
+@dataclass(slots=True)
+class _Pending:
+    creations: set[str] = field(default_factory=set)
+    deletions: set[str] = field(default_factory=set)
+    gates: dict[str, bool] = field(default_factory=dict)
+    since: float = 0.0
+
+    def empty(self) -> bool:
+        return not (self.creations or self.deletions or self.gates)
+
+
+def _gate(pod: Mapping[str, Any]) -> bool | None:
+    for cond in (pod.get("status") or {}).get("conditions") or ():
+        if cond.get("type") == READINESS_GATE_SERVING:
+            return bool(cond.get("status") == "True")
+    return None
+
+
+class Expectations:
+    """Unobserved pod writes per key; see the module docstring."""
+
+    def __init__(self, *, clock: Clock, timeout: float = DEFAULT_TIMEOUT) -> None:
+        self._clock = clock
+        self._timeout = timeout
+        self._pending: dict[str, _Pending] = {}
+
+    def _entry(self, key: str) -> _Pending:
+        entry = self._pending.get(key)
+        if entry is None or entry.empty():
+            entry = _Pending(since=self._clock.monotonic())
+            self._pending[key] = entry
+        return entry
+
+    # -- before a write ---------------------------------------------------------------------
+    def expect_creations(self, key: str, names: Iterable[str]) -> None:
+        self._entry(key).creations.update(names)
+
+    def expect_deletion(self, key: str, uid: str) -> None:
+        self._entry(key).deletions.add(uid)
+
+    def expect_gate(self, key: str, uid: str, serving: bool) -> None:
+        self._entry(key).gates[uid] = serving
+
+    # -- when a write will never be observed ------------------------------------------------
+    def creation_failed(self, key: str, name: str) -> None:
+        entry = self._pending.get(key)
+        if entry is not None:
+            entry.creations.discard(name)
+
+    def deletion_failed(self, key: str, uid: str) -> None:
+        entry = self._pending.get(key)
+        if entry is not None:
+            entry.deletions.discard(uid)
+
+    def gate_failed(self, key: str, uid: str) -> None:
+        entry = self._pending.get(key)
+        if entry is not None:
+            entry.gates.pop(uid, None)
+
+    # -- informer events --------------------------------------------------------------------
+    def observe(self, key: str, pod: Mapping[str, Any]) -> None:
+        """A pod of ``key`` was added or updated in the cache."""
+        entry = self._pending.get(key)
+        if entry is None:
+            return
+        metadata = pod.get("metadata") or {}
+        uid = str(metadata.get("uid") or "")
+        entry.creations.discard(str(metadata.get("name") or ""))
+        if metadata.get("deletionTimestamp"):
+            entry.deletions.discard(uid)
+        wanted = entry.gates.get(uid)
+        if wanted is not None and _gate(pod) == wanted:
+            del entry.gates[uid]
+
+    def observe_gone(self, key: str, pod: Mapping[str, Any]) -> None:
+        """A pod of ``key`` left the cache."""
+        entry = self._pending.get(key)
+        if entry is None:
+            return
+        metadata = pod.get("metadata") or {}
+        uid = str(metadata.get("uid") or "")
+        entry.creations.discard(str(metadata.get("name") or ""))
+        entry.deletions.discard(uid)
+        entry.gates.pop(uid, None)
+
+    # -- the controller ---------------------------------------------------------------------
+    def satisfied(self, key: str) -> bool:
+        """Whether ``key`` may be planned for: nothing unobserved, or it all expired."""
+        entry = self._pending.get(key)
+        if entry is None or entry.empty():
+            self._pending.pop(key, None)
+            return True
+        if self._clock.monotonic() - entry.since >= self._timeout:
+            del self._pending[key]
+            return True
+        return False
+
+    def remaining(self, key: str) -> float:
+        """Seconds until ``key``'s expectations expire (0 when satisfied)."""
+        entry = self._pending.get(key)
+        if entry is None or entry.empty():
+            return 0.0
+        return max(0.0, self._timeout - (self._clock.monotonic() - entry.since))
+
+    def forget(self, key: str) -> None:
+        self._pending.pop(key, None)
+
+    def pending(self, key: str) -> tuple[int, int, int]:
+        """(creations, deletions, gate writes) still unobserved for ``key``."""
+        entry = self._pending.get(key)
+        if entry is None:
+            return (0, 0, 0)
+        return (len(entry.creations), len(entry.deletions), len(entry.gates))

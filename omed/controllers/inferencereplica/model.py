@@ -1,0 +1,179 @@
+"""What the planner sees: the desired InferenceReplica, its pods and its previous rows.
+
+Why: the planner is a pure function and must be testable without an API server or a cache.
+Its inputs are these frozen dataclasses, built once per pass by :mod:`.observe` from the
+informer caches (JSON dicts stop at that boundary) and built by hand in unit tests.
+
+Invariants:
+
+* a :class:`PodView` holds only facts read from one version of one pod: nothing here is
+  derived from time or from other pods;
+* a :class:`ReplicaTarget` holds the desired state and the identity the controller writes on
+  its pods; defaults that the user left out are resolved here (``readyPolicy`` AllPodReady,
+  runner size 1), so the planner never guesses;
+* pods are grouped by the ``ome.io/instance-index`` label; pods of the InferenceReplica that
+  lack a usable index are kept apart in ``ObservedState.stray_pods`` and never acted on.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from omed.api.inferencereplica import InferenceReplicaStatus, InstanceStatus
+from omed.config import BatchSize, LifecycleScaleConfig
+from omed.controllers.inferencereplica.names import RUNNER_ORDER, pod_name
+
+ReadyPolicy = Literal["AllPodReady", "None"]
+
+DEFAULT_SCALE_UP_REQUEUE: float = 1.0
+"""Seconds before the next scale-up batch is looked at when no pod event comes first."""
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerFailure:
+    """The failure a pod shows now or showed last."""
+
+    container: str
+    reason: str
+    exit_code: int | None = None
+    time: dt.datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PodView:
+    """One pod of the InferenceReplica, as the cache last saw it."""
+
+    name: str
+    uid: str
+    index: int
+    runner: str | None = None
+    ordinal: int | None = None
+    incarnation: int | None = None
+    revision: str | None = None
+    operation_id: str | None = None
+    resource_version: str = ""
+    terminating: bool = False
+    node: str | None = None
+    phase: str | None = None
+    ready: bool = False
+    """The pod's Ready condition is True: Services route to it."""
+    ready_since: dt.datetime | None = None
+    """lastTransitionTime of the Ready condition while it is True."""
+    containers_ready: bool = False
+    serving: bool | None = None
+    """The ome.io/serving condition: True, False, or None when the pod has none."""
+    failing: bool = False
+    """A container is crash-looping or can't start, or the pod has failed."""
+    failure: ContainerFailure | None = None
+    """The failure shown now, or the last termination of a restarted container."""
+
+    @property
+    def routed(self) -> bool:
+        """Whether Services may route to the pod now or as soon as its containers are ready."""
+        return self.ready or self.serving is True
+
+
+@dataclass(frozen=True, slots=True)
+class RunnerShape:
+    """One runner of every Instance: its name, pods per Instance and pod template."""
+
+    name: str
+    size: int
+    template: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class PodSlot:
+    """One pod an Instance should have."""
+
+    runner: str
+    ordinal: int
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class ParentRef:
+    """The InferenceService that events go to: name, and uid when the owner reference has it."""
+
+    name: str
+    uid: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReplicaTarget:
+    """The desired state of one InferenceReplica and the identity written on its pods."""
+
+    namespace: str
+    name: str
+    uid: str
+    generation: int
+    isvc: str
+    """Value of the ome.io/inferenceservice label: the parent's name, or the replica's own."""
+    component: str
+    parent: ParentRef | None
+    replicas: int
+    runners: tuple[RunnerShape, ...]
+    update_revision: str
+    paused: bool = False
+    deleting: bool = False
+    has_finalizer: bool = True
+    ready_policy: ReadyPolicy = "AllPodReady"
+    min_ready_seconds: int = 0
+
+    @property
+    def pods_per_instance(self) -> int:
+        return sum(runner.size for runner in self.runners)
+
+    def slots(self, index: int) -> tuple[PodSlot, ...]:
+        """The pods Instance ``index`` should have, leader first."""
+        ordered = sorted(
+            self.runners,
+            key=lambda r: RUNNER_ORDER.index(r.name) if r.name in RUNNER_ORDER else 99,
+        )
+        return tuple(
+            PodSlot(runner.name, ordinal, pod_name(self.name, index, runner.name, ordinal))
+            for runner in ordered
+            for ordinal in range(runner.size)
+        )
+
+    def runner(self, name: str) -> RunnerShape | None:
+        for runner in self.runners:
+            if runner.name == name:
+                return runner
+        return None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ObservedState:
+    """The InferenceReplica's pods and previous status, read from the caches in one pass."""
+
+    pods: Mapping[int, tuple[PodView, ...]] = field(default_factory=dict)
+    rows: Mapping[int, InstanceStatus] = field(default_factory=dict)
+    status: InferenceReplicaStatus = field(default_factory=InferenceReplicaStatus)
+    """The previous status summary (rows are in ``rows``)."""
+    stray_pods: tuple[PodView, ...] = ()
+
+    def pods_of(self, index: int) -> tuple[PodView, ...]:
+        return self.pods.get(index, ())
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlanSettings:
+    """The lifecycle batch settings (read once at startup) and the controller's own pacing."""
+
+    scale_up_pod_batch_size: BatchSize | None = None
+    scale_down_pod_batch_size: BatchSize | None = None
+    scale_down_requeue_interval: float | None = None
+    scale_up_requeue_interval: float = DEFAULT_SCALE_UP_REQUEUE
+
+    @classmethod
+    def from_config(cls, config: LifecycleScaleConfig) -> PlanSettings:
+        """The settings of the ``lifecycle`` entry (see ``StartupConfig.lifecycle_scale``)."""
+        return cls(
+            scale_up_pod_batch_size=config.scale_up_pod_batch_size,
+            scale_down_pod_batch_size=config.scale_down_pod_batch_size,
+            scale_down_requeue_interval=config.scale_down_requeue_interval,
+        )

@@ -1,0 +1,113 @@
+"""Every name the InferenceReplica controller writes: pod names, steps, reasons, log lines.
+
+Why one module: pod names, operation steps, event reasons and the quoted log line are an
+interface. Users grep for ``OMENative scale-down wave``, dashboards count ``InstanceReady``
+events, a restarted manager finds its pods again by name and resumes an operation by its
+step. So each string is spelled once, here, and tested.
+
+Invariant: :func:`pod_name` is a pure function of (InferenceReplica, index, runner, ordinal).
+A create repeated after a crash therefore asks for the same name and meets ``AlreadyExists``
+instead of making a second pod. The incarnation is deliberately not part of the name: an
+Instance is rebuilt only after all its previous pods are gone, so names never collide across
+incarnations, and ``kubectl ome instance status`` shows the same names for every incarnation.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from omed.api.constants import FINALIZER_INFERENCE_REPLICA, LABEL_COMPONENT, LABEL_INFERENCE_SERVICE
+
+FINALIZER: Final = FINALIZER_INFERENCE_REPLICA
+"""Held while the InferenceReplica's pods exist; omed removes it once the last pod is gone."""
+
+CONTROLLER_NAME: Final = "inferencereplica"
+"""The workqueue and metrics name (controller-runtime uses the lower-case kind)."""
+
+ANNOTATION_OPERATION_ID: Final = "ome.io/operation-id"
+"""On pods: the id of the operation that created the pod (kept by the pod cache's transform,
+which keeps ``ome.io/`` annotations). It ties a pod to the row that owns its creation."""
+
+# -- Runners --------------------------------------------------------------------------------
+
+RUNNER_ORDER: Final = ("leader", "default", "worker")
+"""Creation order of an Instance's runners: a leader exists before its workers."""
+
+# -- Operation steps ------------------------------------------------------------------------
+
+STEP_CREATE_PODS: Final = "CreatePods"
+"""Create: some of the Instance's pods are still to be created (or not yet observed)."""
+STEP_WAIT_READY: Final = "WaitReady"
+"""Create: every pod exists; the operation ends when the Instance is Ready."""
+STEP_DRAIN: Final = "Drain"
+"""Delete: the pods' ome.io/serving gates are being set False; waiting for Ready False."""
+STEP_DELETE_PODS: Final = "DeletePods"
+"""Delete: no pod is routed any more; the pods are being deleted."""
+STEP_WAIT_PODS_GONE: Final = "WaitPodsGone"
+"""Delete: every pod is Terminating; the operation ends when they are gone."""
+
+# -- Operation reasons ----------------------------------------------------------------------
+
+OP_REASON_SCALE_UP: Final = "ScaleUp"
+OP_REASON_PODS_MISSING: Final = "PodsMissing"
+OP_REASON_SCALE_DOWN: Final = "ScaleDown"
+OP_REASON_TEARDOWN: Final = "InferenceReplicaDeleted"
+
+# -- Events -----------------------------------------------------------------------------------
+
+EVENT_INSTANCE_CREATED: Final = "InstanceCreated"
+"""Normal, on the parent InferenceService (or the standalone InferenceReplica): every pod of
+a new Instance (or a new incarnation) exists."""
+EVENT_INSTANCE_READY: Final = "InstanceReady"
+"""Normal: an Instance became Ready."""
+EVENT_STATUS_UNREADABLE: Final = "InstanceStatusUnreadable"
+"""Warning, on the InferenceReplica: its rows can't be read, so omed leaves it alone."""
+
+# -- Conditions ---------------------------------------------------------------------------------
+
+CONDITION_READY: Final = "Ready"
+CONDITION_PROGRESSING: Final = "Progressing"
+
+READY_ALL: Final = "AllInstancesReady"
+READY_NOT_ALL: Final = "InstancesNotReady"
+PROGRESS_SCALING_UP: Final = "ScalingUp"
+PROGRESS_SCALING_DOWN: Final = "ScalingDown"
+PROGRESS_TERMINATING: Final = "Terminating"
+PROGRESS_WAITING: Final = "WaitingForInstances"
+PROGRESS_PAUSED: Final = "Paused"
+PROGRESS_COMPLETE: Final = "Complete"
+
+INSTANCE_READY: Final = "InstanceReady"
+INSTANCE_PODS_NOT_READY: Final = "PodsNotReady"
+INSTANCE_PODS_MISSING: Final = "PodsMissing"
+INSTANCE_PODS_FAILING: Final = "PodsFailing"
+INSTANCE_DELETING: Final = "Deleting"
+
+# -- Log lines ----------------------------------------------------------------------------------
+
+MSG_SCALE_DOWN_WAVE: Final = "OMENative scale-down wave"
+"""Quoted by the product page; one line per pass while a scale-down runs."""
+MSG_SKIPPED_UNSAFE_DELETE: Final = "Skipped deleting a pod that is still routed"
+MSG_STATUS_CONFLICT: Final = "InferenceReplica changed while reconciling; retrying"
+MSG_STATUS_UNREADABLE: Final = "Cannot read Instance rows; leaving the InferenceReplica alone"
+
+
+def pod_name(replica: str, index: int, runner: str, ordinal: int) -> str:
+    """``<irep>-<index>-<runner>-<ordinal>``, such as ``chat-engine-0-default-0``."""
+    return f"{replica}-{index}-{runner}-{ordinal}"
+
+
+def parse_pod_name(name: str, *, replica: str, index: int) -> tuple[str, int] | None:
+    """``(runner, ordinal)`` of a pod named by :func:`pod_name`, or ``None``."""
+    prefix = f"{replica}-{index}-"
+    if not name.startswith(prefix):
+        return None
+    runner, sep, ordinal = name[len(prefix) :].rpartition("-")
+    if not sep or not runner or not ordinal.isdigit():
+        return None
+    return runner, int(ordinal)
+
+
+def label_selector(isvc: str, component: str) -> str:
+    """The selector of an InferenceReplica's pods, as ``status.labelSelector`` publishes it."""
+    return f"{LABEL_INFERENCE_SERVICE}={isvc},{LABEL_COMPONENT}={component}"

@@ -1,0 +1,268 @@
+"""From cached JSON to the planner's dataclasses: the cache boundary.
+
+Why: the informer caches hold JSON dicts shared between readers (never to be mutated); the
+planner wants small immutable facts. This module reads each pod once into a
+:class:`~.model.PodView`, the InferenceReplica into a :class:`~.model.ReplicaTarget`, and its
+rows (through the :mod:`.status` seam) into an :class:`~.model.ObservedState`.
+
+Invariants:
+
+* only pods whose *controller* owner reference is this InferenceReplica (by uid) are its
+  pods; a pod merely labelled like them is someone else's and is never touched;
+* a pod without a valid ``ome.io/instance-index`` is a stray: reported apart, never counted
+  in an Instance;
+* failure facts follow the kubelet's words: a container waiting in ``CrashLoopBackOff``,
+  ``ImagePullBackOff``/``ErrImagePull`` (reported as ImagePullBackOff, so an image that
+  alternates between the two doesn't churn the row), ``CreateContainerConfigError``,
+  ``CreateContainerError``, ``InvalidImageName`` or ``RunContainerError`` is failing, as is
+  a pod in phase Failed; a crash reports the termination's own reason and exit code (as
+  ``kubectl ome instance status`` shows ``reason=Error``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from typing import Any, Final
+
+from pydantic import ValidationError
+
+from omed.api.constants import (
+    KIND_INFERENCE_REPLICA,
+    KIND_INFERENCE_SERVICE,
+    LABEL_INCARNATION,
+    LABEL_INSTANCE_INDEX,
+    LABEL_REVISION,
+    READINESS_GATE_SERVING,
+)
+from omed.api.inferencereplica import InferenceReplica
+from omed.clock import parse_rfc3339
+from omed.controllers.inferencereplica.model import (
+    ContainerFailure,
+    ObservedState,
+    ParentRef,
+    PodView,
+    ReplicaTarget,
+    RunnerShape,
+)
+from omed.controllers.inferencereplica.names import (
+    ANNOTATION_OPERATION_ID,
+    FINALIZER,
+    parse_pod_name,
+)
+from omed.controllers.inferencereplica.podtemplate import revision_of
+from omed.controllers.inferencereplica.status import decode_rows_from_status, status_summary
+
+FAILING_WAITING_REASONS: Final = frozenset(
+    {
+        "CrashLoopBackOff",
+        "ImagePullBackOff",
+        "ErrImagePull",
+        "CreateContainerConfigError",
+        "CreateContainerError",
+        "InvalidImageName",
+        "RunContainerError",
+    }
+)
+_IMAGE_PULL: Final = frozenset({"ImagePullBackOff", "ErrImagePull"})
+
+
+class InvalidReplica(Exception):
+    """The InferenceReplica's spec can't be read (the schema should have refused it)."""
+
+
+def _int(value: Any) -> int | None:
+    if isinstance(value, str) and value.isdigit():
+        return int(value)
+    return None
+
+
+def _time(value: Any) -> dt.datetime | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return parse_rfc3339(value)
+    except ValueError:
+        return None
+
+
+def controller_uid(obj: Mapping[str, Any], *, kind: str) -> str | None:
+    """The uid of ``obj``'s controller owner reference of ``kind``, if any."""
+    for ref in (obj.get("metadata") or {}).get("ownerReferences") or ():
+        if ref.get("controller") and ref.get("kind") == kind:
+            uid = ref.get("uid")
+            return str(uid) if uid else None
+    return None
+
+
+def controller_name(obj: Mapping[str, Any], *, kind: str) -> str | None:
+    for ref in (obj.get("metadata") or {}).get("ownerReferences") or ():
+        if ref.get("controller") and ref.get("kind") == kind:
+            name = ref.get("name")
+            return str(name) if name else None
+    return None
+
+
+def _failure(pod: Mapping[str, Any]) -> tuple[bool, ContainerFailure | None]:
+    status = pod.get("status") or {}
+    statuses = [
+        *(status.get("initContainerStatuses") or ()),
+        *(status.get("containerStatuses") or ()),
+    ]
+    pod_failed = status.get("phase") == "Failed"
+    current: ContainerFailure | None = None
+    last: ContainerFailure | None = None
+    for container in statuses:
+        name = str(container.get("name") or "")
+        state = container.get("state") or {}
+        terminated_before = (container.get("lastState") or {}).get("terminated") or {}
+        waiting = state.get("waiting") or {}
+        reason = waiting.get("reason")
+        if current is None and reason in FAILING_WAITING_REASONS:
+            if reason in _IMAGE_PULL:
+                current = ContainerFailure(name, "ImagePullBackOff")
+            elif reason == "CrashLoopBackOff" and terminated_before:
+                current = ContainerFailure(
+                    name,
+                    str(terminated_before.get("reason") or reason),
+                    terminated_before.get("exitCode"),
+                    _time(terminated_before.get("finishedAt")),
+                )
+            else:
+                current = ContainerFailure(name, str(reason))
+        terminated = state.get("terminated") or {}
+        if current is None and pod_failed and terminated and terminated.get("exitCode") != 0:
+            current = ContainerFailure(
+                name,
+                str(terminated.get("reason") or "Error"),
+                terminated.get("exitCode"),
+                _time(terminated.get("finishedAt")),
+            )
+        if last is None and terminated_before and terminated_before.get("exitCode") != 0:
+            last = ContainerFailure(
+                name,
+                str(terminated_before.get("reason") or "Error"),
+                terminated_before.get("exitCode"),
+                _time(terminated_before.get("finishedAt")),
+            )
+    if current is None and pod_failed:
+        current = ContainerFailure("", str(status.get("reason") or "Failed"))
+    return current is not None, current or last
+
+
+def pod_view(pod: Mapping[str, Any], *, replica: str) -> PodView:
+    """What the planner needs of one pod; ``index`` is -1 for a stray."""
+    metadata = pod.get("metadata") or {}
+    labels = metadata.get("labels") or {}
+    annotations = metadata.get("annotations") or {}
+    index = _int(labels.get(LABEL_INSTANCE_INDEX))
+    name = str(metadata.get("name") or "")
+    parsed = parse_pod_name(name, replica=replica, index=index) if index is not None else None
+    conditions = {str(c.get("type")): c for c in (pod.get("status") or {}).get("conditions") or ()}
+    ready = (conditions.get("Ready") or {}).get("status") == "True"
+    gate = (conditions.get(READINESS_GATE_SERVING) or {}).get("status")
+    failing, failure = _failure(pod)
+    return PodView(
+        name=name,
+        uid=str(metadata.get("uid") or ""),
+        index=-1 if index is None else index,
+        runner=parsed[0] if parsed else None,
+        ordinal=parsed[1] if parsed else None,
+        incarnation=_int(labels.get(LABEL_INCARNATION)),
+        revision=labels.get(LABEL_REVISION),
+        operation_id=annotations.get(ANNOTATION_OPERATION_ID),
+        resource_version=str(metadata.get("resourceVersion") or ""),
+        terminating=bool(metadata.get("deletionTimestamp")),
+        node=(pod.get("spec") or {}).get("nodeName") or None,
+        phase=(pod.get("status") or {}).get("phase"),
+        ready=ready,
+        ready_since=_time(conditions["Ready"].get("lastTransitionTime")) if ready else None,
+        containers_ready=(conditions.get("ContainersReady") or {}).get("status") == "True",
+        serving=None if gate is None else gate == "True",
+        failing=failing,
+        failure=failure,
+    )
+
+
+def replica_target(irep: Mapping[str, Any]) -> ReplicaTarget:
+    """The desired state of an InferenceReplica (a JSON object from the cache)."""
+    try:
+        model = InferenceReplica.model_validate(irep)
+    except ValidationError as err:
+        raise InvalidReplica(str(err)) from err
+    meta = model.metadata
+    spec = model.spec
+    name = meta.name or ""
+    parent: ParentRef | None = None
+    if spec.parent_ref is not None:
+        owner = meta.controller_ref()
+        uid = (
+            owner.uid
+            if owner is not None
+            and owner.kind == KIND_INFERENCE_SERVICE
+            and owner.name == spec.parent_ref.name
+            else None
+        )
+        parent = ParentRef(spec.parent_ref.name, uid)
+    isvc = parent.name if parent is not None else name
+    runners = tuple(
+        RunnerShape(
+            name=runner.name,
+            size=1 if runner.size is None else runner.size,
+            template=runner.template,
+        )
+        for runner in spec.runners
+    )
+    lifecycle = spec.lifecycle
+    min_ready = spec.min_ready_seconds
+    if min_ready is None and lifecycle is not None:
+        min_ready = lifecycle.min_ready_seconds
+    return ReplicaTarget(
+        namespace=meta.namespace or "",
+        name=name,
+        uid=meta.uid or "",
+        generation=meta.generation or 0,
+        isvc=isvc,
+        component=spec.component,
+        parent=parent,
+        replicas=spec.replicas,
+        runners=runners,
+        update_revision=revision_of(isvc=isvc, component=spec.component, runners=runners),
+        paused=bool(spec.paused),
+        deleting=meta.deletion_timestamp is not None,
+        has_finalizer=FINALIZER in (meta.finalizers or ()),
+        ready_policy=(lifecycle.ready_policy if lifecycle else None) or "AllPodReady",
+        min_ready_seconds=min_ready or 0,
+    )
+
+
+def observe(
+    irep: Mapping[str, Any], pods: Iterable[Mapping[str, Any]]
+) -> tuple[ReplicaTarget, ObservedState]:
+    """The planner's inputs for ``irep`` and the pods the cache holds for it.
+
+    ``pods`` may hold other objects' pods (an index lookup by owner uid); only the ones
+    this InferenceReplica controls are kept. Raises :class:`InvalidReplica` or
+    :class:`~.status.RowsUnreadable` when the object can't be planned for.
+    """
+    target = replica_target(irep)
+    grouped: dict[int, list[PodView]] = defaultdict(list)
+    strays: list[PodView] = []
+    for pod in pods:
+        if controller_uid(pod, kind=KIND_INFERENCE_REPLICA) != target.uid:
+            continue
+        view = pod_view(pod, replica=target.name)
+        if view.index < 0:
+            strays.append(view)
+        else:
+            grouped[view.index].append(view)
+    status = irep.get("status")
+    rows = decode_rows_from_status(status)
+    observed = ObservedState(
+        pods={index: tuple(sorted(v, key=lambda p: p.name)) for index, v in grouped.items()},
+        rows={row.index: row for row in rows},
+        status=status_summary(status),
+        stray_pods=tuple(strays),
+    )
+    return target, observed

@@ -1,0 +1,478 @@
+"""The InferenceReplica planner: (desired, observed, settings, now) -> actions and rows.
+
+Why: this is where the product pages' rules live, so it is a pure function: no I/O, no
+clock, no randomness. It is tested exhaustively and with hypothesis, in milliseconds, and
+the executor does only what a :class:`Plan` says.
+
+One pass, in order:
+
+1. every Instance (wanted index, row or pod) gets its facts and its operation from the row;
+2. the scale-down wave: Instances past ``replicas`` (all of them while the InferenceReplica
+   is deleted) are drained and deleted in batches under ``scaleDownPodBatchSize``; a new
+   batch starts only when no Delete is in flight (:mod:`.batching`);
+3. Delete operations move on (:mod:`.operations`): gates False, then delete once nothing is
+   routed, then wait for the pods to go;
+4. the scale-up batch: wanted Instances with missing pods, resumed Creates first, whole
+   Instances up to ``scaleUpPodBatchSize`` pods; each gets its Create operation in the rows;
+5. Create operations move on; serving gates follow readiness (``readyPolicy``);
+6. rows, summary, events; ``WriteStatus`` when anything changed.
+
+Invariants (checked by the property tests):
+
+* a pod is deleted only when the observed pod has Ready not True and its gate not True;
+* no pod is created for an index >= ``replicas``, nor where a pod of that name exists;
+* every pod action belongs to an operation present in ``Plan.rows``;
+* planning again on the state a plan produced (its rows, same pods, same time) writes
+  nothing and starts nothing new;
+* a paused InferenceReplica gets no pod action (deletion overrides the pause: a deleted
+  InferenceReplica must drain, or its finalizer would hold it forever).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from omed.api.inferencereplica import InstanceStatus, Operation
+from omed.controllers.inferencereplica import names, operations
+from omed.controllers.inferencereplica.actions import (
+    Action,
+    AddFinalizer,
+    CreatePods,
+    DeletePods,
+    Plan,
+    PodRef,
+    PodToCreate,
+    RecordEvent,
+    RemoveFinalizer,
+    ScaleDownWave,
+    SetServingGate,
+    WriteStatus,
+)
+from omed.controllers.inferencereplica.batching import (
+    Candidate,
+    budget_of,
+    delete_cost,
+    take_batch,
+)
+from omed.controllers.inferencereplica.model import (
+    ObservedState,
+    PlanSettings,
+    PodView,
+    ReplicaTarget,
+)
+from omed.controllers.inferencereplica.podtemplate import render_pod
+from omed.controllers.inferencereplica.rows import (
+    InstanceFacts,
+    build_row,
+    instance_facts,
+    next_available_in,
+)
+from omed.controllers.inferencereplica.status import status_body
+from omed.controllers.inferencereplica.summary import summarize
+
+NORMAL = "Normal"
+
+
+@dataclass(slots=True)
+class _Instance:
+    """One Instance while the pass decides about it."""
+
+    facts: InstanceFacts
+    previous: InstanceStatus | None
+    incarnation: int
+    op: Operation | None
+    wanted: bool
+    keep: bool = True
+    created_now: bool = False
+
+    @property
+    def index(self) -> int:
+        return self.facts.index
+
+
+@dataclass(slots=True)
+class _Pass:
+    target: ReplicaTarget
+    settings: PlanSettings
+    now: dt.datetime
+    act: bool
+    gates: list[SetServingGate] = field(default_factory=list)
+    creates: list[CreatePods] = field(default_factory=list)
+    deletes: list[DeletePods] = field(default_factory=list)
+    events: list[RecordEvent] = field(default_factory=list)
+    requeue: list[float] = field(default_factory=list)
+
+
+def plan(
+    *, target: ReplicaTarget, observed: ObservedState, settings: PlanSettings, now: dt.datetime
+) -> Plan:
+    """Decide one pass for one InferenceReplica; see the module docstring."""
+    wanted = 0 if target.deleting else target.replicas
+    work = _Pass(target, settings, now, act=target.deleting or not target.paused)
+    indexes = sorted(set(observed.rows) | set(observed.pods) | set(range(wanted)))
+    instances = [_instance(target, observed, index, wanted) for index in indexes]
+
+    wave = _scale_down(work, instances)
+    for inst in instances:
+        if operations.is_delete(inst.op):
+            _drive_delete(work, inst)
+    if target.deleting and observed.stray_pods:
+        _drain_strays(work, observed.stray_pods)
+    deferred_up = _scale_up(work, instances, wanted)
+    for inst in instances:
+        if inst.keep and operations.is_create(inst.op):
+            _drive_create(inst, now)
+        if inst.keep and not operations.is_delete(inst.op) and work.act:
+            _serving_gates(work, inst)
+
+    rows = tuple(
+        build_row(
+            target=target,
+            facts=inst.facts,
+            incarnation=inst.incarnation,
+            op=inst.op,
+            previous=inst.previous,
+            now=now,
+        )
+        for inst in instances
+        if inst.keep
+    )
+    by_index = {row.index: row for row in rows}
+    for inst in instances:
+        _events(work, inst, by_index.get(inst.index))
+
+    progress = _progress(target, instances, wave, deferred_up)
+    facts = {inst.index: inst.facts for inst in instances}
+    status = summarize(
+        target=target,
+        rows=rows,
+        facts=facts,
+        previous=observed.status,
+        progress=progress,
+        now=now,
+    )
+    actions: list[Action] = []
+    if not target.deleting and not target.has_finalizer:
+        actions.append(AddFinalizer())
+    if status_body(status, rows) != status_body(observed.status, list(observed.rows.values())):
+        actions.append(WriteStatus(status=status, rows=rows))
+        actions.extend(work.events)
+    actions.extend(work.gates)
+    actions.extend(work.creates)
+    actions.extend(work.deletes)
+    if _may_remove_finalizer(target, instances, observed):
+        actions.append(RemoveFinalizer())
+
+    if wave is not None and work.act and settings.scale_down_requeue_interval is not None:
+        work.requeue.append(settings.scale_down_requeue_interval)
+    if deferred_up and work.act:
+        work.requeue.append(settings.scale_up_requeue_interval)
+    pods = [pod for inst in instances for pod in inst.facts.pods]
+    soon = next_available_in(pods, min_ready_seconds=target.min_ready_seconds, now=now)
+    if soon is not None:
+        work.requeue.append(soon)
+    return Plan(
+        actions=tuple(actions),
+        rows=rows,
+        status=status,
+        requeue_after=min(work.requeue) if work.requeue else None,
+        wave_log=wave,
+    )
+
+
+def _instance(target: ReplicaTarget, observed: ObservedState, index: int, wanted: int) -> _Instance:
+    previous = observed.rows.get(index)
+    pods = observed.pods_of(index)
+    if previous is not None and previous.incarnation:
+        incarnation = previous.incarnation
+    else:
+        incarnation = max((pod.incarnation or 0 for pod in pods), default=0) or 1
+    return _Instance(
+        facts=instance_facts(target, index, pods),
+        previous=previous,
+        incarnation=incarnation,
+        op=previous.operation if previous is not None else None,
+        wanted=index < wanted,
+    )
+
+
+# -- scale-down -----------------------------------------------------------------------------
+
+
+def _scale_down(work: _Pass, instances: list[_Instance]) -> ScaleDownWave | None:
+    """Start this pass's Delete operations; describe the wave (None when none runs)."""
+    in_flight = [inst for inst in instances if operations.is_delete(inst.op)]
+    victims = [inst for inst in instances if not inst.wanted and not operations.is_delete(inst.op)]
+    for inst in victims:
+        if not inst.facts.pods:
+            inst.keep = False  # nothing to drain: the row (and any Create) simply ends
+    waiting = sorted((inst for inst in victims if inst.facts.pods), key=lambda inst: -inst.index)
+    footprint = sum(
+        delete_cost(len(inst.facts.pods), cleanup_running=operations.is_delete(inst.op))
+        for inst in instances
+    )
+    configured = work.settings.scale_down_pod_batch_size
+    budget = budget_of(configured, footprint)
+    # The next batch starts when the current one is done: its Deletes have ended and the
+    # rows recording that are stored (a Delete whose pods just went ends in this pass, as
+    # its cleanup, and still costs 1).
+    if work.act and not in_flight:
+        queue = [Candidate(inst.index, len(inst.facts.pods)) for inst in waiting]
+        batch, deferred = take_batch(queue, budget)
+    else:
+        batch, deferred = (), tuple(Candidate(inst.index, 0) for inst in waiting)
+    started = {candidate.index for candidate in batch}
+    reason = names.OP_REASON_TEARDOWN if work.target.deleting else names.OP_REASON_SCALE_DOWN
+    for inst in waiting:
+        if inst.index in started:
+            inst.op = operations.start(
+                type="Delete",
+                index=inst.index,
+                incarnation=inst.incarnation,
+                step=names.STEP_DRAIN,
+                reason=reason,
+                target_revision=None,
+                now=work.now,
+            )
+    active = tuple(sorted(inst.index for inst in in_flight) + sorted(started))
+    if not active and not deferred:
+        return None
+    return ScaleDownWave(
+        configured_pod_budget=configured,
+        pod_budget=budget,
+        pod_footprint=footprint,
+        active_instances=active,
+        deferred_instances=tuple(sorted(c.index for c in deferred)),
+        started_instances=tuple(sorted(started)),
+    )
+
+
+def _drive_delete(work: _Pass, inst: _Instance) -> None:
+    assert inst.op is not None
+    pods = inst.facts.pods
+    step = operations.delete_step(pods)
+    if step is None:  # every pod is gone: the operation is done
+        inst.op = None
+        if inst.wanted:  # wanted again meanwhile: it comes back as a new incarnation
+            inst.incarnation += 1
+        else:
+            inst.keep = False
+        return
+    state = operations.drain(pods)
+    if work.act:
+        for pod in state.gate_off:
+            work.gates.append(
+                SetServingGate(
+                    index=inst.index,
+                    pod=PodRef(pod.name, pod.uid),
+                    serving=False,
+                    reason="Draining",
+                )
+            )
+        if state.deletable:
+            work.deletes.append(
+                DeletePods(
+                    index=inst.index,
+                    operation_id=inst.op.id or "",
+                    pods=tuple(PodRef(pod.name, pod.uid) for pod in state.live),
+                )
+            )
+    if work.act or step == names.STEP_WAIT_PODS_GONE:
+        inst.op = operations.at_step(inst.op, step, work.now)
+
+
+def _drain_strays(work: _Pass, pods: tuple[PodView, ...]) -> None:
+    for action in drain_orphans(pods):
+        if isinstance(action, SetServingGate):
+            work.gates.append(action)
+        else:
+            work.deletes.append(action)
+
+
+def drain_orphans(pods: Sequence[PodView]) -> tuple[SetServingGate | DeletePods, ...]:
+    """Drain pods that no row owns, one by one: pods left by a deleted InferenceReplica, or
+    a deleted InferenceReplica's pods without a usable index.
+
+    Their state lives on the pods themselves: gate False first, delete once not routed.
+    Such actions carry index -1 and no operation id.
+    """
+    actions: list[SetServingGate | DeletePods] = []
+    for pod in pods:
+        state = operations.drain([pod])
+        ref = PodRef(pod.name, pod.uid)
+        if state.gate_off:
+            actions.append(SetServingGate(index=-1, pod=ref, serving=False, reason="Draining"))
+        if state.deletable:
+            actions.append(DeletePods(index=-1, operation_id="", pods=(ref,)))
+    return tuple(actions)
+
+
+# -- scale-up -------------------------------------------------------------------------------
+
+
+def _scale_up(work: _Pass, instances: list[_Instance], wanted: int) -> int:
+    """Start this pass's creations; return how many Instances wait for a later batch."""
+    target = work.target
+    eligible = [
+        inst
+        for inst in instances
+        if inst.wanted and inst.keep and not operations.is_delete(inst.op) and inst.facts.missing
+    ]
+    if not eligible:
+        return 0
+    if not work.act:
+        return 0
+    resumed = [inst for inst in eligible if operations.is_create(inst.op)]
+    fresh = [inst for inst in eligible if inst.op is None]
+    footprint = max(
+        sum(len(inst.facts.pods) for inst in instances), wanted * target.pods_per_instance
+    )
+    budget = budget_of(work.settings.scale_up_pod_batch_size, footprint)
+    queue = [Candidate(inst.index, len(inst.facts.missing)) for inst in resumed + fresh]
+    batch, deferred = take_batch(queue, budget)
+    chosen = {candidate.index for candidate in batch}
+    for inst in resumed + fresh:
+        if inst.index not in chosen:
+            continue
+        if inst.op is None:
+            inst.op = operations.start(
+                type="Create",
+                index=inst.index,
+                incarnation=inst.incarnation,
+                step=names.STEP_CREATE_PODS,
+                reason=names.OP_REASON_PODS_MISSING
+                if inst.facts.pods
+                else names.OP_REASON_SCALE_UP,
+                target_revision=target.update_revision,
+                now=work.now,
+            )
+        op_id = (inst.op.id if inst.op is not None else None) or ""
+        work.creates.append(
+            CreatePods(
+                index=inst.index,
+                operation_id=op_id,
+                pods=tuple(
+                    PodToCreate(
+                        slot.name,
+                        render_pod(
+                            target,
+                            index=inst.index,
+                            incarnation=inst.incarnation,
+                            slot=slot,
+                            operation_id=op_id,
+                        ),
+                    )
+                    for slot in inst.facts.missing
+                ),
+            )
+        )
+        inst.created_now = True
+    return len(deferred)
+
+
+def _drive_create(inst: _Instance, now: dt.datetime) -> None:
+    assert inst.op is not None
+    if inst.facts.missing:
+        inst.op = operations.at_step(inst.op, names.STEP_CREATE_PODS, now)
+    elif inst.facts.ready:
+        inst.op = None
+    else:
+        inst.op = operations.at_step(inst.op, names.STEP_WAIT_READY, now)
+
+
+def _serving_gates(work: _Pass, inst: _Instance) -> None:
+    """Gates follow readiness: True when the pod may serve, False when it may not."""
+    live = inst.facts.live
+    if work.target.ready_policy == "AllPodReady":
+        whole = inst.facts.complete and all(pod.containers_ready for pod in live)
+
+        def may_serve(pod: PodView) -> bool:
+            return whole
+    else:
+
+        def may_serve(pod: PodView) -> bool:
+            return pod.containers_ready
+
+    for pod in live:
+        serve = may_serve(pod)
+        if serve and pod.serving is not True:
+            reason = "InstanceReady"
+        elif not serve and pod.serving is True:
+            reason = "InstanceNotReady"
+        else:
+            continue
+        work.gates.append(
+            SetServingGate(
+                index=inst.index, pod=PodRef(pod.name, pod.uid), serving=serve, reason=reason
+            )
+        )
+
+
+# -- status and events ----------------------------------------------------------------------
+
+
+def _events(work: _Pass, inst: _Instance, row: InstanceStatus | None) -> None:
+    previous = inst.previous
+    if row is None or previous is None or operations.is_delete(row.operation):
+        return
+    component = work.target.component
+    revision = row.target_revision or work.target.update_revision
+    before = previous.operation
+    was_creating = (
+        operations.is_create(before)
+        and before is not None
+        and before.step == names.STEP_CREATE_PODS
+    )
+    if was_creating and not inst.facts.missing:
+        work.events.append(
+            RecordEvent(
+                type=NORMAL,
+                reason=names.EVENT_INSTANCE_CREATED,
+                message=(
+                    f"Created Instance {inst.index} of {component}: incarnation "
+                    f"{row.incarnation}, {len(inst.facts.slots)} pod(s), revision {revision}"
+                ),
+            )
+        )
+    if row.phase == "Ready" and previous.phase != "Ready":
+        work.events.append(
+            RecordEvent(
+                type=NORMAL,
+                reason=names.EVENT_INSTANCE_READY,
+                message=(
+                    f"Instance {inst.index} of {component} is Ready: incarnation "
+                    f"{row.incarnation}, revision {row.running_revision or revision}"
+                ),
+            )
+        )
+
+
+def _progress(
+    target: ReplicaTarget,
+    instances: list[_Instance],
+    wave: ScaleDownWave | None,
+    deferred_up: int,
+) -> str:
+    if target.deleting:
+        return names.PROGRESS_TERMINATING
+    if target.paused:
+        return names.PROGRESS_PAUSED
+    if wave is not None:
+        return names.PROGRESS_SCALING_DOWN
+    if deferred_up or any(operations.is_create(inst.op) and inst.keep for inst in instances):
+        return names.PROGRESS_SCALING_UP
+    if any(inst.wanted and not inst.facts.ready for inst in instances):
+        return names.PROGRESS_WAITING
+    return names.PROGRESS_COMPLETE
+
+
+def _may_remove_finalizer(
+    target: ReplicaTarget, instances: list[_Instance], observed: ObservedState
+) -> bool:
+    if not target.deleting or not target.has_finalizer:
+        return False
+    if observed.stray_pods:
+        return False
+    return not any(inst.keep or inst.facts.pods for inst in instances)

@@ -1,0 +1,271 @@
+"""What an Instance is, read off its pods: its facts, its row, and the status summary.
+
+Why: the row is what ``kubectl ome instance`` shows, so its fields must mean one thing. This
+module derives them, purely, from the pods the cache holds, the row's operation (decided by
+:mod:`.plan`) and the previous row (for times that must not move on every pass).
+
+Row fields (decisions the product pages leave open are marked *omed*):
+
+* ``phase``: Deleting while a Delete operation runs; Pending while nothing of the Instance
+  exists yet, or none of its pods is bound to a node; Failed while a pod fails (a container
+  crash-loops or can't pull its image, or the pod failed), Create operation or not; Ready when
+  every pod it should have exists and is Ready; Creating otherwise (pods coming up). *omed*:
+  an Instance that was Ready and lost readiness without failing shows Creating.
+* ``podCount``: every pod of the Instance, Terminating ones included; ``servingPodCount``:
+  pods whose ome.io/serving gate is True; ``availablePodCount``: live pods Ready for at
+  least ``minReadySeconds``.
+* ``runningRevision``: the pods' revision, set when the Instance is Ready and kept after;
+  ``targetRevision``: the revision the Instance's pods are (being) created at.
+* ``admitted`` (*omed*): True when every pod is bound to a node; absent without pods.
+* ``readySince`` (*omed*): the latest Ready transition of its pods while the Instance is
+  Ready; absent when it isn't.
+* ``lastFailure``: the newest failure seen on its pods; kept after recovery.
+* ``conditions``: one ``Ready`` condition whose transition time moves only when it flips.
+
+Invariant: for the same pods, operation, previous row and ``now``, :func:`build_row` returns
+an equal row; and a row built from its own output as "previous" is equal again (no field
+depends on ``now`` unless something changed), so an idle pass writes nothing.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from omed.api.base import Condition, ConditionStatus
+from omed.api.inferencereplica import (
+    InstancePhase,
+    InstanceStatus,
+    LastFailure,
+    Operation,
+    RowCondition,
+)
+from omed.controllers.inferencereplica import names
+from omed.controllers.inferencereplica.model import PodSlot, PodView, ReplicaTarget
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceFacts:
+    """An Instance's pods measured against the pods it should have."""
+
+    index: int
+    pods: tuple[PodView, ...]
+    slots: tuple[PodSlot, ...]
+    missing: tuple[PodSlot, ...]
+    """Slots with no pod of their name at all (creatable now)."""
+
+    @property
+    def live(self) -> tuple[PodView, ...]:
+        return tuple(pod for pod in self.pods if not pod.terminating)
+
+    @property
+    def complete(self) -> bool:
+        """Every slot has a live pod."""
+        names_live = {pod.name for pod in self.live}
+        return all(slot.name in names_live for slot in self.slots)
+
+    @property
+    def ready(self) -> bool:
+        """Every slot has a live, Ready pod."""
+        ready = {pod.name for pod in self.live if pod.ready}
+        return bool(self.slots) and all(slot.name in ready for slot in self.slots)
+
+    @property
+    def failing(self) -> PodView | None:
+        return next((pod for pod in self.live if pod.failing), None)
+
+
+def instance_facts(target: ReplicaTarget, index: int, pods: Sequence[PodView]) -> InstanceFacts:
+    slots = target.slots(index)
+    present = {pod.name for pod in pods}
+    return InstanceFacts(
+        index=index,
+        pods=tuple(sorted(pods, key=lambda p: p.name)),
+        slots=slots,
+        missing=tuple(slot for slot in slots if slot.name not in present),
+    )
+
+
+def available(pod: PodView, *, min_ready_seconds: int, now: dt.datetime) -> bool:
+    if not pod.ready or pod.terminating:
+        return False
+    if min_ready_seconds <= 0:
+        return True
+    if pod.ready_since is None:
+        return False
+    return (now - pod.ready_since).total_seconds() >= min_ready_seconds
+
+
+def next_available_in(
+    pods: Iterable[PodView], *, min_ready_seconds: int, now: dt.datetime
+) -> float | None:
+    """Seconds until the next Ready pod becomes available, if one is waiting for that."""
+    waits = [
+        min_ready_seconds - (now - pod.ready_since).total_seconds()
+        for pod in pods
+        if min_ready_seconds > 0 and pod.ready and not pod.terminating and pod.ready_since
+    ]
+    pending = [w for w in waits if w > 0]
+    return min(pending) if pending else None
+
+
+def condition(
+    previous: Sequence[Condition] | None,
+    *,
+    type: str,
+    status: ConditionStatus,
+    reason: str,
+    message: str,
+    now: dt.datetime,
+    generation: int | None = None,
+) -> Condition:
+    """A condition that keeps its previous transition time while its status is unchanged."""
+    old = next((c for c in previous or () if c.type == type), None)
+    since = old.last_transition_time if old is not None and old.status == status else now
+    return Condition(
+        type=type,
+        status=status,
+        reason=reason,
+        message=message,
+        last_transition_time=since,
+        observed_generation=generation,
+    )
+
+
+def row_condition(
+    previous: Sequence[RowCondition] | None,
+    *,
+    type: str,
+    status: ConditionStatus,
+    reason: str,
+    message: str,
+    now: dt.datetime,
+) -> RowCondition:
+    """A row's condition; its transition time moves only when its status changes."""
+    old = next((c for c in previous or () if c.type == type), None)
+    since = (
+        old.last_transition_time
+        if old is not None and old.status == status and old.last_transition_time
+        else now
+    )
+    return RowCondition(
+        type=type, status=status, reason=reason, message=message, last_transition_time=since
+    )
+
+
+def pods_revision(pods: Sequence[PodView], fallback: str | None) -> str | None:
+    revisions = Counter(pod.revision for pod in pods if pod.revision)
+    if not revisions:
+        return fallback
+    return revisions.most_common(1)[0][0]
+
+
+def _phase(facts: InstanceFacts, op: Operation | None) -> InstancePhase:
+    if op is not None and op.type == "Delete":
+        return "Deleting"
+    if not facts.pods:
+        return "Pending"
+    if facts.failing is not None:
+        return "Failed"
+    if facts.ready:
+        return "Ready"
+    if op is not None and op.type == "Create":
+        return "Creating"
+    if not any(pod.node for pod in facts.pods):
+        return "Pending"
+    return "Creating"
+
+
+def _last_failure(
+    facts: InstanceFacts, previous: LastFailure | None, now: dt.datetime
+) -> LastFailure | None:
+    seen = [pod for pod in facts.pods if pod.failure is not None]
+    if not seen:
+        return previous
+    current = [pod for pod in seen if pod.failing] or seen
+    pod = max(current, key=lambda p: p.failure.time if p.failure and p.failure.time else now)
+    failure = pod.failure
+    assert failure is not None
+    same = (
+        previous is not None
+        and previous.pod == pod.name
+        and previous.container == failure.container
+        and previous.reason == failure.reason
+        and previous.exit_code == failure.exit_code
+    )
+    if same and (failure.time is None or previous is None or previous.time == failure.time):
+        return previous
+    return LastFailure(
+        pod=pod.name,
+        container=failure.container,
+        reason=failure.reason,
+        exit_code=failure.exit_code,
+        time=failure.time or now,
+    )
+
+
+def build_row(
+    *,
+    target: ReplicaTarget,
+    facts: InstanceFacts,
+    incarnation: int,
+    op: Operation | None,
+    previous: InstanceStatus | None,
+    now: dt.datetime,
+) -> InstanceStatus:
+    """The row of one Instance after this pass's decisions."""
+    phase = _phase(facts, op)
+    live = facts.live
+    ready = phase == "Ready"
+    revision = pods_revision(live, None)
+    running = revision if ready and revision else previous.running_revision if previous else None
+    if op is not None and op.target_revision:
+        target_revision: str | None = op.target_revision
+    else:
+        target_revision = revision or (previous.target_revision if previous else None)
+    target_revision = target_revision or target.update_revision
+
+    if phase == "Deleting":
+        ready_status: ConditionStatus = "False"
+        reason, message = names.INSTANCE_DELETING, "the Instance is being deleted"
+    elif ready:
+        ready_status = "True"
+        reason, message = names.INSTANCE_READY, "every pod of the Instance is Ready"
+    elif phase == "Failed":
+        ready_status = "False"
+        reason, message = names.INSTANCE_PODS_FAILING, "a pod of the Instance is failing"
+    elif not facts.complete:
+        ready_status = "False"
+        reason, message = names.INSTANCE_PODS_MISSING, "the Instance is missing pods"
+    else:
+        ready_status = "False"
+        reason, message = names.INSTANCE_PODS_NOT_READY, "a pod of the Instance is not Ready"
+    ready_condition = row_condition(
+        previous.conditions if previous else None,
+        type=names.CONDITION_READY,
+        status=ready_status,
+        reason=reason,
+        message=message,
+        now=now,
+    )
+    ready_times = [pod.ready_since for pod in live if pod.ready_since is not None]
+    return InstanceStatus(
+        index=facts.index,
+        incarnation=incarnation,
+        phase=phase,
+        running_revision=running,
+        target_revision=target_revision,
+        pod_count=len(facts.pods),
+        serving_pod_count=sum(1 for pod in facts.pods if pod.serving is True),
+        available_pod_count=sum(
+            1 for pod in live if available(pod, min_ready_seconds=target.min_ready_seconds, now=now)
+        ),
+        admitted=all(pod.node for pod in facts.pods) if facts.pods else None,
+        conditions=[ready_condition],
+        ready_since=max(ready_times) if ready and ready_times else None,
+        active_ordinal=0,
+        last_failure=_last_failure(facts, previous.last_failure if previous else None, now),
+        operation=op,
+    )

@@ -1,0 +1,121 @@
+"""The InferenceReplica's status summary: counts, revisions, selector and conditions.
+
+Why: the scale subresource, the InferenceService's aggregated conditions and users' scripts
+read these fields rather than the rows, so each count has one definition:
+
+* ``replicas``: Instances with at least one pod and no Delete operation;
+* ``readyReplicas``: rows in phase Ready (every pod Ready);
+* ``servingReplicas``: Instances whose every pod it should have has its gate True;
+* ``availableReplicas``: Ready Instances whose every pod is available (minReadySeconds);
+* ``updatedReplicas``: Instances (not being deleted) whose live pods all run the update
+  revision;
+* ``currentRevision``: the update revision once every Instance runs it, else the revision
+  most Instances not yet updated run (the previous value while nothing runs);
+* ``labelSelector``: ``ome.io/inferenceservice=<isvc>,component=<component>``;
+* conditions ``Ready`` (every wanted Instance is Ready) and ``Progressing`` (work in flight,
+  or waiting for budget, or paused with work left).
+
+Retry blocks and migrations are other passes' business and are carried over untouched.
+Invariant: pure, and stable on its own output like :mod:`.rows`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import Counter
+from collections.abc import Mapping, Sequence
+
+from omed.api.base import ConditionStatus
+from omed.api.inferencereplica import InferenceReplicaStatus, InstanceStatus
+from omed.controllers.inferencereplica import names
+from omed.controllers.inferencereplica.model import ReplicaTarget
+from omed.controllers.inferencereplica.rows import InstanceFacts, condition
+
+
+def summarize(
+    *,
+    target: ReplicaTarget,
+    rows: Sequence[InstanceStatus],
+    facts: Mapping[int, InstanceFacts],
+    previous: InferenceReplicaStatus,
+    progress: str,
+    now: dt.datetime,
+) -> InferenceReplicaStatus:
+    """The summary for ``rows``; ``progress`` is one of the Progressing reasons in names."""
+    wanted = 0 if target.deleting else target.replicas
+    per_instance = target.pods_per_instance
+    existing = [
+        row
+        for row in rows
+        if row.pod_count and not (row.operation and row.operation.type == "Delete")
+    ]
+    ready = [row for row in rows if row.phase == "Ready"]
+    serving = [row for row in existing if (row.serving_pod_count or 0) >= per_instance > 0]
+    available = [row for row in ready if (row.available_pod_count or 0) >= per_instance > 0]
+
+    def on_update_revision(row: InstanceStatus) -> bool:
+        instance = facts.get(row.index)
+        live = instance.live if instance is not None else ()
+        return bool(live) and all(pod.revision == target.update_revision for pod in live)
+
+    updated = [row for row in existing if on_update_revision(row)]
+    if len(updated) == len(existing):
+        current = target.update_revision
+    else:
+        others = Counter(
+            row.running_revision or row.target_revision
+            for row in existing
+            if row not in updated and (row.running_revision or row.target_revision)
+        )
+        current = (
+            others.most_common(1)[0][0] if others else previous.current_revision
+        ) or target.update_revision
+
+    wanted_ready = sum(1 for row in ready if row.index < wanted)
+    all_ready = wanted_ready >= wanted
+    ready_condition = condition(
+        previous.conditions,
+        type=names.CONDITION_READY,
+        status="True" if all_ready else "False",
+        reason=names.READY_ALL if all_ready else names.READY_NOT_ALL,
+        message=f"{wanted_ready}/{wanted} Instances are Ready",
+        now=now,
+        generation=target.generation,
+    )
+    progressing_status: ConditionStatus = (
+        "False" if progress in (names.PROGRESS_COMPLETE, names.PROGRESS_PAUSED) else "True"
+    )
+    progressing = condition(
+        previous.conditions,
+        type=names.CONDITION_PROGRESSING,
+        status=progressing_status,
+        reason=progress,
+        message=_progress_message(progress),
+        now=now,
+        generation=target.generation,
+    )
+    return InferenceReplicaStatus(
+        observed_generation=target.generation,
+        replicas=len(existing),
+        ready_replicas=len(ready),
+        serving_replicas=len(serving),
+        available_replicas=len(available),
+        updated_replicas=len(updated),
+        current_revision=current,
+        update_revision=target.update_revision,
+        label_selector=names.label_selector(target.isvc, target.component),
+        conditions=[ready_condition, progressing],
+        retry_blocks=previous.retry_blocks,
+        migrations=previous.migrations,
+    )
+
+
+def _progress_message(reason: str) -> str:
+    return {
+        names.PROGRESS_SCALING_UP: "creating Instances",
+        names.PROGRESS_SCALING_DOWN: "deleting Instances",
+        names.PROGRESS_TERMINATING: "deleting every Instance of the InferenceReplica",
+        names.PROGRESS_WAITING: "waiting for Instances to become Ready",
+        names.PROGRESS_PAUSED: "paused: pods are left as they are",
+        names.PROGRESS_COMPLETE: "every Instance is as wanted",
+    }.get(reason, reason)
