@@ -215,10 +215,11 @@ def _scale_down(work: _Pass, instances: list[_Instance]) -> ScaleDownWave | None
     )
     configured = work.settings.scale_down_pod_batch_size
     budget = budget_of(configured, footprint)
-    # The next batch starts when the current one is done: its Deletes have ended and the
-    # rows recording that are stored (a Delete whose pods just went ends in this pass, as
-    # its cleanup, and still costs 1).
-    if work.act and not in_flight:
+    # The next batch starts when the current one is done: when no Delete in flight has a
+    # pod left. A Delete whose pods are gone ends in this pass (its cleanup, costing 1 in
+    # the footprint), and the next batch starts in the same pass, recorded in one write.
+    unfinished = [inst for inst in in_flight if inst.facts.pods]
+    if work.act and not unfinished:
         queue = [Candidate(inst.index, len(inst.facts.pods)) for inst in waiting]
         batch, deferred = take_batch(queue, budget)
     else:
@@ -236,7 +237,7 @@ def _scale_down(work: _Pass, instances: list[_Instance]) -> ScaleDownWave | None
                 target_revision=None,
                 now=work.now,
             )
-    active = tuple(sorted(inst.index for inst in in_flight) + sorted(started))
+    active = tuple(sorted({inst.index for inst in in_flight} | started))
     if not active and not deferred:
         return None
     return ScaleDownWave(
@@ -455,15 +456,19 @@ def _progress(
     wave: ScaleDownWave | None,
     deferred_up: int,
 ) -> str:
+    """The Progressing reason for the state this pass leaves behind."""
     if target.deleting:
         return names.PROGRESS_TERMINATING
     if target.paused:
         return names.PROGRESS_PAUSED
-    if wave is not None:
+    kept = [inst for inst in instances if inst.keep]
+    if (wave is not None and wave.deferred_instances) or any(
+        operations.is_delete(inst.op) for inst in kept
+    ):
         return names.PROGRESS_SCALING_DOWN
-    if deferred_up or any(operations.is_create(inst.op) and inst.keep for inst in instances):
+    if deferred_up or any(operations.is_create(inst.op) for inst in kept):
         return names.PROGRESS_SCALING_UP
-    if any(inst.wanted and not inst.facts.ready for inst in instances):
+    if any(inst.wanted and not inst.facts.ready for inst in kept):
         return names.PROGRESS_WAITING
     return names.PROGRESS_COMPLETE
 

@@ -137,6 +137,7 @@ class World:
     uids: int = 0
     deleted: list[str] = dataclasses.field(default_factory=list)
     created: list[str] = dataclasses.field(default_factory=list)
+    already_exists: int = 0
 
     def add(self, pods: Iterable[PodView]) -> World:
         for item in pods:
@@ -172,7 +173,8 @@ class World:
         for create in decided.of_type(CreatePods):
             for item in create.pods:
                 if item.name in self.pods:
-                    continue  # AlreadyExists
+                    self.already_exists += 1
+                    continue
                 labels = item.body["metadata"]["labels"]
                 self.uids += 1
                 self.created.append(item.name)
