@@ -1,0 +1,226 @@
+"""Rules for one InferenceService component (``spec.engine``, ``spec.decoder``,
+``spec.router``): replica bounds and the ``lifecycle`` block.
+
+Why: the CRD schema types these fields, but it can't say that ``minReplicas`` must not pass
+``maxReplicas``, that a multi-pod Instance needs a readiness rule, or that a rolling update
+with no budget can never start. The controllers would meet those mistakes only later, as an
+update that never moves; here they are refused, or warned of, when the user writes them.
+
+Invariant: the rules read the raw JSON, not the pydantic models, so a value of the wrong
+type is reported at its own path (``spec.engine.minReplicas: must be an integer, got "3"``)
+instead of failing the whole object; :mod:`omed.webhooks.inferenceservice` then checks that
+the models read what was admitted.
+
+Decision on ``maxReplicas: 0``: upstream OME, and :mod:`omed.api`, read 0 as "no upper
+bound". The webhook refuses it in new writes (``must be >= 1``): a component with no upper
+bound just omits ``maxReplicas``, and one spelling per meaning leaves nothing for the
+controllers and the CLI to read differently. An object stored with 0 before omed's webhook
+ran keeps being admitted on updates that leave the value alone (ratcheting, see
+:mod:`omed.webhooks.findings`), with a warning, and the controllers still read it as
+unbounded.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any, Final
+
+from omed.api.base import DURATION_PATTERN, parse_duration
+from omed.api.lifecycle import UPDATE_STRATEGY_TYPES
+from omed.webhooks.findings import (
+    Findings,
+    Loc,
+    as_object,
+    check_choice,
+    check_min_int,
+    is_int,
+    show,
+)
+
+RESTART_POLICIES: Final = ("None", "RecreateInstanceOnPodRestart")
+READY_POLICIES: Final = ("AllPodReady", "None")
+MIGRATION_MODES: Final = ("Auto", "Surge", "Never")
+
+_PERCENT = re.compile(r"(0|[1-9][0-9]*)%")
+_DURATION = re.compile(DURATION_PATTERN)
+
+MAX_REPLICAS_ZERO: Final = (
+    "must be >= 1, got 0 (omit maxReplicas for no upper bound, which upstream OME spelled 0)"
+)
+WARN_MIN_REPLICAS_ZERO: Final = "0 lets the component run no Instances, and then it serves nothing"
+WARN_READY_POLICY_NONE: Final = (
+    "None counts an Instance as Ready without waiting for its pods, so updates and "
+    "migrations don't wait for it to serve"
+)
+WARN_ZERO_BUDGETS: Final = (
+    "maxSurge and maxUnavailable are both 0: no Instance may be added or taken down, so an "
+    "update never starts"
+)
+WARN_NO_READY_TIMEOUT: Final = (
+    "not set, and a migration request names this component: unless the ConfigMap's "
+    'lifecycle.instanceReadyTimeout sets one, the migration can fail with "deadline exceeded '
+    'in phase Accepted: surge never allocated"'
+)
+MULTI_POD_READY_POLICY_NONE: Final = (
+    "None is not allowed for multi-pod Instances (the component has a leader or worker): "
+    "use AllPodReady, so that an Instance waits for all its pods"
+)
+
+
+def is_multi_pod(component: Mapping[str, Any]) -> bool:
+    """Whether the component's Instances are a leader and workers rather than one pod."""
+    return component.get("leader") is not None or component.get("worker") is not None
+
+
+def check_replicas(findings: Findings, loc: Loc, component: Mapping[str, Any]) -> None:
+    """``minReplicas >= 0``, ``maxReplicas >= 1``, ``minReplicas <= maxReplicas``."""
+    min_loc, max_loc = (*loc, "minReplicas"), (*loc, "maxReplicas")
+    low = check_min_int(findings, min_loc, component.get("minReplicas"), 0)
+    raw_high = component.get("maxReplicas")
+    high: int | None
+    if is_int(raw_high) and raw_high == 0:
+        findings.error(max_loc, MAX_REPLICAS_ZERO)
+        high = None
+    else:
+        high = check_min_int(findings, max_loc, raw_high, 1)
+    if low is not None and high is not None and low > high:
+        findings.error(
+            min_loc, f"must be <= maxReplicas ({high}), got {low}", depends=(min_loc, max_loc)
+        )
+    if low == 0:
+        findings.warn(min_loc, WARN_MIN_REPLICAS_ZERO)
+    worker = component.get("worker")
+    if isinstance(worker, Mapping):
+        check_min_int(findings, (*loc, "worker", "size"), worker.get("size"), 0)
+
+
+def _check_duration(findings: Findings, loc: Loc, value: Any, *, example: str) -> float | None:
+    """A positive Go duration such as ``example``; its seconds when it is one."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not _DURATION.fullmatch(value):
+        findings.error(loc, f'must be a duration such as "{example}", got {show(value)}')
+        return None
+    seconds = parse_duration(value).total_seconds()
+    if seconds <= 0:
+        findings.error(
+            loc, f'must be a positive duration such as "{example}" (or left out), got {show(value)}'
+        )
+        return None
+    return seconds
+
+
+def _check_budget(findings: Findings, loc: Loc, value: Any) -> int | str | None:
+    """A rolling-update budget: a count >= 0, or a percentage from "0%" to "100%"."""
+    if value is None:
+        return None
+    if is_int(value) and value >= 0:
+        return value
+    if isinstance(value, str) and _PERCENT.fullmatch(value) and int(value[:-1]) <= 100:
+        return value
+    findings.error(
+        loc,
+        f'must be an integer >= 0 or a percentage from "0%" to "100%", got {show(value)}',
+    )
+    return None
+
+
+def _check_batch(findings: Findings, loc: Loc, value: Any) -> None:
+    """A batch size: a count >= 1, or a percentage from "1%" to "100%"."""
+    if value is None:
+        return
+    if is_int(value) and value >= 1:
+        return
+    if isinstance(value, str) and _PERCENT.fullmatch(value) and 1 <= int(value[:-1]) <= 100:
+        return
+    findings.error(
+        loc, f'must be an integer >= 1 or a percentage from "1%" to "100%", got {show(value)}'
+    )
+
+
+def _is_zero_budget(value: int | str | None) -> bool:
+    return value in {0, "0%"}
+
+
+def check_lifecycle(
+    findings: Findings,
+    loc: Loc,
+    component: Mapping[str, Any],
+    *,
+    migration_requested: bool,
+) -> None:
+    """The ``lifecycle`` block of the component at ``loc``.
+
+    ``migration_requested``: a migration request annotation names this component, which
+    makes a missing ``instanceReadyTimeout`` worth a warning.
+    """
+    lc_loc = (*loc, "lifecycle")
+    lifecycle = as_object(findings, lc_loc, component.get("lifecycle"))
+    if lifecycle is None:
+        lifecycle = {}
+    check_choice(
+        findings, (*lc_loc, "restartPolicy"), lifecycle.get("restartPolicy"), RESTART_POLICIES
+    )
+
+    strategy_loc = (*lc_loc, "updateStrategy")
+    strategy = as_object(findings, strategy_loc, lifecycle.get("updateStrategy")) or {}
+    check_choice(findings, (*strategy_loc, "type"), strategy.get("type"), UPDATE_STRATEGY_TYPES)
+    rolling_loc = (*strategy_loc, "rollingUpdate")
+    rolling = as_object(findings, rolling_loc, strategy.get("rollingUpdate")) or {}
+    check_min_int(findings, (*rolling_loc, "partition"), rolling.get("partition"), 0)
+    surge = _check_budget(findings, (*rolling_loc, "maxSurge"), rolling.get("maxSurge"))
+    unavailable = _check_budget(
+        findings, (*rolling_loc, "maxUnavailable"), rolling.get("maxUnavailable")
+    )
+    if _is_zero_budget(surge) and _is_zero_budget(unavailable):
+        findings.warn(rolling_loc, WARN_ZERO_BUDGETS)
+
+    ready_loc = (*lc_loc, "readyPolicy")
+    ready_policy = lifecycle.get("readyPolicy")
+    check_choice(findings, ready_loc, ready_policy, READY_POLICIES)
+    if ready_policy == "None":
+        if is_multi_pod(component):
+            findings.error(
+                ready_loc,
+                MULTI_POD_READY_POLICY_NONE,
+                depends=(ready_loc, (*loc, "leader"), (*loc, "worker")),
+            )
+        else:
+            findings.warn(ready_loc, WARN_READY_POLICY_NONE)
+
+    timeout_loc = (*lc_loc, "instanceReadyTimeout")
+    timeout = lifecycle.get("instanceReadyTimeout")
+    _check_duration(findings, timeout_loc, timeout, example="15m")
+    check_min_int(findings, (*lc_loc, "minReadySeconds"), lifecycle.get("minReadySeconds"), 0)
+
+    policy_loc = (*lc_loc, "migrationPolicy")
+    policy = as_object(findings, policy_loc, lifecycle.get("migrationPolicy")) or {}
+    mode = policy.get("mode")
+    check_choice(findings, (*policy_loc, "mode"), mode, MIGRATION_MODES)
+    if migration_requested and timeout is None and mode != "Never":
+        findings.warn(timeout_loc, WARN_NO_READY_TIMEOUT)
+
+    retry_loc = (*lc_loc, "updateRetry")
+    retry = as_object(findings, retry_loc, lifecycle.get("updateRetry")) or {}
+    check_min_int(findings, (*retry_loc, "maxAttempts"), retry.get("maxAttempts"), 1)
+    initial = _check_duration(
+        findings, (*retry_loc, "initialDelay"), retry.get("initialDelay"), example="30s"
+    )
+    longest = _check_duration(
+        findings, (*retry_loc, "maxDelay"), retry.get("maxDelay"), example="10m"
+    )
+    if initial is not None and longest is not None and initial > longest:
+        findings.error(
+            (*retry_loc, "initialDelay"),
+            f"must not be longer than maxDelay ({retry.get('maxDelay')}), "
+            f"got {retry.get('initialDelay')}",
+            depends=((*retry_loc, "initialDelay"), (*retry_loc, "maxDelay")),
+        )
+    multiplier = retry.get("multiplier")
+    if multiplier is not None and (
+        isinstance(multiplier, bool) or not isinstance(multiplier, int | float) or multiplier < 1
+    ):
+        findings.error((*retry_loc, "multiplier"), f"must be a number >= 1, got {show(multiplier)}")
+
+    _check_batch(findings, (*lc_loc, "repairBatchSize"), lifecycle.get("repairBatchSize"))

@@ -1,0 +1,225 @@
+"""``/validate-ome-io-v1beta1-inferenceservice``: the InferenceService validating webhook.
+
+Why: an InferenceService is written by a user, and the controllers act on it later, with
+nobody watching. A mistake they would only meet then (a replica range that can't be met, a
+multi-pod Instance with no readiness rule, a migration request they can't read, a policy
+reference nothing resolves) is refused here instead, with a message that names the field.
+
+Invariants:
+
+* DELETE is always admitted, and so is an UPDATE of an object already being deleted
+  (``metadata.deletionTimestamp`` set): nothing may stand between an object and the
+  removal of its finalizers.
+* On UPDATE, an error about values the update leaves unchanged is a warning instead
+  (ratcheting, :mod:`omed.webhooks.findings`), except for policy references while their
+  feature is off.
+* What is admitted, the controllers can read: an object that passes the rules is also
+  parsed with :class:`omed.api.InferenceService`, and any error from the model refuses it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+import pydantic
+
+from omed.api.constants import (
+    ANNOTATION_DEPLOYMENT_MODE,
+    COMPONENTS,
+    KIND_CLUSTER_SERVING_RUNTIME,
+    KIND_INFERENCE_SERVICE,
+    KIND_SERVING_RUNTIME,
+    KNOWN_DEPLOYMENT_MODES,
+)
+from omed.api.inferenceservice import InferenceService
+from omed.api.revision import MAX_REVISION_NAME_LENGTH, REVISION_HASH_LENGTH
+from omed.webhooks.components import check_lifecycle, check_replicas
+from omed.webhooks.findings import (
+    Findings,
+    Loc,
+    as_object,
+    check_choice,
+    check_subdomain,
+    show,
+)
+from omed.webhooks.migration import check_request, is_request_key, requested_components
+from omed.webhooks.policies import FeatureGates, check_policy_refs
+from omed.webhooks.review import (
+    STATUS_INVALID,
+    AdmissionRequest,
+    AdmissionResponse,
+    allow,
+    deny,
+)
+
+PATH: Final = "/validate-ome-io-v1beta1-inferenceservice"
+MODEL_KINDS: Final = ("ClusterBaseModel", "BaseModel")
+RUNTIME_KINDS: Final = (KIND_SERVING_RUNTIME, KIND_CLUSTER_SERVING_RUNTIME)
+
+_NAME_RULE: Final = (
+    "must start with a lowercase letter and hold only lowercase letters, digits and '-', "
+    "ending with a letter or digit"
+)
+
+
+def _name_ok(name: str) -> bool:
+    return (
+        name[:1].isascii()
+        and name[:1].islower()
+        and name[-1:].isascii()
+        and (name[-1:].islower() or name[-1:].isdigit())
+        and all(c.isascii() and (c.islower() or c.isdigit() or c == "-") for c in name)
+    )
+
+
+def max_name_length(component: str) -> int:
+    """Longest InferenceService name whose ``<name>-<component>-<hash>`` revisions fit a label
+    value (63 characters): 47 with an engine or router, 46 with a decoder."""
+    return MAX_REVISION_NAME_LENGTH - REVISION_HASH_LENGTH - len(component) - 2
+
+
+def is_deleting(obj: Mapping[str, Any] | None) -> bool:
+    metadata = obj.get("metadata") if obj is not None else None
+    return isinstance(metadata, Mapping) and metadata.get("deletionTimestamp") is not None
+
+
+def _check_name(findings: Findings, metadata: Mapping[str, Any], spec: Mapping[str, Any]) -> None:
+    name = metadata.get("name")
+    if not isinstance(name, str) or not name:
+        return  # generateName: the API server names it later, and checks the name it makes
+    loc: Loc = ("metadata", "name")
+    if not _name_ok(name):
+        findings.error(loc, f"{_NAME_RULE}, got {show(name)}")
+        return
+    for component in COMPONENTS:
+        if isinstance(spec.get(component), Mapping) and len(name) > max_name_length(component):
+            findings.error(
+                loc,
+                f"must be at most {max_name_length(component)} characters with a {component}, "
+                f"so that its revision names (<name>-{component}-<hash>) fit in 63 "
+                f"characters, got {len(name)}",
+                depends=(loc, ("spec", component)),
+            )
+            return
+
+
+def _check_refs(findings: Findings, spec: Mapping[str, Any]) -> None:
+    model = as_object(findings, ("spec", "model"), spec.get("model"))
+    if model is not None:
+        check_subdomain(findings, ("spec", "model", "name"), model.get("name"))
+        check_choice(findings, ("spec", "model", "kind"), model.get("kind"), MODEL_KINDS)
+    runtime = as_object(findings, ("spec", "runtime"), spec.get("runtime"))
+    if runtime is not None:
+        check_subdomain(findings, ("spec", "runtime", "name"), runtime.get("name"))
+        check_choice(findings, ("spec", "runtime", "kind"), runtime.get("kind"), RUNTIME_KINDS)
+    refs = spec.get("replicaRefs")
+    if refs is None:
+        return
+    if not isinstance(refs, list):
+        findings.error(("spec", "replicaRefs"), f"must be a list, got {show(refs)}")
+        return
+    for i, ref in enumerate(refs):
+        body = as_object(findings, ("spec", "replicaRefs", i), ref)
+        if body is not None:
+            check_subdomain(findings, ("spec", "replicaRefs", i, "name"), body.get("name"))
+
+
+def _check_mode(findings: Findings, metadata: Mapping[str, Any], spec: Mapping[str, Any]) -> None:
+    annotations = metadata.get("annotations")
+    annotated = (
+        annotations.get(ANNOTATION_DEPLOYMENT_MODE) if isinstance(annotations, Mapping) else None
+    )
+    for loc, mode in (
+        (("metadata", "annotations", ANNOTATION_DEPLOYMENT_MODE), annotated),
+        (("spec", "deploymentMode"), spec.get("deploymentMode")),
+    ):
+        if mode is None:
+            continue
+        if not isinstance(mode, str) or not mode:
+            findings.error(loc, f"must be a deployment mode such as OMENative, got {show(mode)}")
+        elif mode not in KNOWN_DEPLOYMENT_MODES:
+            findings.warn(
+                loc,
+                f"{show(mode)} is not a deployment mode that this OME knows "
+                f"({', '.join(KNOWN_DEPLOYMENT_MODES)}); no OMENative controller acts on it",
+            )
+
+
+def validate_inferenceservice(obj: Mapping[str, Any], *, gates: FeatureGates) -> Findings:
+    """Every rule, on an InferenceService as written (no ratcheting, no model parse)."""
+    findings = Findings()
+    metadata = as_object(findings, ("metadata",), obj.get("metadata")) or {}
+    spec = obj.get("spec")
+    if not isinstance(spec, Mapping):
+        findings.error(("spec",), f"must be an object, got {show(spec)}")
+        return findings
+    annotations = as_object(findings, ("metadata", "annotations"), metadata.get("annotations"))
+    annotations = annotations or {}
+
+    _check_name(findings, metadata, spec)
+    _check_mode(findings, metadata, spec)
+    requested = requested_components(annotations)
+    for component in COMPONENTS:
+        loc: Loc = ("spec", component)
+        body = as_object(findings, loc, spec.get(component))
+        if body is None:
+            continue
+        check_replicas(findings, loc, body)
+        check_lifecycle(findings, loc, body, migration_requested=component in requested)
+    _check_refs(findings, spec)
+    check_policy_refs(findings, spec, gates=gates)
+    for key, value in annotations.items():
+        if is_request_key(key):
+            check_request(findings, key=key, value=value, spec=spec)
+    return findings
+
+
+def _model_errors(findings: Findings, obj: Mapping[str, Any]) -> None:
+    try:
+        InferenceService.model_validate(obj)
+    except pydantic.ValidationError as exc:
+        for error in exc.errors(include_url=False, include_input=False):
+            loc = tuple(part for part in error["loc"] if isinstance(part, str | int))
+            findings.error(loc, error["msg"])
+
+
+class InferenceServiceValidator:
+    """The validating webhook for InferenceServices.
+
+    ``gates`` says which alpha policy kinds this cluster runs (both off by default).
+    """
+
+    path: Final = PATH
+
+    def __init__(self, *, gates: FeatureGates | None = None) -> None:
+        self._gates = gates or FeatureGates()
+
+    async def admit(self, request: AdmissionRequest) -> AdmissionResponse:
+        return self.review(request)
+
+    def review(self, request: AdmissionRequest) -> AdmissionResponse:
+        """The answer to one AdmissionReview request (pure: no I/O)."""
+        if request.operation not in ("CREATE", "UPDATE"):
+            return allow()
+        if request.kind and request.kind != KIND_INFERENCE_SERVICE:
+            return deny(
+                f"this webhook validates InferenceServices, got kind {request.kind}",
+                code=STATUS_INVALID,
+            )
+        obj = request.object
+        if obj is None:
+            return deny(
+                f"request.object is missing from the {request.operation} review",
+                code=STATUS_INVALID,
+            )
+        old = request.old_object if request.operation == "UPDATE" else None
+        if request.operation == "UPDATE" and (is_deleting(obj) or is_deleting(old)):
+            return allow()
+        findings = validate_inferenceservice(obj, gates=self._gates)
+        if not findings.errors:
+            _model_errors(findings, obj)
+        findings.ratchet(new=obj, old=old)
+        if findings.errors:
+            return deny(findings.refusal(), warnings=findings.warnings)
+        return allow(warnings=findings.warnings)

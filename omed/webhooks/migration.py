@@ -1,0 +1,246 @@
+"""Manual migration requests: the ``ome.io/migration-request-v1-<uuid>`` annotations.
+
+Why: ``kubectl ome migration start`` writes a request as an annotation on the
+InferenceService, and the controller acts on it later, when nobody is watching. A request
+the controller can't read would fail silently, and its ``reason`` is copied into the
+migration record, status, events and the audit ConfigMap, where a pasted URL or credential
+would spread. So the webhook checks the request when it is written, and
+``--dry-run server`` previews exactly these checks.
+
+The value is a JSON object (schema v1)::
+
+    {"schema": "v1", "requestUUID": "<uuid>", "component": "engine", "instance": 3,
+     "fromNode": "node-a", "hintNodes": ["node-b"], "reason": "node-a maintenance",
+     "requestedAt": "2026-09-28T10:12:04Z", "requestedBy": "kubectl-ome"}
+
+``schema``, ``requestUUID``, ``component`` and ``instance`` are required; the rest are
+optional. Keys that schema v1 doesn't know are admitted with a warning (they are ignored).
+
+Invariant: a refusal never quotes the ``reason`` or ``requestedBy`` text: it may hold the
+very credential that the rule refuses.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Mapping
+from typing import Any, Final
+
+import orjson
+
+from omed.api.constants import ANNOTATION_MIGRATION_REQUEST_PREFIX, COMPONENTS
+from omed.webhooks.findings import (
+    DNS1123_SUBDOMAIN_RULE,
+    Findings,
+    Loc,
+    is_dns1123_subdomain,
+    is_int,
+    json_type,
+    show,
+)
+
+SCHEMA_V1: Final = "v1"
+MAX_HINT_NODES: Final = 8
+MAX_REASON_LENGTH: Final = 256
+MAX_REQUESTED_BY_LENGTH: Final = 253
+MAX_REQUEST_BYTES: Final = 8192
+"""A v1 request is well under 4 KiB; the cap keeps one annotation from hogging the object."""
+
+KNOWN_KEYS: Final = frozenset(
+    {
+        "schema",
+        "requestUUID",
+        "component",
+        "instance",
+        "fromNode",
+        "hintNodes",
+        "reason",
+        "requestedAt",
+        "requestedBy",
+    }
+)
+
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_URL = re.compile(r"://|www\.", re.IGNORECASE)
+
+CREDENTIAL_PATTERNS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = (
+    (
+        "a secret assignment such as password= or token=",
+        re.compile(
+            r"\b(pass(word)?|passwd|pwd|token|secret|api[-_]?key|access[-_]?key|"
+            r"client[-_]?secret|auth|credentials?)\s*[=:]",
+            re.IGNORECASE,
+        ),
+    ),
+    ("a bearer token", re.compile(r"\bbearer\b", re.IGNORECASE)),
+    ("an access key id", re.compile(r"\b(AKIA|ASIA)[0-9A-Z]{16}\b")),
+    ("a private key", re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----")),
+    ("a token", re.compile(r"\b(gh[pousr]_[A-Za-z0-9]{20,}|xox[abpr]-[A-Za-z0-9-]{10,})")),
+    ("a JSON web token", re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.")),
+)
+"""(what the refusal calls it, pattern): text that looks like a credential."""
+
+
+def is_request_key(key: str) -> bool:
+    return key.startswith(ANNOTATION_MIGRATION_REQUEST_PREFIX)
+
+
+def requested_components(annotations: Mapping[str, Any]) -> frozenset[str]:
+    """Components that well-formed-enough request annotations name (for warnings)."""
+    found: set[str] = set()
+    for key, value in annotations.items():
+        if is_request_key(key) and isinstance(value, str) and '"component"' in value:
+            try:
+                doc = orjson.loads(value)
+            except orjson.JSONDecodeError:
+                continue
+            if isinstance(doc, dict) and doc.get("component") in COMPONENTS:
+                found.add(doc["component"])
+    return frozenset(found)
+
+
+def _plain_text_problem(text: str) -> str | None:
+    """Why ``text`` isn't plain text free of URLs and credentials, or ``None``."""
+    if _CONTROL.search(text):
+        return "must be plain text on one line, without control characters"
+    if _URL.search(text):
+        return 'must not contain a URL ("://" or "www.")'
+    for name, pattern in CREDENTIAL_PATTERNS:
+        if pattern.search(text):
+            return f"must not contain credentials (found what looks like {name})"
+    return None
+
+
+def _time_problem(value: Any) -> str | None:
+    """Why ``value`` isn't an RFC 3339 time with a zone, or ``None``."""
+    if isinstance(value, str) and "T" in value:
+        try:
+            parsed = dt.datetime.fromisoformat(value)
+        except ValueError:
+            parsed = None
+        if parsed is not None and parsed.tzinfo is not None:
+            return None
+    return f"must be an RFC 3339 time such as 2026-09-28T10:12:04Z, got {show(value)}"
+
+
+def check_request(
+    findings: Findings,
+    *,
+    key: str,
+    value: Any,
+    spec: Mapping[str, Any],
+) -> None:
+    """The migration request annotation ``key`` with ``value`` on an InferenceService."""
+    loc: Loc = ("metadata", "annotations", key)
+    suffix = key[len(ANNOTATION_MIGRATION_REQUEST_PREFIX) :]
+    if not _UUID.fullmatch(suffix):
+        findings.error(
+            loc,
+            "the key must end in a lowercase UUID, such as "
+            "ome.io/migration-request-v1-7c9e6679-7425-40de-944b-e07fc1f90ae7",
+        )
+        return
+    if not isinstance(value, str) or len(value) > MAX_REQUEST_BYTES:
+        findings.error(loc, f"must be a JSON object of at most {MAX_REQUEST_BYTES} bytes")
+        return
+    try:
+        doc = orjson.loads(value)
+    except orjson.JSONDecodeError:
+        findings.error(loc, "must be a JSON object (the migration request), got invalid JSON")
+        return
+    if not isinstance(doc, dict):
+        findings.error(loc, f"must be a JSON object (the migration request), got {show(doc)}")
+        return
+
+    # The fields of the request, reported as <annotation path>.<field>; every error depends
+    # on the whole annotation, which is what an UPDATE keeps or changes.
+    def error(*field: str | int, text: str) -> None:
+        findings.error((*loc, *field), text, depends=(loc,))
+
+    schema = doc.get("schema")
+    if schema != SCHEMA_V1:
+        error("schema", text=f'must be "{SCHEMA_V1}", got {show(schema)}')
+    request_uuid = doc.get("requestUUID")
+    if request_uuid != suffix:
+        error(
+            "requestUUID",
+            text=f"must equal the UUID that ends the key ({suffix}), got {show(request_uuid)}",
+        )
+
+    component = doc.get("component")
+    if component not in COMPONENTS or not isinstance(component, str):
+        error("component", text=f"must be one of {', '.join(COMPONENTS)}, got {show(component)}")
+    elif not isinstance(spec.get(component), Mapping):
+        error("component", text=f"names {component}, which spec.{component} doesn't declare")
+    else:
+        lifecycle = spec[component].get("lifecycle")
+        policy = lifecycle.get("migrationPolicy") if isinstance(lifecycle, Mapping) else None
+        if isinstance(policy, Mapping) and policy.get("mode") == "Never":
+            findings.warn(
+                loc,
+                f"{component} has lifecycle.migrationPolicy.mode Never, so OME fails this "
+                "request (migrations disabled by MigrationPolicy Mode=Never)",
+            )
+
+    instance = doc.get("instance")
+    if not is_int(instance) or instance < 0:
+        error("instance", text=f"must be an integer >= 0, got {show(instance)}")
+
+    from_node = doc.get("fromNode")
+    if from_node is not None and not is_dns1123_subdomain(from_node):
+        error("fromNode", text=f"{DNS1123_SUBDOMAIN_RULE}, got {show(from_node)}")
+
+    hints = doc.get("hintNodes")
+    if hints is not None:
+        if not isinstance(hints, list):
+            error("hintNodes", text=f"must be a list of node names, got {show(hints)}")
+        elif len(hints) > MAX_HINT_NODES:
+            error("hintNodes", text=f"must list at most {MAX_HINT_NODES} nodes, got {len(hints)}")
+        else:
+            for i, hint in enumerate(hints):
+                if not is_dns1123_subdomain(hint):
+                    error("hintNodes", i, text=f"{DNS1123_SUBDOMAIN_RULE}, got {show(hint)}")
+                elif hint in hints[:i]:
+                    error("hintNodes", i, text=f"repeats {hint}")
+                elif hint == from_node:
+                    error(
+                        "hintNodes",
+                        i,
+                        text=f"is fromNode ({hint}): the replacement must not prefer the node "
+                        "it leaves",
+                    )
+
+    reason = doc.get("reason")
+    if reason is not None:
+        if not isinstance(reason, str):
+            error("reason", text=f"must be a string, got {json_type(reason)}")
+        elif len(reason) > MAX_REASON_LENGTH:
+            error(
+                "reason", text=f"must be at most {MAX_REASON_LENGTH} characters, got {len(reason)}"
+            )
+        elif (problem := _plain_text_problem(reason)) is not None:
+            error("reason", text=problem)
+
+    requested_at = doc.get("requestedAt")
+    if requested_at is not None and (problem := _time_problem(requested_at)) is not None:
+        error("requestedAt", text=problem)
+
+    requested_by = doc.get("requestedBy")
+    if requested_by is not None:
+        if not isinstance(requested_by, str) or not requested_by:
+            error("requestedBy", text=f"must be a non-empty string, got {json_type(requested_by)}")
+        elif len(requested_by) > MAX_REQUESTED_BY_LENGTH:
+            error(
+                "requestedBy",
+                text=(
+                    f"must be at most {MAX_REQUESTED_BY_LENGTH} characters, got {len(requested_by)}"
+                ),
+            )
+        elif (problem := _plain_text_problem(requested_by)) is not None:
+            error("requestedBy", text=problem)
+
+    unknown = sorted(str(k) for k in doc if k not in KNOWN_KEYS)
+    if unknown:
+        findings.warn(loc, f"schema v1 has no field {', '.join(unknown)} (OME ignores them)")

@@ -1,0 +1,124 @@
+"""The webhook server's TLS certificate, reloaded when its files rotate.
+
+Why: the serving certificate comes from a Secret mounted as ``tls.crt`` and ``tls.key``
+(cert-manager, or the chart's own job, renews it). The kubelet swaps both files in place;
+a server that kept the certificate it started with would fail every admission once it
+expired, and with ``failurePolicy: Fail`` that stops every InferenceService write. So the
+server polls the files' identity (device, inode, size, mtime) every few seconds, and loads
+a changed pair into the same :class:`ssl.SSLContext`: new handshakes use the new
+certificate, connections already open keep theirs.
+
+Invariants:
+
+* The live context only ever holds a matching certificate and key. A pair is first loaded
+  into a scratch context, from a private copy of the bytes read once, so a half-rotated
+  pair (new certificate, old key) is refused and the old pair keeps serving; the next poll
+  tries again.
+* TLS 1.2 is the minimum; ALPN offers only ``http/1.1`` (the server speaks no HTTP/2).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import ssl
+import tempfile
+from pathlib import Path
+from typing import Final
+
+from omed.log import kv
+
+CERT_NAME: Final = "tls.crt"
+KEY_NAME: Final = "tls.key"
+
+log = logging.getLogger("webhooks.certwatcher")
+
+Signature = tuple[tuple[int, int, int, int], tuple[int, int, int, int]]
+
+
+class CertificateError(RuntimeError):
+    """The certificate or key can't be read or don't form a pair."""
+
+
+def _stat(path: Path) -> tuple[int, int, int, int]:
+    st = path.stat()
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def new_server_context() -> ssl.SSLContext:
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.set_alpn_protocols(["http/1.1"])
+    return context
+
+
+class ServingCertificate:
+    """The SSLContext of the webhook server, and the files it is loaded from."""
+
+    def __init__(self, *, cert_dir: Path, cert_name: str = CERT_NAME, key_name: str = KEY_NAME):
+        self.cert_path = cert_dir / cert_name
+        self.key_path = cert_dir / key_name
+        self.context = new_server_context()
+        self._signature: Signature | None = None
+        self._failed_signature: Signature | None = None
+        self._last_error: str | None = None
+        self.loads = 0
+        """Times a pair was loaded into the live context (1 after :meth:`load`)."""
+
+    def _signature_now(self) -> Signature:
+        return (_stat(self.cert_path), _stat(self.key_path))
+
+    def load(self) -> None:
+        """Load the current pair; :class:`CertificateError` when it can't be used."""
+        try:
+            signature = self._signature_now()
+            cert_pem = self.cert_path.read_bytes()
+            key_pem = self.key_path.read_bytes()
+        except OSError as exc:
+            raise CertificateError(f"reading the webhook certificate: {exc}") from exc
+        with tempfile.TemporaryDirectory(prefix="omed-webhook-cert-") as private:
+            cert_copy = Path(private, CERT_NAME)
+            key_copy = Path(private, KEY_NAME)
+            cert_copy.write_bytes(cert_pem)
+            fd = os.open(key_copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "wb") as key_file:
+                key_file.write(key_pem)
+            try:
+                new_server_context().load_cert_chain(cert_copy, key_copy)
+            except (ssl.SSLError, OSError, ValueError) as exc:
+                raise CertificateError(
+                    f"{self.cert_path} and {self.key_path} are not a usable pair: {exc}"
+                ) from exc
+            self.context.load_cert_chain(cert_copy, key_copy)
+        self._signature = signature
+        self.loads += 1
+
+    def reload_if_changed(self) -> bool:
+        """Load the pair again when its files changed; whether it did. Never raises: a pair
+        that can't be used is logged (once per change of the files), and the pair loaded
+        before keeps serving."""
+        try:
+            signature = self._signature_now()
+        except OSError as exc:
+            self._report(f"reading the webhook certificate: {exc}")
+            return False
+        if signature in (self._signature, self._failed_signature):
+            return False
+        try:
+            self.load()
+        except CertificateError as exc:
+            self._failed_signature = signature
+            self._report(str(exc))
+            return False
+        self._failed_signature = None
+        self._last_error = None
+        log.info("Updated current TLS certificate", extra=kv(cert=str(self.cert_path)))
+        return True
+
+    def _report(self, error: str) -> None:
+        if error != self._last_error:
+            self._last_error = error
+            log.error(
+                "Failed to reload the webhook certificate; keeping the current one",
+                extra=kv(cert=str(self.cert_path), error=error),
+            )
