@@ -1,0 +1,381 @@
+"""The InferenceService controller: one InferenceReplica per OMENative component, and the
+InferenceService's status aggregated from them.
+
+It is the only writer of InferenceReplica specs (the InferenceReplica controller writes their
+status); each replica carries ``spec.parentRef``, the ``ome.io/inferenceservice`` label, a
+controller owner reference and ``ome.io/controller-write: "true"``. Level-triggered: a
+reconcile reads the InferenceService, its runtime and its replicas from the caches, projects
+(:mod:`.project`) and writes only what differs. A reconcile that changes nothing writes
+nothing.
+
+Deletion is omed's own work, not the garbage collector's (a cluster may have none, and
+draining must not depend on it): the finalizer ``ome.io/inferenceservice-cleanup`` holds the
+InferenceService until its replicas are gone; the InferenceReplica controller drains each
+replica's pods before it lets the replica go.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Final
+
+from omed.api.constants import (
+    DEPLOYMENT_MODE_OME_NATIVE,
+    KIND_CLUSTER_SERVING_RUNTIME,
+    KIND_INFERENCE_SERVICE,
+    LABEL_INFERENCE_SERVICE,
+)
+from omed.clock import Clock, RealClock
+from omed.controllers.inferenceservice.project import (
+    ProjectionError,
+    needs_update,
+    project,
+    resolve_mode,
+    updated_object,
+)
+from omed.controllers.inferenceservice.status import (
+    ComponentReadiness,
+    build_status,
+    replica_readiness,
+    status_changed,
+)
+from omed.informers import NAMESPACE, Handlers, InformerFactory, SharedInformer, object_key
+from omed.informers.transform import Obj
+from omed.kube.client import JSON_PATCH, KubeClient
+from omed.kube.errors import AlreadyExists, Conflict, NotFound
+from omed.kube.resources import (
+    CLUSTER_SERVING_RUNTIMES,
+    INFERENCE_REPLICAS,
+    INFERENCE_SERVICES,
+    SERVING_RUNTIMES,
+)
+from omed.log import kv
+from omed.workqueue import Controller, Result
+
+log = logging.getLogger("omed.controllers.inferenceservice")
+
+CONTROLLER_NAME: Final = "inferenceservice"
+FINALIZER: Final = "ome.io/inferenceservice-cleanup"
+DELETION_POLL: Final = 1.0
+"""Seconds between looks at replicas being drained during a deletion (events drive it too)."""
+
+DefaultMode = Callable[[], Awaitable[str | None]]
+
+
+async def _no_default_mode() -> str | None:
+    return None
+
+
+def _parent_of(irep: Mapping[str, Any]) -> str | None:
+    meta = irep.get("metadata") or {}
+    for owner in meta.get("ownerReferences") or []:
+        if owner.get("controller") and owner.get("kind") == KIND_INFERENCE_SERVICE:
+            return f"{meta.get('namespace')}/{owner.get('name')}"
+    label = (meta.get("labels") or {}).get(LABEL_INFERENCE_SERVICE)
+    return f"{meta.get('namespace')}/{label}" if label else None
+
+
+def _owned_by(irep: Mapping[str, Any], uid: str) -> bool:
+    owners = (irep.get("metadata") or {}).get("ownerReferences") or []
+    return any(o.get("controller") and o.get("uid") == uid for o in owners)
+
+
+class InferenceServiceReconciler:
+    def __init__(
+        self,
+        *,
+        client: KubeClient,
+        services: SharedInformer,
+        replicas: SharedInformer,
+        runtimes: SharedInformer,
+        cluster_runtimes: SharedInformer,
+        default_mode: DefaultMode,
+        clock: Clock,
+    ) -> None:
+        self._client = client
+        self._services = services.store
+        self._replicas = replicas.store
+        self._runtimes = runtimes.store
+        self._cluster_runtimes = cluster_runtimes.store
+        self._default_mode = default_mode
+        self._clock = clock
+
+    def _runtime(self, isvc: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        ref = (isvc.get("spec") or {}).get("runtime") or {}
+        name = ref.get("name")
+        if not name:
+            return None
+        namespace = (isvc.get("metadata") or {}).get("namespace")
+        if ref.get("kind") != KIND_CLUSTER_SERVING_RUNTIME:
+            found = self._runtimes.get(f"{namespace}/{name}")
+            if found is not None or ref.get("kind"):
+                return found
+        return self._cluster_runtimes.get(str(name))
+
+    async def reconcile(self, key: str) -> Result:
+        isvc = self._services.get(key)
+        if isvc is None:
+            return Result()
+        meta = isvc.get("metadata") or {}
+        if meta.get("deletionTimestamp"):
+            return await self._finalize(isvc)
+        runtime = self._runtime(isvc)
+        default_mode = await self._default_mode()
+        mode, _ = resolve_mode(isvc, runtime, default_mode)
+        if mode != DEPLOYMENT_MODE_OME_NATIVE:
+            return Result()  # another mode's controller owns it
+        if FINALIZER not in (meta.get("finalizers") or []):
+            await self._patch_finalizers(isvc, [*(meta.get("finalizers") or []), FINALIZER])
+            return Result()  # the update event brings the next pass
+        try:
+            projection = project(isvc, runtime, default_mode=default_mode)
+        except ProjectionError as err:
+            await self._write_status(isvc, components=(), failure=(err.reason, str(err)))
+            return Result()
+        namespace = str(meta.get("namespace"))
+        uid = str(meta.get("uid"))
+        readiness: list[ComponentReadiness] = []
+        for component, wanted in projection.replicas.items():
+            name = wanted["metadata"]["name"]
+            current = self._replicas.get(f"{namespace}/{name}")
+            if current is None:
+                try:
+                    await self._client.create(INFERENCE_REPLICAS, wanted, namespace)
+                    log.info(
+                        "Created InferenceReplica",
+                        extra=kv(namespace=namespace, inferenceReplica=name),
+                    )
+                except AlreadyExists:
+                    pass  # the cache is behind; the next pass compares
+            elif not _owned_by(current, uid):
+                await self._write_status(
+                    isvc,
+                    components=(),
+                    failure=(
+                        "InferenceReplicaConflict",
+                        f"InferenceReplica {name} exists and is not controlled by this "
+                        "InferenceService",
+                    ),
+                )
+                return Result()
+            elif needs_update(current, wanted):
+                try:
+                    await self._client.replace(
+                        INFERENCE_REPLICAS, updated_object(current, wanted), namespace
+                    )
+                except Conflict:
+                    return Result(requeue=True)
+            readiness.append(replica_readiness(component, current))
+        for irep in self._replicas.by_index(NAMESPACE, namespace):
+            owned_component = (irep.get("spec") or {}).get("component")
+            if _owned_by(irep, uid) and owned_component not in projection.replicas:
+                await self._delete_replica(irep)
+        fronted = [
+            replica_readiness(name, self._replicas.get(f"{namespace}/{name}"))
+            for name in projection.fronted
+        ]
+        for item, name in zip(fronted, projection.fronted, strict=True):
+            item.summary.setdefault("inferenceReplica", name)
+        await self._write_status(isvc, components=readiness, fronted=fronted)
+        return Result()
+
+    async def _finalize(self, isvc: Mapping[str, Any]) -> Result:
+        meta = isvc.get("metadata") or {}
+        if FINALIZER not in (meta.get("finalizers") or []):
+            return Result()
+        namespace = str(meta.get("namespace"))
+        uid = str(meta.get("uid"))
+        owned = [i for i in self._replicas.by_index(NAMESPACE, namespace) if _owned_by(i, uid)]
+        for irep in owned:
+            if not (irep.get("metadata") or {}).get("deletionTimestamp"):
+                await self._delete_replica(irep)
+        if owned:
+            return Result(requeue_after=DELETION_POLL)
+        # The cache says none is left: confirm with the API server before letting go.
+        listed = await self._client.list_page(
+            INFERENCE_REPLICAS,
+            namespace,
+            labelSelector=f"{LABEL_INFERENCE_SERVICE}={meta.get('name')}",
+        )
+        if any(_owned_by(i, uid) for i in listed.get("items") or []):
+            return Result(requeue_after=DELETION_POLL)
+        await self._patch_finalizers(
+            isvc, [f for f in meta.get("finalizers") or [] if f != FINALIZER]
+        )
+        log.info("Released InferenceService", extra=kv(namespace=namespace, name=meta.get("name")))
+        return Result()
+
+    async def _delete_replica(self, irep: Mapping[str, Any]) -> None:
+        meta = irep.get("metadata") or {}
+        try:
+            await self._client.delete(
+                INFERENCE_REPLICAS,
+                str(meta.get("name")),
+                str(meta.get("namespace")),
+                uid=meta.get("uid"),
+            )
+            log.info(
+                "Deleting InferenceReplica",
+                extra=kv(namespace=meta.get("namespace"), inferenceReplica=meta.get("name")),
+            )
+        except (NotFound, Conflict):
+            pass
+
+    async def _patch_finalizers(self, isvc: Mapping[str, Any], finalizers: list[str]) -> None:
+        meta = isvc.get("metadata") or {}
+        patch = [
+            {"op": "test", "path": "/metadata/resourceVersion", "value": meta["resourceVersion"]},
+            {"op": "add", "path": "/metadata/finalizers", "value": finalizers},
+        ]
+        with contextlib.suppress(NotFound):
+            await self._client.patch(
+                INFERENCE_SERVICES,
+                str(meta.get("name")),
+                patch,
+                str(meta.get("namespace")),
+                content_type=JSON_PATCH,
+            )
+
+    async def _write_status(
+        self,
+        isvc: Mapping[str, Any],
+        *,
+        components: list[ComponentReadiness] | tuple[()],
+        fronted: list[ComponentReadiness] | None = None,
+        failure: tuple[str, str] | None = None,
+    ) -> None:
+        status = build_status(
+            isvc=isvc,
+            components=list(components),
+            fronted=fronted or [],
+            failure=failure,
+            now=self._clock.now(),
+        )
+        if not status_changed(isvc.get("status"), status):
+            return
+        meta = isvc.get("metadata") or {}
+        body = {
+            "apiVersion": isvc.get("apiVersion"),
+            "kind": isvc.get("kind"),
+            "metadata": {
+                "name": meta.get("name"),
+                "namespace": meta.get("namespace"),
+                "resourceVersion": meta.get("resourceVersion"),
+            },
+            "status": {**(isvc.get("status") or {}), **status},
+        }
+        # On Conflict a newer object is on its way through the informer, and its event
+        # brings the next pass.
+        with contextlib.suppress(Conflict, NotFound):
+            await self._client.replace_status(INFERENCE_SERVICES, body, meta.get("namespace"))
+
+
+class InferenceServiceController:
+    """Informers and the worker pool of the InferenceService controller."""
+
+    def __init__(
+        self,
+        *,
+        client: KubeClient,
+        factory: InformerFactory,
+        workers: int = 1,
+        default_mode: DefaultMode = _no_default_mode,
+        namespace: str | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        self._clock: Clock = clock or RealClock()
+        self.services = factory.informer(INFERENCE_SERVICES, namespace=namespace)
+        self.replicas = factory.informer(INFERENCE_REPLICAS, namespace=namespace)
+        self.runtimes = factory.informer(SERVING_RUNTIMES, namespace=namespace)
+        self.cluster_runtimes = factory.informer(CLUSTER_SERVING_RUNTIMES)
+        self.reconciler = InferenceServiceReconciler(
+            client=client,
+            services=self.services,
+            replicas=self.replicas,
+            runtimes=self.runtimes,
+            cluster_runtimes=self.cluster_runtimes,
+            default_mode=default_mode,
+            clock=self._clock,
+        )
+        self.controller = Controller(
+            name=CONTROLLER_NAME, reconciler=self.reconciler, workers=workers, clock=self._clock
+        )
+        enqueue = self.controller.queue.add
+        self._registrations = [
+            (
+                self.services,
+                self.services.add_event_handler(
+                    Handlers(
+                        on_add=lambda o: enqueue(object_key(o)),
+                        on_update=lambda _o, n: enqueue(object_key(n)),
+                        on_delete=lambda o: enqueue(object_key(o)),
+                    )
+                ),
+            ),
+            (
+                self.replicas,
+                self.replicas.add_event_handler(
+                    Handlers(
+                        on_add=self._replica_event,
+                        on_update=lambda _o, n: self._replica_event(n),
+                        on_delete=self._replica_event,
+                    )
+                ),
+            ),
+            (
+                self.runtimes,
+                self.runtimes.add_event_handler(
+                    Handlers(
+                        on_add=self._runtime_event,
+                        on_update=lambda _o, n: self._runtime_event(n),
+                        on_delete=self._runtime_event,
+                    )
+                ),
+            ),
+            (
+                self.cluster_runtimes,
+                self.cluster_runtimes.add_event_handler(
+                    Handlers(
+                        on_add=self._runtime_event,
+                        on_update=lambda _o, n: self._runtime_event(n),
+                        on_delete=self._runtime_event,
+                    )
+                ),
+            ),
+        ]
+
+    def _replica_event(self, irep: Obj) -> None:
+        parent = _parent_of(irep)
+        if parent is not None:
+            self.controller.queue.add(parent)
+        # Standalone replicas may be fronted through spec.replicaRefs.
+        meta = irep.get("metadata") or {}
+        namespace, name = meta.get("namespace"), meta.get("name")
+        for isvc in self.services.store.by_index(NAMESPACE, str(namespace)):
+            refs = (isvc.get("spec") or {}).get("replicaRefs") or []
+            if any(r.get("name") == name for r in refs if isinstance(r, dict)):
+                self.controller.queue.add(object_key(isvc))
+
+    def _runtime_event(self, runtime: Obj) -> None:
+        meta = runtime.get("metadata") or {}
+        name, namespace = meta.get("name"), meta.get("namespace")
+        candidates: Any = (
+            self.services.store.by_index(NAMESPACE, str(namespace))
+            if namespace
+            else self.services.store.list()
+        )
+        for isvc in candidates:
+            if ((isvc.get("spec") or {}).get("runtime") or {}).get("name") == name:
+                self.controller.queue.add(object_key(isvc))
+
+    async def run(self) -> None:
+        await self.controller.run()
+
+    async def shutdown(self, *, drain: bool = True) -> None:
+        await self.controller.shutdown(drain=drain)
+
+    def close(self) -> None:
+        for informer, registration in self._registrations:
+            informer.remove_event_handler(registration)

@@ -1,0 +1,181 @@
+"""The InferenceService's status, aggregated from its InferenceReplicas. Pure.
+
+Invariant: Ready is True only when every OMENative component's InferenceReplica reports, for
+its *current* generation, at least as many Ready Instances as it wants. A replica whose status
+lags its spec (``status.observedGeneration`` below ``metadata.generation``) is not ready yet,
+whatever its counts say: this is how omed avoids upstream's early Ready (an InferenceReplica
+created a moment ago has no status and reads as 0/0, which is not "all ready").
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+from omed.api.constants import COMPONENT_READY_CONDITIONS, CONDITION_READY
+from omed.clock import rfc3339
+
+_READY_CONDITION: Final[Mapping[str, str]] = {
+    str(k): v for k, v in COMPONENT_READY_CONDITIONS.items()
+}
+
+REASON_READY: Final = "InstancesReady"
+REASON_NOT_READY: Final = "InstancesNotReady"
+REASON_STALE: Final = "StatusNotObserved"
+REASON_MISSING: Final = "InferenceReplicaMissing"
+REASON_COMPONENTS_READY: Final = "ComponentsReady"
+REASON_COMPONENTS_NOT_READY: Final = "ComponentsNotReady"
+REASON_NO_COMPONENTS: Final = "NoOMENativeComponents"
+REASON_FRONTED_READY: Final = "FrontedReplicasReady"
+REASON_FRONTED_NOT_READY: Final = "FrontedReplicasNotReady"
+
+
+@dataclasses.dataclass(frozen=True)
+class ComponentReadiness:
+    component: str
+    ready: bool
+    reason: str
+    message: str
+    summary: dict[str, Any]
+
+
+def replica_readiness(component: str, irep: Mapping[str, Any] | None) -> ComponentReadiness:
+    if irep is None:
+        return ComponentReadiness(
+            component, False, REASON_MISSING, "InferenceReplica not created yet", {}
+        )
+    meta = irep.get("metadata") or {}
+    spec = irep.get("spec") or {}
+    status = irep.get("status") or {}
+    wanted = int(spec.get("replicas") or 0)
+    ready = int(status.get("readyReplicas") or 0)
+    summary = {
+        "inferenceReplica": meta.get("name"),
+        "replicas": int(status.get("replicas") or 0),
+        "readyReplicas": ready,
+        "servingReplicas": int(status.get("servingReplicas") or 0),
+        "updatedReplicas": int(status.get("updatedReplicas") or 0),
+    }
+    for field in ("currentRevision", "updateRevision"):
+        if status.get(field):
+            summary[field] = status[field]
+    observed = status.get("observedGeneration")
+    generation = meta.get("generation")
+    if observed is None or (generation is not None and int(observed) < int(generation)):
+        return ComponentReadiness(
+            component,
+            False,
+            REASON_STALE,
+            f"status of generation {generation} not observed yet",
+            summary,
+        )
+    message = f"{ready}/{wanted} Instances ready"
+    if ready >= wanted:
+        return ComponentReadiness(component, True, REASON_READY, message, summary)
+    return ComponentReadiness(component, False, REASON_NOT_READY, message, summary)
+
+
+def _condition(
+    *,
+    kind: str,
+    ready: bool,
+    reason: str,
+    message: str,
+    generation: int | None,
+    previous: Mapping[str, Mapping[str, Any]],
+    now: dt.datetime,
+) -> dict[str, Any]:
+    status = "True" if ready else "False"
+    before = previous.get(kind)
+    changed = before is None or before.get("status") != status
+    condition: dict[str, Any] = {
+        "type": kind,
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": rfc3339(now)
+        if changed or not before
+        else before.get("lastTransitionTime", rfc3339(now)),
+    }
+    if generation is not None:
+        condition["observedGeneration"] = generation
+    return condition
+
+
+def build_status(
+    *,
+    isvc: Mapping[str, Any],
+    components: Sequence[ComponentReadiness],
+    fronted: Sequence[ComponentReadiness] = (),
+    failure: tuple[str, str] | None = None,
+    now: dt.datetime,
+) -> dict[str, Any]:
+    """The status to store: conditions keep their transition time while unchanged."""
+    meta = isvc.get("metadata") or {}
+    generation = meta.get("generation")
+    old_status = isvc.get("status") or {}
+    previous: dict[str, Mapping[str, Any]] = {
+        str(c.get("type")): c for c in old_status.get("conditions") or [] if isinstance(c, dict)
+    }
+    conditions = []
+    for item in components:
+        kind = _READY_CONDITION.get(item.component)
+        if kind is None:
+            continue
+        conditions.append(
+            _condition(
+                kind=kind,
+                ready=item.ready,
+                reason=item.reason,
+                message=item.message,
+                generation=generation,
+                previous=previous,
+                now=now,
+            )
+        )
+    if failure is not None:
+        ready, reason, message = False, failure[0], failure[1]
+    elif fronted:
+        not_ready = [
+            f.summary.get("inferenceReplica") or f.component for f in fronted if not f.ready
+        ]
+        ready = not not_ready
+        reason = REASON_FRONTED_READY if ready else REASON_FRONTED_NOT_READY
+        message = (
+            "all fronted InferenceReplicas ready"
+            if ready
+            else "not ready: " + ", ".join(str(n) for n in not_ready)
+        )
+    elif not components:
+        ready, reason, message = False, REASON_NO_COMPONENTS, "no OMENative component"
+    else:
+        not_ready = [c.component for c in components if not c.ready]
+        ready = not not_ready
+        reason = REASON_COMPONENTS_READY if ready else REASON_COMPONENTS_NOT_READY
+        message = "all components ready" if ready else "not ready: " + ", ".join(not_ready)
+    conditions.append(
+        _condition(
+            kind=CONDITION_READY,
+            ready=ready,
+            reason=reason,
+            message=message,
+            generation=generation,
+            previous=previous,
+            now=now,
+        )
+    )
+    status: dict[str, Any] = {"conditions": conditions}
+    if generation is not None:
+        status["observedGeneration"] = generation
+    summaries = {c.component: c.summary for c in components if c.summary}
+    if summaries:
+        status["components"] = summaries
+    return status
+
+
+def status_changed(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> bool:
+    """Whether ``new`` says anything ``old`` does not (fields omed does not own are kept)."""
+    old = old or {}
+    return any(old.get(key) != value for key, value in new.items())

@@ -1,0 +1,206 @@
+"""The projection from an InferenceService and its runtime to InferenceReplicas."""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+from typing import Any
+
+import pytest
+
+from omed.controllers.inferenceservice.project import (
+    ANNOTATION_SPEC_HASH,
+    ProjectionError,
+    instance_count,
+    merge_container,
+    needs_update,
+    project,
+    resolve_mode,
+    updated_object,
+)
+from omed.controllers.inferenceservice.status import build_status, replica_readiness
+
+NOW = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)
+
+RUNTIME: dict[str, Any] = {
+    "metadata": {"name": "srt"},
+    "spec": {
+        "deploymentMode": "OMENative",
+        "engineConfig": {
+            "nodeSelector": {"pool": "gpu"},
+            "runner": {
+                "name": "ome-container",
+                "image": "ome/srt:1",
+                "args": ["--port", "8080"],
+                "env": [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}],
+                "resources": {"limits": {"nvidia.com/gpu": "1", "cpu": "4"}},
+            },
+        },
+        "decoderConfig": {
+            "leader": {"runner": {"name": "ome-container", "image": "ome/srt:1"}},
+            "worker": {"size": 2, "runner": {"name": "ome-container", "image": "ome/srt:1"}},
+        },
+    },
+}
+
+
+def isvc(**spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "ome.io/v1beta1",
+        "kind": "InferenceService",
+        "metadata": {"name": "chat", "namespace": "prod", "uid": "u-1", "generation": 3},
+        "spec": {"runtime": {"name": "srt"}, **spec},
+    }
+
+
+def test_mode_precedence() -> None:
+    base = isvc(deploymentMode="RawDeployment")
+    assert resolve_mode(base, RUNTIME, "OMENative") == ("RawDeployment", "ServiceSpec")
+    base["metadata"]["annotations"] = {"ome.io/deploymentMode": "OMENative"}
+    assert resolve_mode(base, RUNTIME, None) == ("OMENative", "Annotation")
+    assert resolve_mode(isvc(), RUNTIME, "RawDeployment") == ("OMENative", "Runtime")
+    assert resolve_mode(isvc(), None, "OMENative") == ("OMENative", "ConfigMap")
+    assert resolve_mode(isvc(), None, None) == ("RawDeployment", "Default")
+
+
+def test_non_native_modes_get_no_replicas() -> None:
+    projection = project(
+        isvc(deploymentMode="RawDeployment", engine={}), RUNTIME, default_mode=None
+    )
+    assert projection.replicas == {}
+
+
+def test_replica_refs_front_without_writing() -> None:
+    projection = project(
+        isvc(replicaRefs=[{"name": "pool-a"}], engine={}), RUNTIME, default_mode=None
+    )
+    assert projection.replicas == {} and projection.fronted == ("pool-a",)
+
+
+@pytest.mark.parametrize(
+    ("component", "count"),
+    [
+        ({}, 1),
+        ({"minReplicas": 4, "maxReplicas": 4}, 4),
+        ({"minReplicas": 0}, 0),
+        ({"minReplicas": 9, "maxReplicas": 3}, 3),
+        ({"minReplicas": 5, "maxReplicas": 0}, 5),
+    ],
+)
+def test_instance_count(component: dict[str, Any], count: int) -> None:
+    assert instance_count(component) == count
+
+
+def test_single_pod_template_merges_runtime_and_overrides() -> None:
+    engine = {
+        "minReplicas": 4,
+        "maxReplicas": 4,
+        "runner": {
+            "image": "ome/srt:2",
+            "env": [{"name": "B", "value": "x"}, {"name": "C", "value": "3"}],
+            "resources": {"limits": {"nvidia.com/gpu": "2"}},
+        },
+        "lifecycle": {"updateStrategy": {"type": "RecreatePod"}},
+    }
+    projection = project(isvc(engine=engine), RUNTIME, default_mode=None)
+    irep = projection.replicas["engine"]
+    assert irep["metadata"]["name"] == "chat-engine"
+    assert irep["metadata"]["labels"]["ome.io/inferenceservice"] == "chat"
+    assert irep["metadata"]["annotations"]["ome.io/controller-write"] == "true"
+    owner = irep["metadata"]["ownerReferences"][0]
+    assert owner["uid"] == "u-1" and owner["controller"] is True
+    spec = irep["spec"]
+    assert spec["parentRef"] == {"name": "chat"} and spec["replicas"] == 4
+    assert spec["lifecycle"] == {"updateStrategy": {"type": "RecreatePod"}}
+    [runner] = spec["runners"]
+    assert runner["name"] == "default" and runner["size"] == 1
+    pod = runner["template"]["spec"]
+    assert pod["nodeSelector"] == {"pool": "gpu"}
+    [container] = pod["containers"]
+    assert container["image"] == "ome/srt:2"
+    assert container["args"] == ["--port", "8080"]
+    assert container["env"] == [
+        {"name": "A", "value": "1"},
+        {"name": "B", "value": "x"},
+        {"name": "C", "value": "3"},
+    ]
+    assert container["resources"]["limits"] == {"nvidia.com/gpu": "2", "cpu": "4"}
+
+
+def test_multi_pod_runners() -> None:
+    projection = project(
+        isvc(decoder={"minReplicas": 2, "maxReplicas": 2}), RUNTIME, default_mode=None
+    )
+    runners = projection.replicas["decoder"]["spec"]["runners"]
+    assert [(r["name"], r["size"]) for r in runners] == [("leader", 1), ("worker", 2)]
+
+
+def test_missing_image_is_a_projection_error() -> None:
+    with pytest.raises(ProjectionError) as caught:
+        project(
+            isvc(deploymentMode="OMENative", engine={"minReplicas": 1}), None, default_mode=None
+        )
+    assert caught.value.reason == "RuntimeUnresolved"
+
+
+def test_merge_container_does_not_mutate_inputs() -> None:
+    base = {"env": [{"name": "A", "value": "1"}]}
+    frozen = copy.deepcopy(base)
+    merge_container(base, {"env": [{"name": "A", "value": "2"}]})
+    assert base == frozen
+
+
+def test_unchanged_projection_needs_no_update_and_a_change_does() -> None:
+    wanted = project(isvc(engine={"minReplicas": 1}), RUNTIME, default_mode=None).replicas["engine"]
+    stored = copy.deepcopy(wanted)
+    stored["metadata"]["resourceVersion"] = "7"
+    stored["spec"]["runners"][0]["template"]["spec"]["pruned"] = "by the apiserver"
+    assert not needs_update(stored, wanted)
+    changed = project(isvc(engine={"minReplicas": 2}), RUNTIME, default_mode=None).replicas[
+        "engine"
+    ]
+    assert needs_update(stored, changed)
+    body = updated_object(stored, changed)
+    assert body["spec"]["replicas"] == 2
+    assert body["metadata"]["resourceVersion"] == "7"
+    assert (
+        body["metadata"]["annotations"][ANNOTATION_SPEC_HASH]
+        == changed["metadata"]["annotations"][ANNOTATION_SPEC_HASH]
+    )
+
+
+def _irep(ready: int, wanted: int, *, observed: int | None, generation: int = 2) -> dict[str, Any]:
+    status: dict[str, Any] = {"readyReplicas": ready, "replicas": wanted}
+    if observed is not None:
+        status["observedGeneration"] = observed
+    return {
+        "metadata": {"name": "chat-engine", "generation": generation},
+        "spec": {"replicas": wanted},
+        "status": status,
+    }
+
+
+def test_ready_only_when_current_generation_reports_all_instances() -> None:
+    assert not replica_readiness("engine", None).ready
+    assert not replica_readiness("engine", _irep(0, 0, observed=None)).ready
+    assert not replica_readiness("engine", _irep(4, 4, observed=1)).ready  # stale status
+    assert not replica_readiness("engine", _irep(3, 4, observed=2)).ready
+    assert replica_readiness("engine", _irep(4, 4, observed=2)).ready
+
+
+def test_status_conditions_and_transition_times() -> None:
+    service = isvc()
+    engine = replica_readiness("engine", _irep(4, 4, observed=2))
+    decoder = replica_readiness("decoder", _irep(1, 2, observed=2))
+    status = build_status(isvc=service, components=[engine, decoder], now=NOW)
+    kinds = {c["type"]: c for c in status["conditions"]}
+    assert kinds["EngineReady"]["status"] == "True"
+    assert kinds["DecoderReady"]["status"] == "False"
+    assert kinds["Ready"]["status"] == "False"
+    assert status["observedGeneration"] == 3
+    assert status["components"]["engine"]["readyReplicas"] == 4
+    service["status"] = status
+    later = build_status(
+        isvc=service, components=[engine, decoder], now=NOW + dt.timedelta(minutes=5)
+    )
+    assert later == status  # nothing changed, nothing to write
