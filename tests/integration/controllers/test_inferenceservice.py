@@ -1,0 +1,176 @@
+"""The InferenceService and InferenceReplica controllers together, in-process, against the
+real API server and the node simulator: a prefill-decode service converges, Ready is never
+reported before every Instance really is, and deleting the service leaves nothing behind."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+import pytest
+
+from omed.controllers.inferencereplica.controller import InferenceReplicaController
+from omed.controllers.inferencereplica.model import PlanSettings
+from omed.controllers.inferenceservice.controller import InferenceServiceController
+from omed.devcluster.simulator import NodeSimulator
+from omed.events import EventRecorder
+from omed.informers import InformerFactory
+from omed.kube.client import KubeClient
+from omed.kube.errors import NotFound
+from omed.kube.resources import INFERENCE_REPLICAS, INFERENCE_SERVICES, PODS, SERVING_RUNTIMES
+
+pytestmark = pytest.mark.integration
+
+RUNTIME = {
+    "apiVersion": "ome.io/v1beta1",
+    "kind": "ServingRuntime",
+    "metadata": {"name": "srt-pd"},
+    "spec": {
+        "engineConfig": {
+            "runner": {
+                "name": "ome-container",
+                "image": "ome/srt:1.0",
+                "resources": {"limits": {"nvidia.com/gpu": "1"}},
+            },
+        },
+        "decoderConfig": {
+            "leader": {"runner": {"name": "ome-container", "image": "ome/srt:1.0"}},
+            "worker": {"size": 2, "runner": {"name": "ome-container", "image": "ome/srt:1.0"}},
+        },
+    },
+}
+
+
+def service(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "ome.io/v1beta1",
+        "kind": "InferenceService",
+        "metadata": {"name": name},
+        "spec": {
+            "deploymentMode": "OMENative",
+            "model": {"name": "llama-3-2-1b-instruct"},
+            "runtime": {"name": "srt-pd"},
+            "engine": {"minReplicas": 4, "maxReplicas": 4},
+            "decoder": {"minReplicas": 2, "maxReplicas": 2},
+        },
+    }
+
+
+def _ready(obj: Mapping[str, Any], kind: str = "Ready") -> bool:
+    return any(
+        c.get("type") == kind and c.get("status") == "True"
+        for c in (obj.get("status") or {}).get("conditions") or []
+    )
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], *, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not await check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        await asyncio.sleep(0.1)
+
+
+async def test_service_converges_then_deletes_cleanly(
+    kube: KubeClient, namespace: str, crds_installed: None
+) -> None:
+    await kube.create(SERVING_RUNTIMES, RUNTIME, namespace)
+    factory = InformerFactory(kube)
+    recorder = EventRecorder(kube, burst=400, refill_interval=5)
+    replicas = InferenceReplicaController(
+        client=kube,
+        factory=factory,
+        events=recorder,
+        settings=PlanSettings(),
+        workers=4,
+        namespace=namespace,
+    )
+    services = InferenceServiceController(
+        client=kube, factory=factory, workers=2, namespace=namespace
+    )
+    simulator = NodeSimulator(
+        kube,
+        nodes=3,
+        gpus_per_node=8,
+        namespaces=[namespace],
+        node_prefix=f"isvc-{uuid.uuid4().hex[:6]}",
+    )
+    await simulator.start()
+    await recorder.start()
+    factory.start()
+    assert await factory.wait_for_cache_sync(timeout=30)
+    tasks = [asyncio.create_task(replicas.run()), asyncio.create_task(services.run())]
+    try:
+        await kube.create(INFERENCE_SERVICES, service("chat"), namespace)
+        premature: list[str] = []
+
+        async def converged() -> bool:
+            isvc = await kube.get(INFERENCE_SERVICES, "chat", namespace)
+            pods = (await kube.list_page(PODS, namespace))["items"]
+            ready_pods = sum(
+                1 for p in pods if _ready(p) and not p["metadata"].get("deletionTimestamp")
+            )
+            if _ready(isvc) and ready_pods < 10:
+                premature.append(f"Ready with {ready_pods}/10 pods ready")
+            return _ready(isvc)
+
+        await eventually(converged, timeout=120, what="InferenceService Ready")
+        assert premature == []
+        isvc = await kube.get(INFERENCE_SERVICES, "chat", namespace)
+        assert _ready(isvc, "EngineReady") and _ready(isvc, "DecoderReady")
+        assert isvc["status"]["observedGeneration"] == isvc["metadata"]["generation"]
+        assert isvc["status"]["components"]["engine"]["readyReplicas"] == 4
+        assert isvc["status"]["components"]["decoder"]["readyReplicas"] == 2
+
+        engine = await kube.get(INFERENCE_REPLICAS, "chat-engine", namespace)
+        assert engine["spec"]["parentRef"] == {"name": "chat"}
+        assert engine["metadata"]["labels"]["ome.io/inferenceservice"] == "chat"
+        assert engine["metadata"]["annotations"]["ome.io/controller-write"] == "true"
+        assert engine["metadata"]["ownerReferences"][0]["uid"] == isvc["metadata"]["uid"]
+        rows = engine["status"]["instanceStatuses"]
+        assert [r["index"] for r in rows] == [0, 1, 2, 3]
+        assert all(r["phase"] == "Ready" and r["podCount"] == 1 for r in rows)
+        decoder = await kube.get(INFERENCE_REPLICAS, "chat-decoder", namespace)
+        assert [r["podCount"] for r in decoder["status"]["instanceStatuses"]] == [3, 3]
+        pods = (await kube.list_page(PODS, namespace))["items"]
+        assert len(pods) == 4 + 2 * 3
+        assert all(p["metadata"]["labels"]["ome.io/inferenceservice"] == "chat" for p in pods)
+
+        # A reconcile that changes nothing writes nothing: the replicas' versions hold still.
+        before = {
+            (await kube.get(INFERENCE_REPLICAS, n, namespace))["metadata"]["resourceVersion"]
+            for n in ("chat-engine", "chat-decoder")
+        }
+        services.controller.queue.add(f"{namespace}/chat")
+        await asyncio.sleep(1.0)
+        after = {
+            (await kube.get(INFERENCE_REPLICAS, n, namespace))["metadata"]["resourceVersion"]
+            for n in ("chat-engine", "chat-decoder")
+        }
+        assert before == after
+
+        await kube.delete(INFERENCE_SERVICES, "chat", namespace)
+
+        async def gone() -> bool:
+            try:
+                await kube.get(INFERENCE_SERVICES, "chat", namespace)
+                return False
+            except NotFound:
+                pass
+            left = (await kube.list_page(INFERENCE_REPLICAS, namespace))["items"]
+            pods = (await kube.list_page(PODS, namespace))["items"]
+            return not left and not pods
+
+        await eventually(gone, timeout=90, what="service, replicas and pods gone")
+    finally:
+        await services.shutdown(drain=False)
+        await replicas.shutdown(drain=False)
+        await asyncio.gather(*tasks, return_exceptions=True)
+        services.close()
+        replicas.close()
+        await factory.stop()
+        await recorder.stop()
+        await simulator.stop()
