@@ -1,0 +1,453 @@
+"""DenseV1 rows -> ColumnarV2 columns.
+
+Why classes: a large fleet is a few kinds of row repeated. Rows that differ only in ``index``
+form one *class*; the class table is stored column by column (runs of equal or ascending
+tokens), and each row costs its share of two sequences, ``index`` and ``rowClass``, which are
+runs too. A replaced Instance in the middle of a creation batch goes to ``overrides`` instead
+of splitting the batch's run.
+
+Why it is fast: the encoder compares each row with the class of the previous rows first, one
+C-level ``==`` per row, and checks and flattens a row only when it starts or revisits a class
+that the last two rows didn't have. So its cost per row is a dict comparison, and its checking
+cost is per class.
+
+Invariant: ``decode_columnar(encode_columnar(rows)) == rows`` for every list of valid rows
+(rows that :func:`omed.statuscodec.rowschema.flatten` accepts, plus an optional ``index``), and
+:class:`~omed.statuscodec.errors.EncodeError` for a row that isn't valid. A row equal under
+Python's ``==`` to an already checked row is stored as that row, so ``True`` in place of ``1``
+is normalized rather than refused there; :func:`omed.statuscodec.status.validate_rows` checks
+every row on its own where that matters.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from itertools import groupby, pairwise
+from typing import Any, Final
+
+import orjson
+
+from omed.statuscodec import layout, timestamps
+from omed.statuscodec.errors import DecodeError, EncodeError, describe
+from omed.statuscodec.rowschema import (
+    BOOL,
+    COLUMNS,
+    INT64_MAX,
+    RANK,
+    STR,
+    Cells,
+    flatten,
+)
+from omed.statuscodec.sequences import Token, format_ranges, format_sequence
+
+_MISSING: Final[Any] = object()
+
+
+class _Absent:
+    """The index slot of a row without ``index`` (``None`` would be a value to refuse)."""
+
+
+_ABSENT: Final = _Absent()
+_BUCKET_PROBES: Final = 4
+_BOOL_TOKENS: Final = {True: 1, False: 0}
+
+
+class Encoded:
+    """The columns, and (computed on first use) the size of the same rows as a DenseV1 list."""
+
+    __slots__ = ("_classes", "_dense_size", "_indexes", "_row_class", "columns")
+
+    def __init__(
+        self,
+        columns: dict[str, Any],
+        *,
+        classes: _Classifier,
+        row_class: list[int],
+        indexes: list[Token],
+    ) -> None:
+        self.columns = columns
+        self._classes = classes
+        self._row_class = row_class
+        self._indexes = indexes
+        self._dense_size = -1
+
+    @property
+    def dense_size(self) -> int:
+        """Bytes of the compact JSON of the rows as a list (what ``encoded_size(rows)``
+        returns), from each class's size and each index: no 10 MB dump of the list."""
+        if self._dense_size < 0:
+            self._dense_size = self._classes.dense_size(self._row_class, self._indexes)
+        return self._dense_size
+
+    def dense_size_at_least(self) -> int:
+        """A lower bound of :attr:`dense_size` that costs nothing: each row is at least
+        ``{}`` and a comma, and with an index ``{"index":N}``."""
+        rows = len(self._row_class)
+        return 2 + max(rows - 1, 0) + 2 * rows + 9 * (rows - self._indexes.count(None))
+
+
+def encode_columnar(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The ColumnarV2 form of ``rows`` (for ``status.instanceStatusColumns``)."""
+    return encode(rows).columns
+
+
+def check_rows(rows: Sequence[Mapping[str, Any]]) -> None:
+    """Raise :class:`EncodeError` unless every row is valid (checked once per class)."""
+    _Classifier().classify(rows)
+
+
+def encode(rows: Sequence[Mapping[str, Any]]) -> Encoded:
+    """Encode ``rows`` and measure them as a list in the same pass."""
+    classes = _Classifier()
+    row_class, indexes = classes.classify(rows)
+    base, overrides = _split_overrides(row_class)
+    order = _class_order(base, overrides)
+    renumber = {old: new for new, old in enumerate(order)}
+    out: dict[str, Any] = {
+        layout.KEY_VERSION: layout.FORMAT_VERSION,
+        layout.KEY_ROW_COUNT: len(row_class),
+        layout.KEY_CLASS_COUNT: len(order),
+    }
+    columns, strings, times = _class_columns([classes.cells[old] for old in order])
+    if strings:
+        out[layout.KEY_STRINGS] = strings
+    if times:
+        deltas = [times[0]] + [b - a for a, b in pairwise(times)]
+        out[layout.KEY_TIMES] = format_sequence(deltas)
+    if row_class:
+        out[layout.KEY_INDEX] = format_sequence(indexes)
+        base_tokens: list[Token] = []
+        for cls, length in base:
+            base_tokens.extend([renumber[cls]] * length)
+        out[layout.KEY_ROW_CLASS] = format_sequence(base_tokens)
+    if overrides:
+        out[layout.KEY_OVERRIDES] = {
+            str(renumber[c]): format_ranges(positions)
+            for c, positions in sorted(overrides.items(), key=lambda item: renumber[item[0]])
+        }
+    if columns:
+        out[layout.KEY_COLUMNS] = columns
+    return Encoded(out, classes=classes, row_class=row_class, indexes=indexes)
+
+
+# -- Classes ---------------------------------------------------------------------------------
+
+
+class _Classifier:
+    """Assigns each row a class id: equal bodies, equal ids (first seen, first numbered)."""
+
+    def __init__(self) -> None:
+        self.cells: list[Cells] = []
+        self._ids: dict[Cells, int] = {}
+        self._bodies: list[dict[str, Any]] = []
+        self._indexed: list[dict[str, Any]] = []
+        self._buckets: dict[Any, list[int]] = {}
+
+    def classify(self, rows: Sequence[Mapping[str, Any]]) -> tuple[list[int], list[Token]]:
+        count = len(rows)
+        row_class = [0] * count
+        indexes: list[Any] = [_ABSENT] * count
+        last = prev = -1
+        pos = 0
+        while pos < count:
+            if last >= 0:
+                pos, last, prev = self._claim(
+                    rows, start=pos, classes=(last, prev), out=(row_class, indexes)
+                )
+                if pos >= count:
+                    break
+            found = self._careful(rows[pos], pos=pos, candidates=(last, prev), indexes=indexes)
+            if found == prev:
+                prev, last = last, prev
+            elif found != last:
+                prev, last = last, found
+            row_class[pos] = found
+            pos += 1
+        return row_class, _checked_indexes(indexes)
+
+    def _claim(
+        self,
+        rows: Sequence[Mapping[str, Any]],
+        *,
+        start: int,
+        classes: tuple[int, int],
+        out: tuple[list[int], list[Any]],
+    ) -> tuple[int, int, int]:
+        """The hot loop: claim rows from ``start`` on while each equals one of the two most
+        recent classes (one dict comparison per row, two when the class alternates).
+
+        Returns the first position it couldn't claim and the two classes, most recent first.
+        Indexes are stored unchecked; :func:`_checked_indexes` checks them all at once.
+        """
+        row_class, indexes = out
+        a, b = classes
+        probe_a = self._indexed[a]
+        probe_b = self._indexed[b] if b >= 0 else None
+        count = len(rows)
+        pos = run = start
+        try:
+            while pos < count:
+                row = rows[pos]
+                index = probe_a["index"] = row.get("index")
+                if row != probe_a:
+                    if probe_b is None:
+                        break
+                    probe_b["index"] = index
+                    if row != probe_b:
+                        break
+                    row_class[run:pos] = [a] * (pos - run)
+                    a, b, probe_a, probe_b = b, a, probe_b, probe_a
+                    run = pos
+                indexes[pos] = index
+                pos += 1
+        except AttributeError:  # not a mapping: the careful path says so
+            pass
+        row_class[run:pos] = [a] * (pos - run)
+        return pos, a, b
+
+    def _careful(
+        self,
+        row: Any,
+        *,
+        pos: int,
+        candidates: tuple[int, int],
+        indexes: list[Token],
+    ) -> int:
+        """The class of one row, checking its index and (for a new class) its body.
+
+        The hot loop has already compared a dict row that has an index with ``candidates``;
+        this compares again only rows it couldn't (no index, or not a dict).
+        """
+        compared = type(row) is dict and "index" in row
+        if type(row) is not dict:
+            if not isinstance(row, Mapping):
+                raise EncodeError(f"row {pos}: must be an object, got {describe(row)}")
+            row = dict(row)
+        index = row.get("index", _MISSING)
+        if index is not _MISSING:
+            if type(index) is not int or not 0 <= index <= INT64_MAX:
+                raise EncodeError(
+                    f"row {pos}: index must be an integer from 0, got {describe(index)}",
+                    reason="value",
+                )
+            indexes[pos] = index
+        probe_of = self._bodies if index is _MISSING else self._indexed
+        for cls in () if compared else candidates:
+            if cls >= 0:
+                probe = probe_of[cls]
+                if index is not _MISSING:
+                    probe["index"] = index
+                if row == probe:
+                    return cls
+        return self._lookup(row, pos=pos, index=index)
+
+    def _lookup(self, row: dict[str, Any], *, pos: int, index: Any) -> int:
+        """The class of a row that matched neither of the last two classes."""
+        bucket_key = _bucket_key(row)
+        bucket = self._buckets.get(bucket_key) if bucket_key is not None else None
+        if bucket:
+            probe_of = self._bodies if index is _MISSING else self._indexed
+            for candidate in reversed(bucket[-_BUCKET_PROBES:]):
+                probe = probe_of[candidate]
+                if index is not _MISSING:
+                    probe["index"] = index
+                if row == probe:
+                    return candidate
+        body = dict(row)
+        body.pop("index", None)
+        try:
+            cells = flatten(body, where=f"row {pos}: ")
+        except DecodeError as err:
+            raise EncodeError(err.detail, reason=err.reason) from None
+        found = self._ids.get(cells)
+        if found is not None:
+            return found
+        found = len(self.cells)
+        self._ids[cells] = found
+        self.cells.append(cells)
+        self._bodies.append(body)
+        self._indexed.append({"index": 0, **body})
+        if bucket_key is not None:
+            self._buckets.setdefault(bucket_key, []).append(found)
+        return found
+
+    def dense_size(self, row_class: list[int], indexes: list[Token]) -> int:
+        """Bytes of ``orjson.dumps(rows)``, from each class's body size and each index."""
+        if not row_class:
+            return 2
+        sizes = [len(orjson.dumps(body)) for body in self._bodies]
+        total = 2 + len(row_class) - 1
+        for cls, times in Counter(row_class).items():
+            total += sizes[cls] * times
+        present = [i for i in indexes if i is not None]
+        # '"index":' and the digits, plus a comma unless the body is empty ('{}').
+        total += 9 * len(present) + sum(map(len, map(str, present)))
+        for cls, size in enumerate(sizes):
+            if size == 2:
+                total -= sum(
+                    1 for c, i in zip(row_class, indexes, strict=True) if c == cls and i is not None
+                )
+        return total
+
+
+def _checked_indexes(indexes: list[Any]) -> list[Token]:
+    """Check all stored indexes at once (C-level scans; a loop only to name a bad one)."""
+    kinds = set(map(type, indexes))
+    present = indexes
+    if _ABSENT in indexes:
+        kinds.discard(_Absent)
+        present = [index for index in indexes if index is not _ABSENT]
+    if kinds <= {int} and (not present or (min(present) >= 0 and max(present) <= INT64_MAX)):
+        if present is indexes:
+            return indexes
+        return [None if index is _ABSENT else index for index in indexes]
+    for pos, index in enumerate(indexes):
+        if index is not _ABSENT and (type(index) is not int or not 0 <= index <= INT64_MAX):
+            raise EncodeError(
+                f"row {pos}: index must be an integer from 0, got {describe(index)}",
+                reason="value",
+            )
+    raise AssertionError("unreachable: a bad index was found above")
+
+
+def _bucket_key(row: dict[str, Any]) -> Any:
+    """What a row's class is looked up by before its body is checked: a few top-level values
+    and the operation's id (unique per operation, so a rollout's rows don't share buckets)."""
+    operation = row.get("operation")
+    key = (
+        row.get("phase"),
+        row.get("incarnation"),
+        row.get("readySince"),
+        row.get("runningRevision"),
+        row.get("targetRevision"),
+        operation.get("id") if type(operation) is dict else None,
+    )
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+def _split_overrides(row_class: list[int]) -> tuple[list[list[int]], dict[int, list[int]]]:
+    """Runs of ``rowClass`` ``[class, length]``, with short gaps inside a run lifted out into
+    overrides ``{class: [positions]}`` (the base run then covers the gap)."""
+    runs: list[tuple[int, int, int]] = []
+    start = 0
+    for cls, group in groupby(row_class):
+        length = len(list(group))
+        runs.append((cls, start, length))
+        start += length
+    base: list[list[int]] = []
+    overrides: dict[int, list[int]] = {}
+    k = 0
+    while k < len(runs):
+        cls, start, length = runs[k]
+        if base and cls != base[-1][0] and length <= layout.OVERRIDE_GAP:
+            end = _gap_end(runs, k=k, around=base[-1][0])
+            if end >= 0:
+                for gap_cls, gap_start, gap_length in runs[k:end]:
+                    overrides.setdefault(gap_cls, []).extend(
+                        range(gap_start, gap_start + gap_length)
+                    )
+                    base[-1][1] += gap_length
+                k = end
+                continue
+        if base and base[-1][0] == cls:
+            base[-1][1] += length
+        else:
+            base.append([cls, length])
+        k += 1
+    for positions in overrides.values():
+        positions.sort()
+    return base, overrides
+
+
+def _gap_end(runs: list[tuple[int, int, int]], *, k: int, around: int) -> int:
+    """The run after a gap starting at run ``k`` that ``around`` closes within the gap limit,
+    or -1."""
+    total = 0
+    j = k
+    while j < len(runs):
+        cls, _, length = runs[j]
+        if cls == around:
+            return j
+        total += length
+        if total > layout.OVERRIDE_GAP:
+            return -1
+        j += 1
+    return -1
+
+
+def _class_order(base: list[list[int]], overrides: dict[int, list[int]]) -> list[int]:
+    """Classes in order of first use by the base runs, then the override-only classes."""
+    order: list[int] = []
+    seen: set[int] = set()
+    for cls, _ in base:
+        if cls not in seen:
+            seen.add(cls)
+            order.append(cls)
+    for cls in sorted(overrides, key=lambda c: overrides[c][0]):
+        if cls not in seen:
+            seen.add(cls)
+            order.append(cls)
+    return order
+
+
+def _class_columns(cells: list[Cells]) -> tuple[dict[str, str], list[str], list[int]]:
+    """The class table's columns as value sequences, with the string space they refer to.
+
+    Classes with the same shape (the same column paths) are transposed together with
+    ``zip(*...)``; strings get their references column by column in order of first use, so a
+    column of new strings (operation ids) reads ``5-1004``.
+    """
+    count = len(cells)
+    shapes: dict[tuple[str, ...], list[int]] = {}
+    for cls, (paths_of_class, _) in enumerate(cells):
+        shapes.setdefault(paths_of_class, []).append(cls)
+    table: dict[str, list[Any]] = {}
+    for shape, members in shapes.items():
+        if not shape:
+            continue
+        columns = zip(*(cells[cls][1] for cls in members), strict=True)
+        whole = len(members) == count
+        for path, values in zip(shape, columns, strict=True):
+            column = table.get(path)
+            if column is None:
+                if whole:
+                    table[path] = list(values)
+                    continue
+                column = table[path] = [None] * count
+            for cls, value in zip(members, values, strict=True):
+                column[cls] = value
+    paths = sorted(table, key=RANK.__getitem__)
+    strings: list[str] = []
+    times: list[int] = []
+    named: list[str] = []  # the time strings, in the order of ``times``
+    seen: set[Any] = {None}
+    for path in paths:
+        if COLUMNS[path].kind != STR:
+            continue
+        for value in dict.fromkeys(table[path]):
+            if value in seen:
+                continue
+            seen.add(value)
+            epoch = timestamps.parse(value)
+            if epoch is None:
+                strings.append(value)
+            else:
+                times.append(epoch)
+                named.append(value)
+    refs: dict[Any, int] = {text: ref for ref, text in enumerate(strings)}
+    refs.update({text: len(strings) + ref for ref, text in enumerate(named)})
+    out: dict[str, str] = {}
+    for path in paths:
+        kind = COLUMNS[path].kind
+        column = table[path]
+        if kind == STR:
+            column = list(map(refs.get, column))
+        elif kind == BOOL:
+            column = list(map(_BOOL_TOKENS.get, column))
+        out[path] = format_sequence(column)
+    return out, strings, times

@@ -1,0 +1,255 @@
+"""Reading and writing an InferenceReplica's rows in whichever encoding the status holds.
+
+The page "Change the Instance status encoding" fixes the rules this module implements:
+
+* A status holds its rows either as the list ``instanceStatuses`` (``instanceStatusEncoding``
+  absent: DenseV1) or as ``instanceStatusColumns`` (``instanceStatusEncoding: ColumnarV2``),
+  never both. Readers accept both (:func:`decode_status`).
+* Under the ColumnarV2 setting the manager still writes the list when it is no larger than the
+  columns, or when there are more rows than maxDecodedInstances; under DenseV1 it always writes
+  the list (:func:`choose_encoding`).
+* A ColumnarV2 object with more rows than the bound, or read with no bound set, is not decoded:
+  ``cardinality_limit``. Lists have no bound.
+
+Invariant: :func:`decode_status` returns valid rows (the row schema, each ``index`` present and
+unique, as the API server guarantees for a list-map) or raises
+:class:`~omed.statuscodec.errors.DecodeError`; it raises nothing else for any input.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Final, Literal
+
+import orjson
+
+from omed.statuscodec.decoder import decode_columnar
+from omed.statuscodec.encoder import check_rows, encode
+from omed.statuscodec.errors import DecodeError, EncodeError, describe
+from omed.statuscodec.rowschema import check_index, flatten
+
+Encoding = Literal["DenseV1", "ColumnarV2"]
+DENSE_V1: Final[Encoding] = "DenseV1"
+COLUMNAR_V2: Final[Encoding] = "ColumnarV2"
+ENCODINGS: Final[tuple[Encoding, ...]] = (DENSE_V1, COLUMNAR_V2)
+
+METRIC_LABELS: Final[dict[Encoding, str]] = {DENSE_V1: "dense_v1", COLUMNAR_V2: "columnar_v2"}
+"""The ``encoding`` label value of the manager's metrics for each encoding."""
+METRIC_LABEL_DENSE_V1: Final = "dense_v1"
+METRIC_LABEL_COLUMNAR_V2: Final = "columnar_v2"
+
+FIELD_ENCODING: Final = "instanceStatusEncoding"
+FIELD_LIST: Final = "instanceStatuses"
+FIELD_COLUMNS: Final = "instanceStatusColumns"
+
+CLI_MAX_ROWS: Final = 20000
+"""``kubectl ome instance`` decodes ColumnarV2 objects of up to this many rows, whatever the
+manager's bound."""
+GUARDED_ACTION_MAX_ROWS: Final = 2048
+"""The guarded kubectl-ome actions (scale, migration start, ...) decode at most this many
+rows per InferenceReplica, whatever the manager's bound."""
+
+
+def encoded_size(obj: Any) -> int:
+    """Bytes of ``obj`` as compact JSON: what a status write of it costs."""
+    return len(orjson.dumps(obj))
+
+
+def stored_encoding(status: Mapping[str, Any] | None) -> Encoding:
+    """The encoding a status says it holds (DenseV1 when ``instanceStatusEncoding`` is absent).
+
+    Raises ``DecodeError("encoding")`` for any other value.
+    """
+    value = None if status is None else status.get(FIELD_ENCODING)
+    if value is None:
+        return DENSE_V1
+    if value == COLUMNAR_V2:
+        return COLUMNAR_V2
+    raise DecodeError(
+        "encoding",
+        f"instanceStatusEncoding is {describe(value)}; it must be ColumnarV2 or absent",
+    )
+
+
+def decode_status(status: Any, *, max_rows: int | None) -> list[dict[str, Any]]:
+    """The rows of an InferenceReplica ``status``, in whichever encoding it stores them.
+
+    ``max_rows`` is the bound for ColumnarV2 (maxDecodedInstances for the manager,
+    :data:`CLI_MAX_ROWS` or :data:`GUARDED_ACTION_MAX_ROWS` for the CLI); a list is read
+    whatever its length. Rows of a list are returned as the same dicts (not copied); rows of
+    columns are new dicts.
+    """
+    if status is None:
+        return []
+    if not isinstance(status, Mapping):
+        raise DecodeError("type", f"status must be an object, got {describe(status)}")
+    encoding = stored_encoding(status)
+    listed = status.get(FIELD_LIST)
+    columns = status.get(FIELD_COLUMNS)
+    if encoding == COLUMNAR_V2:
+        if listed is not None and listed != []:
+            raise DecodeError(
+                "encoding",
+                "instanceStatusEncoding is ColumnarV2 but instanceStatuses holds rows too",
+            )
+        if columns is None:
+            raise DecodeError(
+                "encoding",
+                "instanceStatusEncoding is ColumnarV2 but instanceStatusColumns is absent",
+            )
+        rows = decode_columnar(columns, max_rows=max_rows)
+    else:
+        if columns is not None:
+            raise DecodeError(
+                "encoding",
+                "instanceStatusColumns is present but instanceStatusEncoding is not ColumnarV2",
+            )
+        if listed is None:
+            return []
+        if type(listed) is not list:
+            raise DecodeError("type", f"instanceStatuses must be a list, got {describe(listed)}")
+        _check_list(listed)
+        rows = list(listed)
+    _check_unique_index(rows)
+    return rows
+
+
+def validate_rows(rows: Any) -> list[dict[str, Any]]:
+    """Check every row of a DenseV1 list on its own (no shortcut for repeated rows), for rows
+    from outside the manager such as a repair's replacement file. Returns them as a list."""
+    if type(rows) is not list:
+        raise DecodeError("type", f"instanceStatuses must be a list, got {describe(rows)}")
+    for position, row in enumerate(rows):
+        _check_row(row, position=position)
+    _check_unique_index(rows)
+    return list(rows)
+
+
+def _check_list(rows: list[Any]) -> None:
+    """Check a stored list, row by row, reusing :func:`encode`'s per-class checking: a row
+    equal to an already checked row is not checked again."""
+    for position, row in enumerate(rows):
+        if type(row) is not dict:
+            raise DecodeError(
+                "row_shape", f"row {position}: must be an object, got {describe(row)}"
+            )
+    try:
+        check_rows(rows)
+    except EncodeError as err:
+        raise DecodeError(err.reason, str(err)) from None
+
+
+def _check_row(row: Any, *, position: int) -> None:
+    where = f"row {position}: "
+    if type(row) is not dict:
+        raise DecodeError("row_shape", f"{where}must be an object, got {describe(row)}")
+    if "index" in row:
+        check_index(row["index"], where=where)
+    flatten({k: v for k, v in row.items() if k != "index"}, where=where)
+
+
+def _check_unique_index(rows: Sequence[Mapping[str, Any]]) -> None:
+    seen: dict[int, int] = {}
+    for position, row in enumerate(rows):
+        index = row.get("index")
+        if index is None:
+            raise DecodeError("index", f"row {position} has no index")
+        first = seen.setdefault(index, position)
+        if first != position:
+            raise DecodeError("index", f"rows {first} and {position} both have index {index}")
+
+
+# -- Writing ---------------------------------------------------------------------------------
+
+
+def choose_encoding(
+    rows: Sequence[Mapping[str, Any]], *, configured: Encoding, max_rows: int | None
+) -> tuple[Encoding, list[Mapping[str, Any]] | dict[str, Any]]:
+    """The encoding and payload to write for ``rows`` under the configured encoding.
+
+    DenseV1: the list. ColumnarV2: the columns, unless there are more rows than ``max_rows``
+    (or no bound is set), or the list is no larger than the columns; then the list.
+    Raises :class:`EncodeError` for rows that aren't valid.
+    """
+    if configured not in ENCODINGS:
+        raise ValueError(f"unknown encoding {configured!r}")
+    listed = list(rows)
+    if configured == DENSE_V1 or not max_rows or max_rows < 1 or len(listed) > max_rows:
+        check_rows(listed)  # a list gets the same checks as columns
+        return DENSE_V1, listed
+    encoded = encode(listed)
+    columns_size = encoded_size(encoded.columns)
+    if columns_size < encoded.dense_size_at_least() or columns_size < encoded.dense_size:
+        return COLUMNAR_V2, encoded.columns
+    return DENSE_V1, listed
+
+
+def conversion(
+    status: Mapping[str, Any] | None, written: Encoding
+) -> tuple[Encoding, Encoding] | None:
+    """``(old, new)`` when writing ``written`` over ``status`` converts stored rows from one
+    encoding to the other (an InstanceStatusConverted event), else ``None``.
+
+    A status that held no rows (no list or an empty one, and no columns) converts nothing.
+    """
+    if status is None:
+        return None
+    old = stored_encoding(status)
+    if old == written:
+        return None
+    if old == DENSE_V1 and not status.get(FIELD_LIST):
+        return None
+    return old, written
+
+
+def with_rows(
+    status: Mapping[str, Any] | None,
+    *,
+    encoding: Encoding,
+    payload: list[Mapping[str, Any]] | dict[str, Any],
+) -> dict[str, Any]:
+    """A copy of ``status`` that stores ``payload`` in ``encoding`` and holds no trace of the
+    other form: for a full status update (PUT of the status subresource)."""
+    out = {
+        key: value
+        for key, value in (status or {}).items()
+        if key not in (FIELD_ENCODING, FIELD_LIST, FIELD_COLUMNS)
+    }
+    if encoding == COLUMNAR_V2:
+        out[FIELD_ENCODING] = COLUMNAR_V2
+        out[FIELD_COLUMNS] = payload
+    else:
+        out[FIELD_LIST] = payload
+    return out
+
+
+def status_merge_patch(
+    status: Mapping[str, Any] | None,
+    *,
+    encoding: Encoding,
+    payload: list[Mapping[str, Any]] | dict[str, Any],
+) -> dict[str, Any]:
+    """The ``status`` part of a JSON merge patch (RFC 7386) that turns ``status`` into
+    :func:`with_rows` ``(status, ...)``.
+
+    A merge patch merges nested objects key by key, so writing new columns over old ones would
+    keep the old columns' keys that the new ones lack (a stale column is damage). The patch
+    therefore deletes (``None``) every key of the stored form that the new one doesn't have.
+    """
+    old = status or {}
+    if encoding == COLUMNAR_V2:
+        return {
+            FIELD_ENCODING: COLUMNAR_V2,
+            FIELD_LIST: None,
+            FIELD_COLUMNS: _replacing(old.get(FIELD_COLUMNS), payload),
+        }
+    return {FIELD_ENCODING: None, FIELD_COLUMNS: None, FIELD_LIST: payload}
+
+
+def _replacing(old: Any, new: Any) -> Any:
+    if type(old) is not dict or type(new) is not dict:
+        return new
+    patch: dict[str, Any] = {key: None for key in old if key not in new}
+    for key, value in new.items():
+        patch[key] = _replacing(old.get(key), value)
+    return patch

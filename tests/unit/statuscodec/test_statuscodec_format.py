@@ -1,0 +1,163 @@
+"""The pieces of the ColumnarV2 format: its grammars, its timestamps, its schema, its size."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from omed.api.columnar_schema import COLUMNAR_V2_SCHEMA
+from omed.api.structural import structural_violations
+from omed.statuscodec import DecodeError, encode_columnar, encoded_size
+from omed.statuscodec.sequences import format_ranges, format_sequence, mark_ranges, parse_sequence
+from omed.statuscodec.timestamps import MAX_EPOCH, MIN_EPOCH, parse, render
+
+from ._support import bench_module, row_lists
+
+PROPERTIES = settings(max_examples=200, deadline=None)
+tokens = st.lists(
+    st.none() | st.integers(-3, 12) | st.integers(-(2**63), 2**63 - 1), max_size=40
+) | st.lists(st.integers(0, 5), max_size=40).map(sorted)
+
+
+@PROPERTIES
+@given(tokens)
+def test_a_sequence_reads_back_as_written(values: list[int | None]) -> None:
+    text = format_sequence(values)
+    assert parse_sequence(text, what="t", length=len(values)) == values
+    assert parse_sequence(text, what="t", length=None, limit=len(values)) == values
+
+
+@pytest.mark.parametrize(
+    ("values", "text"),
+    [
+        ([], ""),
+        ([0, 1, 2, 3], "0-3"),
+        ([5, 5, 5, 6, 7, 8], "5*3,6-8"),
+        ([None, None, 1, 2], "~*2,1,2"),
+        ([7, -1, 0, 1, 2, 9], "7,-1,0-2,9"),
+        ([3, 2, 1], "3,2,1"),
+    ],
+)
+def test_sequence_spelling(values: list[int | None], text: str) -> None:
+    assert format_sequence(values) == text
+    assert parse_sequence(text, what="t", length=len(values)) == values
+
+
+@pytest.mark.parametrize(
+    ("text", "length", "reason"),
+    [
+        ("0-3", 3, "coverage"),
+        ("0-3", 5, "coverage"),
+        ("1*3000000000000000000", 5, "coverage"),
+        ("3-1", 3, "range_syntax"),
+        ("1,", 2, "range_syntax"),
+        (" 1", 1, "range_syntax"),
+        ("1 *2", 2, "range_syntax"),
+        ("+1", 1, "range_syntax"),
+        ("1e3", 1, "range_syntax"),
+        ("~-2", 2, "range_syntax"),
+        ("-1-2", 4, "range_syntax"),
+        ("1*-2", 2, "range_syntax"),
+        ("1" * 20, 1, "range_syntax"),
+        ("٣", 1, "range_syntax"),
+    ],
+)
+def test_sequence_errors(text: str, length: int, reason: str) -> None:
+    with pytest.raises(DecodeError) as caught:
+        parse_sequence(text, what="t", length=length)
+    assert caught.value.reason == reason
+
+
+def test_the_plain_number_fast_path_keeps_the_rules() -> None:
+    many = ",".join(str(n) for n in range(20))
+    assert parse_sequence(many, what="t", length=20) == list(range(20))
+    for bad in (many + ",07", many + ",", many + ",1" + "0" * 19):
+        with pytest.raises(DecodeError) as caught:
+            parse_sequence(bad, what="t", length=21)
+        assert caught.value.reason == "range_syntax"
+    with pytest.raises(DecodeError, match="holds more than 19 values"):
+        parse_sequence(many, what="t", length=None, limit=19)
+
+
+@PROPERTIES
+@given(st.sets(st.integers(0, 60)).map(sorted))
+def test_a_range_set_reads_back_as_written(positions: list[int]) -> None:
+    if not positions:
+        return
+    marks = bytearray(61)
+    ranges = mark_ranges(format_ranges(positions), what="r", marks=marks)
+    assert [p for start, end in ranges for p in range(start, end + 1)] == positions
+    assert [p for p in range(61) if marks[p]] == positions
+
+
+@PROPERTIES
+@given(st.integers(MIN_EPOCH, MAX_EPOCH))
+def test_canonical_timestamps_convert_both_ways(epoch: int) -> None:
+    text = render(epoch)
+    assert len(text) == 20
+    assert parse(text) == epoch
+
+
+@PROPERTIES
+@given(st.text(alphabet="0123456789-T:Z.+ ", min_size=18, max_size=22))
+def test_only_the_canonical_spelling_is_a_timestamp(text: str) -> None:
+    epoch = parse(text)
+    assert epoch is None or render(epoch) == text
+
+
+# -- Schema ----------------------------------------------------------------------------------
+
+
+def conforms(value: Any, schema: dict[str, Any], *, path: str = "") -> list[str]:
+    """The subset of OpenAPI v3 validation and pruning that the schema uses."""
+    kind = schema.get("type")
+    checks = {
+        "object": dict,
+        "array": list,
+        "string": str,
+        "integer": int,
+    }
+    if kind in checks and (type(value) is not checks[kind]):
+        return [f"{path}: not {kind}"]
+    problems = []
+    if kind == "integer" and "minimum" in schema and value < schema["minimum"]:
+        problems.append(f"{path}: below minimum")
+    if kind == "object":
+        properties = schema.get("properties")
+        for name in schema.get("required", ()):
+            if name not in value:
+                problems.append(f"{path}.{name}: required")
+        for key, item in value.items():
+            sub = properties.get(key) if properties is not None else schema["additionalProperties"]
+            if sub is None:
+                problems.append(f"{path}.{key}: would be pruned")
+            else:
+                problems += conforms(item, sub, path=f"{path}.{key}")
+    if kind == "array":
+        for n, item in enumerate(value):
+            problems += conforms(item, schema["items"], path=f"{path}[{n}]")
+    return problems
+
+
+def test_the_schema_is_structural() -> None:
+    assert structural_violations(COLUMNAR_V2_SCHEMA, root=False) == []
+
+
+@settings(max_examples=100, deadline=None)
+@given(row_lists())
+def test_every_encoding_conforms_to_the_schema(rows: list[dict[str, Any]]) -> None:
+    assert conforms(encode_columnar(rows), COLUMNAR_V2_SCHEMA) == []
+
+
+# -- Size goals ------------------------------------------------------------------------------
+
+
+def test_the_benchmark_fleets_meet_the_size_goals() -> None:
+    bench = bench_module()
+    steady = encoded_size(encode_columnar(bench.steady(20_000)))
+    rollout = encoded_size(encode_columnar(bench.mid_rollout(20_000)))
+    assert steady <= 24 * 1024
+    assert rollout < 64 * 1024
