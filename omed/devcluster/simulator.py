@@ -1,0 +1,522 @@
+"""The kubelet and scheduler the test control plane lacks: simulated GPU nodes.
+
+The dev control plane is a real kube-apiserver with nothing behind it: pods stay Pending
+forever. :class:`NodeSimulator` registers N GPU nodes and then acts like kube-scheduler
+(binding pending pods that fit, or marking them Unschedulable, :mod:`.sim.scheduler_loop`)
+and like each node's kubelet (moving bound pods to Running and Ready with realistic status,
+restarting crashed containers, removing deleted pods after their grace period,
+:mod:`.sim.kubelet_loop`), with failures injected on demand (:mod:`.sim.failures`).
+
+Invariant: it acts *only through the API server* — list+watch to observe, bindings, status
+patches and deletes to act — so controllers under test see exactly the watch events a real
+cluster would produce. It never writes a status field or condition it does not own (see
+:mod:`.sim.podstatus`), so readiness gates set by others survive its writes.
+
+Scope: it schedules and runs pods in ``namespaces`` (default: all) matching ``pod_selector``,
+and only onto its own nodes (labelled ``sim.omed.dev/pool=<node_prefix>``), so several
+simulators with distinct prefixes and namespaces share one control plane without fighting.
+Pods outside that scope are invisible to it, including their use of its nodes' capacity.
+
+Work is event-driven and batched: watch events and timed wake-ups (one sleeping task) put
+pod keys on a deduplicating queue served by a bounded pool of workers; the scheduler decides
+a whole batch in memory, then binds with bounded concurrency. Nothing polls per pod.
+
+Run it for a demo: ``python -m omed.devcluster.simulator --kubeconfig PATH --nodes 8``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from omed.clock import Clock, RealClock
+from omed.devcluster.sim.context import (
+    TERMINAL_PHASES,
+    SimContext,
+    SimulatorStats,
+    pod_key,
+    resource_version,
+)
+from omed.devcluster.sim.failures import (
+    ANNOTATIONS,
+    DEFAULT_IMAGE_RULES,
+    Failure,
+    ImageRule,
+    Injection,
+)
+from omed.devcluster.sim.kubelet import Timings
+from omed.devcluster.sim.kubelet_loop import Kubelets
+from omed.devcluster.sim.nodes import (
+    MAX_PODS_PER_NODE,
+    POOL_LABEL,
+    UNREACHABLE_TAINT,
+    node_capacity,
+    node_conditions,
+    node_object,
+    node_ready,
+    unreachable_taints,
+)
+from omed.devcluster.sim.quantity import milli
+from omed.devcluster.sim.scheduler_loop import Scheduler
+from omed.devcluster.sim.scheduling import NodeInfo, PodInfo
+from omed.devcluster.sim.watch import list_watch
+from omed.kube.client import KubeClient
+from omed.kube.errors import AlreadyExists, NotFound
+from omed.kube.resources import NODES, PODS
+from omed.log import kv
+
+log = logging.getLogger("omed.devcluster.simulator")
+
+_LIFECYCLE_TAINTS = (UNREACHABLE_TAINT, "node.kubernetes.io/not-ready")
+_STOP_TIMEOUT = 10.0
+
+__all__ = [
+    "ANNOTATIONS",
+    "DEFAULT_IMAGE_RULES",
+    "POOL_LABEL",
+    "Failure",
+    "ImageRule",
+    "Injection",
+    "NodeSimulator",
+    "SimulatorStats",
+    "Timings",
+    "main",
+]
+
+
+class NodeSimulator:
+    """Simulated GPU nodes: scheduler and kubelets, acting through the API server."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        *,
+        nodes: int = 4,
+        gpus_per_node: int = 8,
+        cpu_per_node: str = "192",
+        memory_per_node: str = "2Ti",
+        pods_per_node: int = 110,
+        node_prefix: str = "sim-node",
+        node_labels: Mapping[str, str] | None = None,
+        node_taints: Sequence[Mapping[str, Any]] = (),
+        namespaces: Sequence[str] | None = None,
+        pod_selector: str | None = None,
+        timings: Timings | None = None,
+        image_rules: Sequence[ImageRule] = DEFAULT_IMAGE_RULES,
+        scheduler_names: Sequence[str] = ("default-scheduler",),
+        concurrency: int = 32,
+        delete_nodes_on_stop: bool = True,
+        kubelet_version: str = "v1.36.3",
+        clock: Clock | None = None,
+    ) -> None:
+        if not 0 < pods_per_node <= MAX_PODS_PER_NODE:
+            raise ValueError(f"pods_per_node must be 1..{MAX_PODS_PER_NODE}")
+        self.client = client
+        self.timings = timings or Timings()
+        self._clock = clock or RealClock()
+        self._ctx = SimContext(
+            client, clock=self._clock, timings=self.timings, concurrency=concurrency
+        )
+        self.stats: SimulatorStats = self._ctx.stats
+        self._scheduler = Scheduler(self._ctx, scheduler_names=frozenset(scheduler_names))
+        self._kubelets = Kubelets(self._ctx, image_rules=image_rules, on_written=self._pod_upsert)
+        self._node_count = nodes
+        self._capacity = node_capacity(
+            gpus=gpus_per_node, cpu=cpu_per_node, memory=memory_per_node, pods=pods_per_node
+        )
+        self._prefix = node_prefix
+        self._node_labels = dict(node_labels or {})
+        self._node_taints = [dict(t) for t in node_taints]
+        self._namespaces = list(namespaces) if namespaces is not None else None
+        self._pod_selector = pod_selector
+        self._concurrency = concurrency
+        self._delete_nodes = delete_nodes_on_stop
+        self._kubelet_version = kubelet_version
+        self._tasks: list[asyncio.Task[None]] = []
+        self._evictions: dict[str, asyncio.Task[None]] = {}
+        self._started = False
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    async def __aenter__(self) -> NodeSimulator:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    @property
+    def node_names(self) -> list[str]:
+        """The simulator's nodes, in index order."""
+        nodes = self._kubelets.nodes
+        return sorted(nodes, key=nodes.__getitem__)
+
+    async def start(self, *, timeout: float = 60.0) -> None:
+        """Register the nodes, list and watch, then start scheduling and running pods."""
+        if self._started:
+            return
+        self._started = True
+        await asyncio.gather(*(self._register_node(i) for i in range(self._node_count)))
+        synced = [asyncio.Event()]
+        self._spawn(
+            list_watch(
+                self.client,
+                NODES,
+                _NodeEvents(self),
+                label_selector=f"{POOL_LABEL}={self._prefix}",
+                synced=synced[0],
+            )
+        )
+        for namespace in self._namespaces if self._namespaces is not None else [None]:
+            synced.append(asyncio.Event())
+            self._spawn(
+                list_watch(
+                    self.client,
+                    PODS,
+                    _PodEvents(self),
+                    namespace=namespace,
+                    label_selector=self._pod_selector,
+                    synced=synced[-1],
+                )
+            )
+        try:
+            await asyncio.wait_for(asyncio.gather(*(e.wait() for e in synced)), timeout)
+        except TimeoutError:
+            await self.stop()
+            raise
+        self._spawn(self._kubelets.wakeups.run())
+        self._spawn(self._scheduler.run())
+        self._spawn(self._scheduler.retry_loop())
+        for _ in range(self._concurrency):
+            self._spawn(self._kubelets.worker())
+        log.info(
+            "Node simulator started",
+            extra=kv(nodes=len(self.node_names), prefix=self._prefix, namespaces=self._namespaces),
+        )
+
+    async def stop(self) -> None:
+        """Stop acting; delete the nodes unless ``delete_nodes_on_stop`` is False."""
+        tasks = self._tasks + list(self._evictions.values())
+        self._tasks, self._evictions = [], {}
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=_STOP_TIMEOUT)
+            if pending:  # a task that swallowed its cancel; never hang the caller on it
+                log.warning(
+                    "Node simulator tasks did not stop",
+                    extra=kv(tasks=[t.get_coro() for t in pending]),
+                )
+        if self._started and self._delete_nodes:
+            for name in self.node_names:
+                with contextlib.suppress(NotFound):
+                    await self.client.delete(NODES, name)
+        self._started = False
+
+    def _spawn(self, coro: Any) -> None:
+        self._tasks.append(asyncio.create_task(coro))
+
+    # -- nodes --------------------------------------------------------------------------------
+    async def _register_node(
+        self,
+        index: int,
+        *,
+        name: str | None = None,
+        capacity: Mapping[str, str] | None = None,
+        labels: Mapping[str, str] | None = None,
+    ) -> str:
+        name = name or f"{self._prefix}-{index}"
+        body = node_object(
+            name=name,
+            index=index,
+            pool=self._prefix,
+            capacity=capacity or self._capacity,
+            labels={**self._node_labels, **(labels or {})},
+            taints=self._node_taints,
+            kubelet_version=self._kubelet_version,
+            now=self._clock.now(),
+        )
+        adopted = False
+        try:
+            node = await self.client.create(NODES, body)
+        except AlreadyExists:  # left by an earlier run: take it over
+            adopted = True
+            meta = {"metadata": {"labels": body["metadata"]["labels"]}}
+            node = await self.client.patch(NODES, name, meta)
+        if adopted or not (node.get("status") or {}).get("allocatable"):
+            status = {"status": body["status"]}
+            node = await self.client.patch(NODES, name, status, subresource="status")
+        taints = (node.get("spec") or {}).get("taints") or []
+        if any(t.get("key") in _LIFECYCLE_TAINTS for t in taints):
+            # The TaintNodesByCondition admission plugin taints every new node not-ready;
+            # the node lifecycle controller, absent here, lifts it once the node is Ready.
+            kept = [t for t in taints if t.get("key") not in _LIFECYCLE_TAINTS]
+            node = await self.client.patch(NODES, name, {"spec": {"taints": kept or None}})
+        self._kubelets.add_node(name, index)
+        self._observe_node(node)
+        return name
+
+    def _observe_node(self, node: Mapping[str, Any]) -> None:
+        name = (node.get("metadata") or {}).get("name") or ""
+        if name not in self._kubelets.nodes:
+            return
+        status = node.get("status") or {}
+        spec = node.get("spec") or {}
+        before = self._ctx.cluster.nodes.get(name)
+        info = NodeInfo(
+            name=name,
+            index=self._kubelets.nodes[name],
+            labels=dict((node.get("metadata") or {}).get("labels") or {}),
+            allocatable={k: milli(v) for k, v in (status.get("allocatable") or {}).items()},
+            taints=list(spec.get("taints") or []),
+            unschedulable=bool(spec.get("unschedulable")),
+            ready=node_ready(node),
+        )
+        self._ctx.cluster.set_node(info)
+        constraints = (info.labels, info.taints, info.unschedulable, info.allocatable)
+        if before is None or constraints != (
+            before.labels,
+            before.taints,
+            before.unschedulable,
+            before.allocatable,
+        ):
+            self._scheduler.retry()
+
+    def _forget_node(self, name: str) -> None:
+        """The node object is gone: like the pod GC, force-delete the pods bound to it."""
+        self._ctx.cluster.remove_node(name)
+        self._kubelets.forget_node(name)
+        for pod in list(self._ctx.pods.values()):
+            if (pod.get("spec") or {}).get("nodeName") == name:
+                self._spawn(self._ctx.remove_pod(pod))
+
+    def _require_node(self, name: str) -> None:
+        if name not in self._kubelets.nodes:
+            raise KeyError(f"{name!r} is not one of this simulator's nodes")
+
+    async def add_node(
+        self,
+        *,
+        name: str | None = None,
+        gpus: int | None = None,
+        labels: Mapping[str, str] | None = None,
+    ) -> str:
+        """Register one more node (the next index); returns its name."""
+        index = max(self._kubelets.nodes.values(), default=-1) + 1
+        capacity = dict(self._capacity)
+        if gpus is not None:
+            capacity["nvidia.com/gpu"] = str(gpus)
+        return await self._register_node(index, name=name, capacity=capacity, labels=labels)
+
+    async def remove_node(self, name: str) -> None:
+        """Delete a node; the pods bound to it are force-deleted, as the pod GC would."""
+        self._require_node(name)
+        with contextlib.suppress(NotFound):
+            await self.client.delete(NODES, name)
+        self._forget_node(name)
+
+    async def set_node_ready(self, name: str, ready: bool) -> None:
+        """Stop or resume a node's kubelet, as the node lifecycle controller would report it.
+
+        NotReady: the node's conditions turn ``Unknown`` (``NodeStatusUnknown``), it gets the
+        ``node.kubernetes.io/unreachable`` taints (so nothing new is scheduled there), its
+        pods' Ready condition turns False (reason ``NodeNotReady``) and their containers
+        freeze; deleted pods on it stay Terminating, as with a real dead kubelet. With
+        ``Timings.not_ready_eviction`` set, its pods are force-deleted after that long.
+        Ready again: conditions and taints are restored and the pods carry on.
+        """
+        self._require_node(name)
+        now = self._clock.now()
+        node = await self.client.get(NODES, name)
+        taints = [
+            t
+            for t in (node.get("spec") or {}).get("taints") or []
+            if t.get("key") not in _LIFECYCLE_TAINTS
+        ]
+        if not ready:
+            taints += unreachable_taints(now)
+        await self.client.patch(NODES, name, {"spec": {"taints": taints or None}})
+        conditions = node_conditions(ready=ready, now=now, since=now)
+        node = await self.client.patch(
+            NODES, name, {"status": {"conditions": conditions}}, subresource="status"
+        )
+        self._observe_node(node)
+        self._kubelets.set_node_up(name, ready)
+        eviction = self._evictions.pop(name, None)
+        if eviction is not None:
+            eviction.cancel()
+        if not ready and self.timings.not_ready_eviction is not None:
+            self._evictions[name] = asyncio.create_task(
+                self._evict_later(name, self.timings.not_ready_eviction)
+            )
+
+    async def _evict_later(self, name: str, delay: float) -> None:
+        await self._clock.sleep(delay)
+        if self._kubelets.up.get(name, True):
+            return
+        pods = [p for p in self._ctx.pods.values() if (p.get("spec") or {}).get("nodeName") == name]
+        log.info("Evicting pods from NotReady node", extra=kv(node=name, pods=len(pods)))
+        await asyncio.gather(*(self._ctx.remove_pod(p) for p in pods))
+
+    # -- failure injection --------------------------------------------------------------------
+    def inject(
+        self,
+        namespace: str,
+        target: str | Mapping[str, Any],
+        failure: Failure | str,
+        *,
+        crash_after: float | None = None,
+        exit_code: int = 1,
+        containers: Sequence[str] | None = None,
+    ) -> Injection:
+        """Make pods fail. ``target`` is a pod name or a label selector (``{"app": "x"}`` or a
+        ``metav1.LabelSelector``); it applies to matching pods now and later, and the latest
+        matching injection wins over annotations and image rules. ``failure`` is a
+        :class:`Failure` or its name; ``Failure.NONE`` makes pods healthy. Returns a handle
+        for :meth:`clear_injection`."""
+        injection = Injection(
+            namespace=namespace,
+            failure=Failure.parse(failure),
+            name=target if isinstance(target, str) else None,
+            selector=None if isinstance(target, str) else dict(target),
+            crash_after=crash_after,
+            exit_code=exit_code,
+            containers=frozenset(containers) if containers is not None else None,
+        )
+        self._kubelets.injections.append(injection)
+        self._kubelets.touch(injection)
+        return injection
+
+    def clear_injection(self, injection: Injection) -> None:
+        with contextlib.suppress(ValueError):
+            self._kubelets.injections.remove(injection)
+        self._kubelets.touch(injection)
+
+    def clear_injections(self) -> None:
+        old, self._kubelets.injections[:] = list(self._kubelets.injections), []
+        for injection in old:
+            self._kubelets.touch(injection)
+
+    async def restart_container(
+        self,
+        namespace: str,
+        pod: str,
+        container: str | None = None,
+        *,
+        exit_code: int = 137,
+        reason: str = "Error",
+    ) -> int:
+        """Make a running container exit and restart at once (default: the first container).
+
+        Returns its new ``restartCount``; the status write follows within milliseconds.
+        Raises LookupError when the pod or container is not running on this simulator.
+        """
+        key = f"{namespace}/{pod}"
+        rt = self._kubelets.runtime(key)
+        if rt is None:
+            raise LookupError(f"pod {key} is not running on this simulator's nodes")
+        name = container or (rt.containers[0].name if rt.containers else "")
+        count = rt.kill(name, self._clock.now(), exit_code=exit_code, reason=reason)
+        self._kubelets.observe(key)
+        return count
+
+    # -- pod events ---------------------------------------------------------------------------
+    def _pod_upsert(self, pod: dict[str, Any]) -> None:
+        key = pod_key(pod)
+        pods = self._ctx.pods
+        old = pods.get(key)
+        if old is not None:
+            new_rv, old_rv = resource_version(pod), resource_version(old)
+            if new_rv is not None and old_rv is not None and new_rv < old_rv:
+                return  # older than the answer to a write of ours
+            if (old.get("metadata") or {}).get("uid") != (pod.get("metadata") or {}).get("uid"):
+                self._pod_gone(key)
+        pods[key] = pod
+        node = (pod.get("spec") or {}).get("nodeName")
+        if not node:
+            self._scheduler.observe(key, pod)
+            return
+        self._scheduler.forget(key)
+        cluster = self._ctx.cluster
+        if node not in self._kubelets.nodes:
+            cluster.remove(key)
+            return
+        if (pod.get("status") or {}).get("phase") in TERMINAL_PHASES:
+            if cluster.remove(key):
+                self._scheduler.retry()
+        else:
+            placed = cluster.nodes[node].pods.get(key) if node in cluster.nodes else None
+            labels = (pod.get("metadata") or {}).get("labels") or {}
+            if placed is None or dict(placed.labels) != labels:
+                cluster.place(PodInfo.from_pod(pod), node)
+        self._kubelets.observe(key)
+
+    def _pod_delete(self, pod: Mapping[str, Any]) -> None:
+        key = pod_key(pod)
+        cached = self._ctx.pods.get(key)
+        uid = (pod.get("metadata") or {}).get("uid")
+        if cached is not None and (cached.get("metadata") or {}).get("uid") == uid:
+            self._pod_gone(key)
+
+    def _pods_replace(self, namespace: str | None, items: list[dict[str, Any]]) -> None:
+        present = {pod_key(p) for p in items}
+        prefix = f"{namespace}/" if namespace is not None else ""
+        for key in [k for k in self._ctx.pods if k.startswith(prefix) and k not in present]:
+            self._pod_gone(key)
+        for pod in items:
+            self._pod_upsert(pod)
+
+    def _pod_gone(self, key: str) -> None:
+        self._ctx.pods.pop(key, None)
+        self._scheduler.forget(key)
+        self._kubelets.forget(key)
+        if self._ctx.cluster.remove(key):
+            self._scheduler.retry()
+
+
+class _PodEvents:
+    def __init__(self, sim: NodeSimulator) -> None:
+        self._sim = sim
+
+    def replace(self, namespace: str | None, items: list[dict[str, Any]]) -> None:
+        self._sim._pods_replace(namespace, items)
+
+    def upsert(self, obj: dict[str, Any]) -> None:
+        self._sim._pod_upsert(obj)
+
+    def delete(self, obj: dict[str, Any]) -> None:
+        self._sim._pod_delete(obj)
+
+
+class _NodeEvents:
+    def __init__(self, sim: NodeSimulator) -> None:
+        self._sim = sim
+
+    def replace(self, namespace: str | None, items: list[dict[str, Any]]) -> None:
+        names = {(n.get("metadata") or {}).get("name") for n in items}
+        for name in [n for n in self._sim.node_names if n not in names]:
+            self._sim._forget_node(name)
+        for node in items:
+            self._sim._observe_node(node)
+
+    def upsert(self, obj: dict[str, Any]) -> None:
+        self._sim._observe_node(obj)
+
+    def delete(self, obj: dict[str, Any]) -> None:
+        name = (obj.get("metadata") or {}).get("name") or ""
+        if name in self._sim.node_names:
+            self._sim._forget_node(name)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m omed.devcluster.simulator``: see :mod:`omed.devcluster.sim.cli`."""
+    from omed.devcluster.sim.cli import main as cli_main
+
+    return cli_main(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,74 @@
+"""Node objects and pod IP allocation."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from omed.devcluster.sim.nodes import (
+    POOL_LABEL,
+    PodIPs,
+    host_ip,
+    node_capacity,
+    node_conditions,
+    node_object,
+    node_ready,
+    pod_cidr,
+)
+
+NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+
+
+def test_node_object_looks_like_a_gpu_node() -> None:
+    node = node_object(
+        name="gpu-3",
+        index=3,
+        pool="gpu",
+        capacity=node_capacity(gpus=8, cpu="192", memory="2Ti", pods=110),
+        labels={"team": "a"},
+        taints=[],
+        kubelet_version="v1.36.3",
+        now=NOW,
+    )
+    labels = node["metadata"]["labels"]
+    assert labels["kubernetes.io/hostname"] == "gpu-3"
+    assert labels[POOL_LABEL] == "gpu"
+    assert labels["team"] == "a"
+    status = node["status"]
+    assert status["allocatable"]["nvidia.com/gpu"] == "8"
+    assert status["capacity"]["pods"] == "110"
+    assert {"type": "InternalIP", "address": "172.18.0.5"} in status["addresses"]
+    assert node_ready(node)
+    assert "taints" not in node["spec"]
+    assert node["spec"]["podCIDR"] == "10.244.3.0/24"
+
+
+def test_not_ready_conditions_are_unknown() -> None:
+    conditions = node_conditions(ready=False, now=NOW, since=NOW)
+    assert {c["status"] for c in conditions} == {"Unknown"}
+    assert not node_ready({"status": {"conditions": conditions}})
+
+
+def test_addresses_are_distinct_for_many_nodes() -> None:
+    assert len({host_ip(i) for i in range(1000)}) == 1000
+    assert len({pod_cidr(i) for i in range(1000)}) == 1000
+
+
+def test_pod_ips_round_robin_unique_and_reused_late() -> None:
+    ips = PodIPs(1)
+    first = [ips.allocate(f"p{i}") for i in range(3)]
+    assert first == ["10.244.1.2", "10.244.1.3", "10.244.1.4"]
+    ips.release("10.244.1.2")
+    assert ips.allocate("p3") == "10.244.1.5"
+    assert not ips.claim("10.244.1.3", "someone-else")
+    assert ips.claim("10.244.1.3", "p1")
+    assert not ips.claim("10.9.9.9", "p1")
+
+
+def test_pod_ips_run_out() -> None:
+    ips = PodIPs(0)
+    got = {ips.allocate(str(i)) for i in range(253)}
+    assert len(got) == 253
+    with pytest.raises(RuntimeError):
+        ips.allocate("one-more")
