@@ -1,0 +1,84 @@
+"""The controllers the leader runs, as a list of factories.
+
+Why: the manager must not know how each controller is wired (which informers, which
+settings, which config entries); it knows only that a controller is built from the shared
+parts, runs until shut down, and can drain. A new controller is one more entry in
+:data:`CONTROLLERS`, built from :class:`ControllerContext`.
+
+Invariant: a factory only *builds*: it registers its informers and handlers with
+``context.informers`` and returns a controller whose workers have not started. The manager
+starts the informers once every controller is built, waits for their caches, and only then
+calls :meth:`ManagedController.run`, so no reconcile ever reads a cache that hasn't synced.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from omed.clock import Clock
+from omed.config import ConfigCache, Options, StartupConfig
+from omed.controllers.inferencereplica.controller import InferenceReplicaController
+from omed.controllers.inferencereplica.model import PlanSettings
+from omed.events import EventSink
+from omed.informers import InformerFactory
+from omed.kube.client import KubeClient
+
+__all__ = ["CONTROLLERS", "ControllerContext", "ControllerFactory", "ManagedController"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ControllerContext:
+    """The shared parts a controller is built from."""
+
+    client: KubeClient
+    """The controllers' API client: ``--kube-api-qps`` / ``--kube-api-burst``."""
+    informers: InformerFactory
+    events: EventSink
+    config: ConfigCache
+    """The ``inferenceservice-config`` ConfigMap through the ``--config-cache-ttl`` cache."""
+    startup: StartupConfig
+    options: Options
+    clock: Clock
+
+
+class ManagedController(Protocol):
+    """What the manager needs of a controller (``InferenceReplicaController`` has it)."""
+
+    async def run(self) -> None:
+        """Run the workers until :meth:`shutdown`."""
+        ...
+
+    async def shutdown(self, *, drain: bool = True) -> None:
+        """Stop taking keys; with ``drain`` let in-flight reconciles finish."""
+        ...
+
+    def close(self) -> None:
+        """Detach from the shared informers."""
+        ...
+
+
+@dataclass(frozen=True)
+class ControllerFactory:
+    name: str
+    build: Callable[[ControllerContext], ManagedController]
+
+
+def _inference_replica(context: ControllerContext) -> ManagedController:
+    return InferenceReplicaController(
+        client=context.client,
+        factory=context.informers,
+        events=context.events,
+        settings=PlanSettings.from_config(context.startup.lifecycle_scale),
+        workers=context.options.inferencereplica_max_concurrent_reconciles,
+        clock=context.clock,
+    )
+
+
+CONTROLLERS: tuple[ControllerFactory, ...] = (
+    ControllerFactory("inferencereplica", _inference_replica),
+    # The InferenceService controller joins here when it lands, with
+    # context.options.inferenceservice_max_concurrent_reconciles workers.
+)
+"""Built in this order; they run together, and stop together."""

@@ -1,0 +1,225 @@
+"""The composition root: build every part from the flags and the cluster, then run them.
+
+Why: this is the one place that knows every part, so the parts don't know each other.
+:func:`run` performs the start-up checks of :mod:`omed.manager.startup` in their
+documented order, builds the parts, and hands them to :class:`omed.manager.lifecycle.Manager`.
+
+API clients, each with its own ``--kube-api-qps`` / ``--kube-api-burst`` limiter, as
+client-go gives each of a manager's clients its own (the product page: the rate limit
+"caps the requests that each of the manager's API clients sends"):
+
+* the controllers' client: start-up reads, informers, reconciles, the config cache;
+* the leader election client: a burst of reconciles can never delay a Lease renewal
+  behind the controllers' limiter (one request per retry period needs no more);
+* the event recorder's client: event writes never take the controllers' budget.
+
+Signals: the first SIGTERM or SIGINT starts the ordered stop; a second one exits 1 at once,
+as controller-runtime's signal handler does.
+
+Invariant: every client is closed and every signal handler removed when :func:`run`
+returns, whatever the outcome; the exit code is 0 only after an ordered stop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import sys
+from collections.abc import Mapping
+from typing import Final
+
+from omed.clock import Clock, RealClock
+from omed.config import ConfigCache, Options
+from omed.config.entries import CONFIGMAP_NAME
+from omed.events import EventRecorder
+from omed.informers import InformerFactory
+from omed.kube.client import ClusterConfig, KubeClient, load_config
+from omed.kube.resources import CONFIGMAPS
+from omed.leaderelection import DEFAULT_LEASE_NAME, LeaderElector, default_identity
+from omed.log import kv
+from omed.manager.controllers import CONTROLLERS, ControllerContext
+from omed.manager.http import MetricsServer, ProbeServer
+from omed.manager.leader import LeaderWork
+from omed.manager.lifecycle import Manager, Server
+from omed.manager.startup import (
+    MSG_FAILED_TO_START,
+    MSG_KUBECONFIG,
+    MSG_STATUS_REPRESENTATION,
+    StartupFailure,
+    detect_policy_crds,
+    load_configmap_startup,
+    manager_namespace,
+    status_preflight,
+    status_representation,
+)
+from omed.manager.webhooks import build_webhook_server
+from omed.webhooks.policies import FeatureGates
+
+__all__ = ["MSG_SECOND_SIGNAL", "MSG_SIGNAL", "run"]
+
+log = logging.getLogger("setup")
+
+MSG_SIGNAL: Final = "Received signal, stopping"
+MSG_SECOND_SIGNAL: Final = "Received a second signal, exiting at once"
+USER_AGENT: Final = "omed"
+
+
+class _Signals:
+    """SIGTERM/SIGINT: the first sets ``stop``; a second exits 1 without waiting."""
+
+    SIGNALS: Final = (signal.SIGTERM, signal.SIGINT)
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> None:
+        self._loop = loop
+        self._stop = stop
+        self._received = 0
+        for sig in self.SIGNALS:
+            loop.add_signal_handler(sig, self._on_signal, sig)
+
+    def _on_signal(self, sig: signal.Signals) -> None:
+        self._received += 1
+        if self._received == 1:
+            log.info(MSG_SIGNAL, extra=kv(signal=sig.name))
+            self._stop.set()
+            return
+        log.error(MSG_SECOND_SIGNAL, extra=kv(signal=sig.name))
+        sys.stderr.flush()
+        os._exit(1)
+
+    def remove(self) -> None:
+        for sig in self.SIGNALS:
+            self._loop.remove_signal_handler(sig)
+
+
+async def run(
+    options: Options, *, env: Mapping[str, str], stop: asyncio.Event | None = None
+) -> int:
+    """Check, build and run the manager; return the process exit code.
+
+    ``stop`` is set by SIGTERM/SIGINT (handlers are installed for the duration of the call);
+    a caller may also set it.
+    """
+    stop = stop or asyncio.Event()
+    signals = _Signals(asyncio.get_running_loop(), stop)
+    try:
+        return await _run(options, env=env, stop=stop)
+    except StartupFailure as failure:
+        log.error(failure.message, extra=kv(error=failure.error))
+        return failure.exit_code
+    except Exception as err:  # a bug: still one documented line and exit 1, with the trace
+        log.error(MSG_FAILED_TO_START, exc_info=err)
+        return 1
+    finally:
+        signals.remove()
+
+
+async def _run(options: Options, *, env: Mapping[str, str], stop: asyncio.Event) -> int:
+    namespace = manager_namespace(env)
+    log.info(
+        "Starting manager",
+        extra=kv(namespace=namespace, flags=sorted(options.set_flags), pid=os.getpid()),
+    )
+    try:
+        if options.kubeconfig:
+            os.stat(options.kubeconfig)  # a clear error for a missing file
+        cluster = await load_config(options.kubeconfig)
+    except Exception as err:
+        raise StartupFailure(MSG_KUBECONFIG, str(err) or type(err).__name__) from err
+    clock = RealClock()
+    clients: list[KubeClient] = []
+
+    def client(user_agent: str) -> KubeClient:
+        made = _client(options, cluster, clock=clock, user_agent=user_agent)
+        clients.append(made)
+        return made
+
+    try:
+        api = client(USER_AGENT)
+        startup = await load_configmap_startup(api, namespace=namespace)
+        log.info(MSG_STATUS_REPRESENTATION, extra=kv(**status_representation(startup)))
+        await status_preflight(api)
+        found, errors = await detect_policy_crds(api)
+        for error in errors:
+            log.info("Policy CRD lookup failed; the feature stays off", extra=kv(error=error))
+        gates = FeatureGates(**found)
+
+        config = ConfigCache(
+            fetch=lambda: _configmap_data(api, namespace),
+            ttl=options.config_cache_ttl,
+            clock=clock,
+        )
+        informers = InformerFactory(api, clock=clock)
+        recorder = EventRecorder(
+            client(f"{USER_AGENT}-events"),
+            burst=startup.event_recorder.burst_size,
+            refill_interval=startup.event_recorder.refill_interval,
+            clock=clock,
+        )
+        context = ControllerContext(
+            client=api,
+            informers=informers,
+            events=recorder,
+            config=config,
+            startup=startup,
+            options=options,
+            clock=clock,
+        )
+        controllers = [(factory.name, factory.build(context)) for factory in CONTROLLERS]
+        work = LeaderWork(controllers=controllers, informers=informers, recorder=recorder)
+
+        election: LeaderElector | None = None
+        if options.leader_elect:
+            election = LeaderElector(
+                client(f"{USER_AGENT}-leader-election"),
+                namespace=options.leader_election_namespace,
+                name=DEFAULT_LEASE_NAME,
+                identity=default_identity(),
+                lease_duration=options.leader_elect_lease_duration,
+                renew_deadline=options.leader_elect_renew_deadline,
+                retry_period=options.leader_elect_retry_period,
+                clock=clock,
+            )
+            log.info(
+                "Leader election enabled",
+                extra=kv(
+                    lease=f"{options.leader_election_namespace}/{DEFAULT_LEASE_NAME}",
+                    identity=election.identity,
+                ),
+            )
+
+        probes = ProbeServer(address=options.health_probe_addr, ready_checks={})
+        servers: list[Server] = [
+            s for s in (probes, MetricsServer(address=options.metrics_bind_address)) if s.enabled
+        ]
+        if options.webhook:
+            webhook = build_webhook_server(options=options, config=config, gates=gates)
+            probes.ready_checks["webhook"] = lambda: (
+                None if webhook.ready else "the webhook server is not serving"
+            )
+            servers.append(webhook)
+        manager = Manager(servers=servers, work=work, election=election, clock=clock)
+        probes.ready_checks["leader"] = manager.leader_ready
+        return await manager.run(stop)
+    finally:
+        for made in clients:
+            await made.close()
+
+
+def _client(
+    options: Options, cluster: ClusterConfig, *, clock: Clock, user_agent: str
+) -> KubeClient:
+    return KubeClient(
+        cluster,
+        qps=options.kube_api_qps,
+        burst=options.kube_api_burst,
+        clock=clock,
+        user_agent=user_agent,
+    )
+
+
+async def _configmap_data(client: KubeClient, namespace: str) -> Mapping[str, str]:
+    configmap = await client.get(CONFIGMAPS, CONFIGMAP_NAME, namespace)
+    data: Mapping[str, str] = (configmap or {}).get("data") or {}
+    return data

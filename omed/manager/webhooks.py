@@ -1,0 +1,40 @@
+"""The admission webhooks this manager serves, wired to the config cache and feature gates.
+
+Why here: the webhook handlers (:mod:`omed.webhooks`) are pure rules plus one seam, the
+``deploy`` entry for the defaulter; the manager owns where that entry comes from (the
+``--config-cache-ttl`` cache) and which policy features are on (the CRDs found at start).
+
+Invariant: the defaulter parses only the ``deploy`` entry of each cache read, so a bad
+``lifecycle`` or ``ingress`` entry can't change what the webhook does.
+"""
+
+from __future__ import annotations
+
+from omed.config import ConfigCache, DeployConfig, Options, reconcile_entries
+from omed.webhooks.defaulting import InferenceServiceDefaulter
+from omed.webhooks.inferencereplica import InferenceReplicaValidator
+from omed.webhooks.inferenceservice import InferenceServiceValidator
+from omed.webhooks.policies import FeatureGates
+from omed.webhooks.server import WebhookServer
+
+__all__ = ["build_webhook_server"]
+
+
+def build_webhook_server(
+    *, options: Options, config: ConfigCache, gates: FeatureGates
+) -> WebhookServer:
+    """The server for ``--webhook``, on ``--webhook-port`` with ``--webhook-cert-dir``."""
+
+    async def deploy_config() -> DeployConfig:
+        data = await config.get()
+        return reconcile_entries({"deploy": data["deploy"]} if "deploy" in data else {}).deploy
+
+    return WebhookServer(
+        handlers=[
+            InferenceServiceDefaulter(deploy_config=deploy_config),
+            InferenceServiceValidator(gates=gates),
+            InferenceReplicaValidator(),
+        ],
+        port=options.webhook_port,
+        cert_dir=options.webhook_cert_dir,
+    )
