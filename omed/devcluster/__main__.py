@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import signal
 import sys
@@ -35,6 +34,7 @@ def _prepare() -> int:
 
 async def _serve_cluster(plane: ControlPlane, *, nodes: int, gpus: int) -> None:
     from omed.devcluster.setup import install_crds
+    from omed.devcluster.simulator import NodeSimulator, Timings
     from omed.kube.client import KubeClient, load_config
 
     stop = asyncio.Event()
@@ -45,14 +45,9 @@ async def _serve_cluster(plane: ControlPlane, *, nodes: int, gpus: int) -> None:
         await load_config(str(plane.kubeconfig_path)), qps=500, burst=1000
     ) as client:
         await install_crds(client, ROOT / "deploy" / "crds")
-        simulator_cm: contextlib.AbstractAsyncContextManager[object]
-        try:
-            from omed.devcluster.simulator import NodeSimulator
-
-            simulator_cm = NodeSimulator(client, nodes=nodes, gpus_per_node=gpus)
-        except ImportError:  # the simulator is optional for `up` while it is being built
-            simulator_cm = contextlib.nullcontext()
-        async with simulator_cm:
+        async with NodeSimulator(
+            client, nodes=nodes, gpus_per_node=gpus, timings=Timings.realistic()
+        ):
             print(
                 f"\nA local control plane is running (Kubernetes "
                 f"{plane.binaries.kubernetes_version}), with {nodes} simulated GPU nodes."

@@ -47,7 +47,7 @@ async def install_crds(client: KubeClient, directory: Path, *, timeout: float = 
         while True:
             crd = await client.get(CRDS, name)
             conditions = {
-                c["type"]: c["status"] for c in crd.get("status", {}).get("conditions", [])
+                c["type"]: c["status"] for c in (crd.get("status") or {}).get("conditions") or []
             }
             if conditions.get("Established") == "True":
                 break
