@@ -22,6 +22,7 @@ unbounded.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from typing import Any, Final
@@ -91,18 +92,27 @@ def check_replicas(findings: Findings, loc: Loc, component: Mapping[str, Any]) -
     if low == 0:
         findings.warn(min_loc, WARN_MIN_REPLICAS_ZERO)
     worker = component.get("worker")
-    if isinstance(worker, Mapping):
+    if isinstance(worker, dict):
         check_min_int(findings, (*loc, "worker", "size"), worker.get("size"), 0)
+
+
+@functools.lru_cache(maxsize=256)
+def _duration_seconds(text: str) -> float | None:
+    """Seconds of a Go duration string, or ``None`` when it isn't one (memoised: a cluster
+    uses a handful of distinct durations)."""
+    if not _DURATION.fullmatch(text):
+        return None
+    return parse_duration(text).total_seconds()
 
 
 def _check_duration(findings: Findings, loc: Loc, value: Any, *, example: str) -> float | None:
     """A positive Go duration such as ``example``; its seconds when it is one."""
     if value is None:
         return None
-    if not isinstance(value, str) or not _DURATION.fullmatch(value):
+    seconds = _duration_seconds(value) if isinstance(value, str) else None
+    if seconds is None:
         findings.error(loc, f'must be a duration such as "{example}", got {show(value)}')
         return None
-    seconds = parse_duration(value).total_seconds()
     if seconds <= 0:
         findings.error(
             loc, f'must be a positive duration such as "{example}" (or left out), got {show(value)}'
@@ -157,8 +167,10 @@ def check_lifecycle(
     """
     lc_loc = (*loc, "lifecycle")
     lifecycle = as_object(findings, lc_loc, component.get("lifecycle"))
-    if lifecycle is None:
-        lifecycle = {}
+    if not lifecycle:
+        if migration_requested:
+            findings.warn((*lc_loc, "instanceReadyTimeout"), WARN_NO_READY_TIMEOUT)
+        return
     check_choice(
         findings, (*lc_loc, "restartPolicy"), lifecycle.get("restartPolicy"), RESTART_POLICIES
     )

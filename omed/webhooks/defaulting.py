@@ -14,8 +14,9 @@ What is defaulted (as a JSON Patch, ``patchType: JSONPatch``):
   this OME doesn't know. Not on UPDATE: moving a running service to another mode is a
   decision, not a default.
 * On CREATE and UPDATE, ``minReplicas`` and ``maxReplicas`` of each component present
-  (engine, decoder, router) that omits them, from ``deploy.replicas.minReplicas`` and
-  ``deploy.replicas.maxReplicas`` when the entry sets them. A default never makes a valid
+  (engine, decoder, router) that omits them, from ``deploy.replicas.minReplicas`` (1 when
+  the entry doesn't set it, as upstream OME defaults) and ``deploy.replicas.maxReplicas``
+  (left out when the entry doesn't set it: no upper bound). A default never makes a valid
   component invalid: a defaulted ``minReplicas`` is lowered to the component's own
   ``maxReplicas``, and a defaulted ``maxReplicas`` raised to its ``minReplicas``.
 
@@ -44,6 +45,10 @@ DEPLOY_CONFIG_TIMEOUT: Final = 2.0
 """Seconds to wait for the ``deploy`` entry; well inside the API server's webhook timeout."""
 WARN_NO_DEFAULTS: Final = "deploy defaults of ConfigMap inferenceservice-config not applied: "
 
+BUILTIN_MIN_REPLICAS: Final = 1
+"""``minReplicas`` of a component that omits it when ``deploy.replicas.minReplicas`` is unset
+(upstream OME's default). ``maxReplicas`` has no built-in default: left out, it is unbounded."""
+
 DeployConfigSource = Callable[[], Awaitable[DeployConfig]]
 """Returns the current ``deploy`` entry (the manager reads it through the config TTL cache);
 raises when it can't."""
@@ -62,10 +67,10 @@ def default_patch(
     ops: list[dict[str, Any]] = []
     metadata = obj.get("metadata")
     spec = obj.get("spec")
-    if not isinstance(metadata, Mapping) or not isinstance(spec, Mapping):
+    if not isinstance(metadata, dict) or not isinstance(spec, dict):
         return ops  # the validating webhook refuses it
     annotations = metadata.get("annotations")
-    if annotations is not None and not isinstance(annotations, Mapping):
+    if annotations is not None and not isinstance(annotations, dict):
         return ops
 
     mode = deploy.default_deployment_mode
@@ -93,23 +98,27 @@ def default_patch(
             )
 
     replicas = deploy.replicas
-    if replicas is None:
-        return ops
+    default_min = BUILTIN_MIN_REPLICAS
+    default_max: int | None = None
+    if replicas is not None:
+        if replicas.min_replicas is not None:
+            default_min = replicas.min_replicas
+        default_max = replicas.max_replicas
     for component in COMPONENTS:
         body = spec.get(component)
-        if not isinstance(body, Mapping):
+        if not isinstance(body, dict):
             continue
         own_min, own_max = body.get("minReplicas"), body.get("maxReplicas")
         low = own_min if is_int(own_min) else None
-        if own_min is None and replicas.min_replicas is not None:
-            low = replicas.min_replicas
+        if own_min is None:
+            low = default_min
             if is_int(own_max) and own_max >= 1:
                 low = min(low, own_max)
             ops.append(
                 {"op": "add", "path": _pointer("spec", component, "minReplicas"), "value": low}
             )
-        if own_max is None and replicas.max_replicas is not None:
-            high = replicas.max_replicas
+        if own_max is None and default_max is not None:
+            high = default_max
             if low is not None:
                 high = max(high, low)
             ops.append(

@@ -73,7 +73,7 @@ def json_type(value: Any) -> str:
         return "number"
     if isinstance(value, str):
         return "string"
-    if isinstance(value, Mapping):
+    if isinstance(value, dict):
         return "object"
     return "array"
 
@@ -87,7 +87,7 @@ def lookup(obj: Any, loc: Loc) -> Any:
                 return _MISSING
             current = current[part]
         else:
-            if not isinstance(current, Mapping) or part not in current:
+            if not isinstance(current, dict) or part not in current:
                 return _MISSING
             current = current[part]
     return current
@@ -200,7 +200,7 @@ def as_object(findings: Findings, loc: Loc, value: Any) -> Mapping[str, Any] | N
     """``value`` when it is a JSON object; ``None`` for null or absent; else an error."""
     if value is None or value is _MISSING:
         return None
-    if isinstance(value, Mapping):
+    if isinstance(value, dict):
         return value
     findings.error(loc, f"must be an object, got {show(value)}")
     return None

@@ -61,18 +61,18 @@ MSG_NOT_CONTROLLER: Final = (
 
 def _annotations(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
     metadata = obj.get("metadata") if obj is not None else None
-    annotations = metadata.get("annotations") if isinstance(metadata, Mapping) else None
-    return annotations if isinstance(annotations, Mapping) else {}
+    annotations = metadata.get("annotations") if isinstance(metadata, dict) else None
+    return annotations if isinstance(annotations, dict) else {}
 
 
 def _without_release_annotation(obj: Mapping[str, Any]) -> dict[str, Any]:
     """``obj`` less the release annotation and server-managed metadata, for comparing."""
     copy = dict(obj)
     metadata = obj.get("metadata")
-    if isinstance(metadata, Mapping):
+    if isinstance(metadata, dict):
         trimmed = {k: v for k, v in metadata.items() if k not in SERVER_MANAGED_METADATA}
         annotations = trimmed.get("annotations")
-        if isinstance(annotations, Mapping):
+        if isinstance(annotations, dict):
             rest = {k: v for k, v in annotations.items() if k != ANNOTATION_RELEASE_HELD_REVISION}
             if rest:
                 trimmed["annotations"] = rest
@@ -91,14 +91,14 @@ def revision_prefix(obj: Mapping[str, Any]) -> str | None:
     """``<isvc>-<component>`` of this replica's revisions, cut as the controller cuts it."""
     spec = obj.get("spec")
     metadata = obj.get("metadata")
-    if not isinstance(spec, Mapping) or not isinstance(metadata, Mapping):
+    if not isinstance(spec, dict) or not isinstance(metadata, dict):
         return None
     component = spec.get("component")
     parent_ref = spec.get("parentRef")
     labels = metadata.get("labels")
     candidates = (
-        parent_ref.get("name") if isinstance(parent_ref, Mapping) else None,
-        labels.get(LABEL_INFERENCE_SERVICE) if isinstance(labels, Mapping) else None,
+        parent_ref.get("name") if isinstance(parent_ref, dict) else None,
+        labels.get(LABEL_INFERENCE_SERVICE) if isinstance(labels, dict) else None,
         metadata.get("name"),
     )
     isvc = next((c for c in candidates if isinstance(c, str) and c), None)

@@ -13,8 +13,9 @@ Invariants:
 * On UPDATE, an error about values the update leaves unchanged is a warning instead
   (ratcheting, :mod:`omed.webhooks.findings`), except for policy references while their
   feature is off.
-* What is admitted, the controllers can read: an object that passes the rules is also
-  parsed with :class:`omed.api.InferenceService`, and any error from the model refuses it.
+* What is admitted, the controllers can read: the ``spec`` of an object that passes the
+  rules is also parsed with :class:`omed.api.InferenceServiceSpec`, and any error from the
+  model refuses it (the API server guarantees ``metadata``).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from omed.api.constants import (
     KIND_SERVING_RUNTIME,
     KNOWN_DEPLOYMENT_MODES,
 )
-from omed.api.inferenceservice import InferenceService
+from omed.api.inferenceservice import InferenceServiceSpec
 from omed.api.revision import MAX_REVISION_NAME_LENGTH, REVISION_HASH_LENGTH
 from omed.webhooks.components import check_lifecycle, check_replicas
 from omed.webhooks.findings import (
@@ -81,7 +82,7 @@ def max_name_length(component: str) -> int:
 
 def is_deleting(obj: Mapping[str, Any] | None) -> bool:
     metadata = obj.get("metadata") if obj is not None else None
-    return isinstance(metadata, Mapping) and metadata.get("deletionTimestamp") is not None
+    return isinstance(metadata, dict) and metadata.get("deletionTimestamp") is not None
 
 
 def _check_name(findings: Findings, metadata: Mapping[str, Any], spec: Mapping[str, Any]) -> None:
@@ -93,7 +94,7 @@ def _check_name(findings: Findings, metadata: Mapping[str, Any], spec: Mapping[s
         findings.error(loc, f"{_NAME_RULE}, got {show(name)}")
         return
     for component in COMPONENTS:
-        if isinstance(spec.get(component), Mapping) and len(name) > max_name_length(component):
+        if isinstance(spec.get(component), dict) and len(name) > max_name_length(component):
             findings.error(
                 loc,
                 f"must be at most {max_name_length(component)} characters with a {component}, "
@@ -128,7 +129,7 @@ def _check_refs(findings: Findings, spec: Mapping[str, Any]) -> None:
 def _check_mode(findings: Findings, metadata: Mapping[str, Any], spec: Mapping[str, Any]) -> None:
     annotations = metadata.get("annotations")
     annotated = (
-        annotations.get(ANNOTATION_DEPLOYMENT_MODE) if isinstance(annotations, Mapping) else None
+        annotations.get(ANNOTATION_DEPLOYMENT_MODE) if isinstance(annotations, dict) else None
     )
     for loc, mode in (
         (("metadata", "annotations", ANNOTATION_DEPLOYMENT_MODE), annotated),
@@ -151,7 +152,7 @@ def validate_inferenceservice(obj: Mapping[str, Any], *, gates: FeatureGates) ->
     findings = Findings()
     metadata = as_object(findings, ("metadata",), obj.get("metadata")) or {}
     spec = obj.get("spec")
-    if not isinstance(spec, Mapping):
+    if not isinstance(spec, dict):
         findings.error(("spec",), f"must be an object, got {show(spec)}")
         return findings
     annotations = as_object(findings, ("metadata", "annotations"), metadata.get("annotations"))
@@ -176,12 +177,14 @@ def validate_inferenceservice(obj: Mapping[str, Any], *, gates: FeatureGates) ->
 
 
 def _model_errors(findings: Findings, obj: Mapping[str, Any]) -> None:
+    """Parse ``spec`` with the model the controllers read it with. (The API server itself
+    guarantees the shape of ``metadata``, so it isn't parsed again.)"""
     try:
-        InferenceService.model_validate(obj)
+        InferenceServiceSpec.model_validate(obj.get("spec"))
     except pydantic.ValidationError as exc:
         for error in exc.errors(include_url=False, include_input=False):
             loc = tuple(part for part in error["loc"] if isinstance(part, str | int))
-            findings.error(loc, error["msg"])
+            findings.error(("spec", *loc), error["msg"])
 
 
 class InferenceServiceValidator:

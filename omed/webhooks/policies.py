@@ -13,9 +13,10 @@ Where references live, as upstream OME writes them:
 * ``spec.rollout.groups[<i>].policyRef`` ({name, kind, progression}) for a RolloutPolicy.
 
 A reference anywhere else (``spec.autoscalerPolicyRef``, ``spec.rolloutPolicyRef``,
-``spec.rollout.policyRef``) is read by nobody, so it is refused whatever the gates say,
-with a message naming the right place: a reference that silently does nothing is the very
-failure these rules exist to prevent.
+``spec.rollout.policyRef``) is read by nobody. With the feature off it is refused like any
+other reference to that kind (same reason); with the feature on it is refused as
+``PolicyRefMisplaced``, naming the right place: a reference that silently does nothing is
+the very failure these rules exist to prevent.
 
 Invariant: these refusals are never ratcheted (see :mod:`omed.webhooks.findings`): an
 InferenceService with a reference to a kind whose feature is off can't be written at all,
@@ -61,7 +62,7 @@ class FeatureGates:
 
 
 def _ref_name(ref: Any) -> str:
-    name = ref.get("name") if isinstance(ref, Mapping) else None
+    name = ref.get("name") if isinstance(ref, dict) else None
     return show(name) if name is not None else "a policy"
 
 
@@ -136,7 +137,7 @@ def check_policy_refs(findings: Findings, spec: Mapping[str, Any], *, gates: Fea
     """Every policy reference in an InferenceService's ``spec``."""
     for component in COMPONENTS:
         body = spec.get(component)
-        if isinstance(body, Mapping) and body.get("autoscalerPolicyRef") is not None:
+        if isinstance(body, dict) and body.get("autoscalerPolicyRef") is not None:
             _check_autoscaler(
                 findings,
                 ("spec", component, "autoscalerPolicyRef"),
@@ -153,20 +154,20 @@ def check_policy_refs(findings: Findings, spec: Mapping[str, Any], *, gates: Fea
     misplaced_rollout: list[tuple[Loc, Any]] = []
     if spec.get("rolloutPolicyRef") is not None:
         misplaced_rollout.append((("spec", "rolloutPolicyRef"), spec["rolloutPolicyRef"]))
-    if isinstance(rollout, Mapping) and rollout.get("policyRef") is not None:
+    if isinstance(rollout, dict) and rollout.get("policyRef") is not None:
         misplaced_rollout.append((("spec", "rollout", "policyRef"), rollout["policyRef"]))
     for loc, ref in misplaced_rollout:
         if gates.rollout_policy:
             _misplaced(findings, loc, KIND_ROLLOUT_POLICY, right_place=ROLLOUT_REF_PLACE)
         else:
             _check_rollout(findings, loc, ref, gates=gates)
-    if not isinstance(rollout, Mapping):
+    if not isinstance(rollout, dict):
         return
     groups = rollout.get("groups")
     if not isinstance(groups, list):
         return
     for i, group in enumerate(groups):
-        if isinstance(group, Mapping) and group.get("policyRef") is not None:
+        if isinstance(group, dict) and group.get("policyRef") is not None:
             _check_rollout(
                 findings,
                 ("spec", "rollout", "groups", i, "policyRef"),

@@ -157,7 +157,7 @@ class WebhookServer:
             body = await request.read()
         except web.HTTPRequestEntityTooLarge:
             return _text(413, f"request body is larger than {MAX_BODY_BYTES} bytes")
-        except (OSError, ValueError, RuntimeError) as exc:
+        except Exception as exc:  # a broken upload is the client's problem, not a 500
             return _text(400, f"could not read the request body: {exc}")
         try:
             review = parse_review(body)

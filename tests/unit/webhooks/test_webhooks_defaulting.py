@@ -11,6 +11,7 @@ from webhook_world import Request
 
 from omed.config import DeployConfig, ReconcileConfigError
 from omed.webhooks.defaulting import (
+    BUILTIN_MIN_REPLICAS,
     WARN_NO_DEFAULTS,
     InferenceServiceDefaulter,
     default_patch,
@@ -38,9 +39,13 @@ def bare(isvc: dict[str, Any]) -> dict[str, Any]:
     return obj
 
 
+def metadata_ops(ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [op for op in ops if op["path"].startswith("/metadata")]
+
+
 def test_mode_defaulted_into_the_annotation(isvc: dict) -> None:
     obj = bare(isvc)
-    assert default_patch(obj, deploy=deploy("RawDeployment"), operation="CREATE") == [
+    assert metadata_ops(default_patch(obj, deploy=deploy("RawDeployment"), operation="CREATE")) == [
         {
             "op": "add",
             "path": "/metadata/annotations",
@@ -48,7 +53,7 @@ def test_mode_defaulted_into_the_annotation(isvc: dict) -> None:
         }
     ]
     obj["metadata"]["annotations"] = {"team": "a"}
-    assert default_patch(obj, deploy=deploy("OMENative"), operation="CREATE") == [
+    assert metadata_ops(default_patch(obj, deploy=deploy("OMENative"), operation="CREATE")) == [
         {"op": "add", "path": MODE, "value": "OMENative"}
     ]
 
@@ -71,7 +76,7 @@ def test_mode_not_defaulted(
         obj["spec"]["deploymentMode"] = "OMENative"
     elif where == "annotation":
         obj["metadata"]["annotations"] = {"ome.io/deploymentMode": "OMENative"}
-    assert default_patch(obj, deploy=deploy(mode), operation=operation) == []
+    assert metadata_ops(default_patch(obj, deploy=deploy(mode), operation=operation)) == []
 
 
 def test_replicas_defaulted_per_component(isvc: dict) -> None:
@@ -100,8 +105,15 @@ def test_null_fields_are_defaulted_and_set_ones_kept(isvc: dict) -> None:
     assert ops == [{"op": "add", "path": "/spec/engine/minReplicas", "value": 2}]
 
 
-def test_no_replica_entry_no_patch(isvc: dict) -> None:
-    assert default_patch(bare(isvc), deploy=deploy(), operation="CREATE") == []
+def test_without_replica_entry_min_defaults_to_one(isvc: dict) -> None:
+    assert default_patch(bare(isvc), deploy=deploy(), operation="CREATE") == [
+        {"op": "add", "path": f"/spec/{component}/minReplicas", "value": BUILTIN_MIN_REPLICAS}
+        for component in ("engine", "decoder", "router")
+    ]
+    assert BUILTIN_MIN_REPLICAS == 1
+    only_max = default_patch(bare(isvc), deploy=deploy(high=5), operation="CREATE")
+    assert {"op": "add", "path": "/spec/engine/minReplicas", "value": 1} in only_max
+    assert {"op": "add", "path": "/spec/engine/maxReplicas", "value": 5} in only_max
 
 
 def test_malformed_objects_are_left_to_the_validator(isvc: dict) -> None:

@@ -366,9 +366,13 @@ def test_wrong_kind_and_missing_object(request_for: Request, isvc: dict) -> None
 
 
 def test_model_errors_refuse_what_the_rules_miss(request_for: Request, isvc: dict) -> None:
-    isvc["metadata"]["labels"] = {"team": 7}
+    isvc["spec"]["engine"]["labels"] = {"team": 7}
+    isvc["spec"]["paused"] = "maybe"
     messages = refused(request_for, isvc)
-    assert messages == ["metadata.labels.team: Input should be a valid string"]
+    assert messages == [
+        "spec.engine.labels.team: Input should be a valid string",
+        "spec.paused: Input should be a valid boolean, unable to interpret input",
+    ]
 
 
 def test_many_errors_are_counted(request_for: Request, isvc: dict) -> None:
