@@ -74,17 +74,17 @@ def is_multi_pod(component: Mapping[str, Any]) -> bool:
     return component.get("leader") is not None or component.get("worker") is not None
 
 
-def check_replicas(findings: Findings, loc: Loc, component: Mapping[str, Any]) -> None:
+def check_replicas(findings: Findings, loc: Loc, *, component: Mapping[str, Any]) -> None:
     """``minReplicas >= 0``, ``maxReplicas >= 1``, ``minReplicas <= maxReplicas``."""
     min_loc, max_loc = (*loc, "minReplicas"), (*loc, "maxReplicas")
-    low = check_min_int(findings, min_loc, component.get("minReplicas"), 0)
+    low = check_min_int(findings, min_loc, value=component.get("minReplicas"), minimum=0)
     raw_high = component.get("maxReplicas")
     high: int | None
     if is_int(raw_high) and raw_high == 0:
         findings.error(max_loc, MAX_REPLICAS_ZERO)
         high = None
     else:
-        high = check_min_int(findings, max_loc, raw_high, 1)
+        high = check_min_int(findings, max_loc, value=raw_high, minimum=1)
     if low is not None and high is not None and low > high:
         findings.error(
             min_loc, f"must be <= maxReplicas ({high}), got {low}", depends=(min_loc, max_loc)
@@ -93,7 +93,7 @@ def check_replicas(findings: Findings, loc: Loc, component: Mapping[str, Any]) -
         findings.warn(min_loc, WARN_MIN_REPLICAS_ZERO)
     worker = component.get("worker")
     if isinstance(worker, dict):
-        check_min_int(findings, (*loc, "worker", "size"), worker.get("size"), 0)
+        check_min_int(findings, (*loc, "worker", "size"), value=worker.get("size"), minimum=0)
 
 
 @functools.lru_cache(maxsize=256)
@@ -105,7 +105,7 @@ def _duration_seconds(text: str) -> float | None:
     return parse_duration(text).total_seconds()
 
 
-def _check_duration(findings: Findings, loc: Loc, value: Any, *, example: str) -> float | None:
+def _check_duration(findings: Findings, loc: Loc, *, value: Any, example: str) -> float | None:
     """A positive Go duration such as ``example``; its seconds when it is one."""
     if value is None:
         return None
@@ -121,7 +121,7 @@ def _check_duration(findings: Findings, loc: Loc, value: Any, *, example: str) -
     return seconds
 
 
-def _check_budget(findings: Findings, loc: Loc, value: Any) -> int | str | None:
+def _check_budget(findings: Findings, loc: Loc, *, value: Any) -> int | str | None:
     """A rolling-update budget: a count >= 0, or a percentage from "0%" to "100%"."""
     if value is None:
         return None
@@ -136,7 +136,7 @@ def _check_budget(findings: Findings, loc: Loc, value: Any) -> int | str | None:
     return None
 
 
-def _check_batch(findings: Findings, loc: Loc, value: Any) -> None:
+def _check_batch(findings: Findings, loc: Loc, *, value: Any) -> None:
     """A batch size: a count >= 1, or a percentage from "1%" to "100%"."""
     if value is None:
         return
@@ -154,11 +154,7 @@ def _is_zero_budget(value: int | str | None) -> bool:
 
 
 def check_lifecycle(
-    findings: Findings,
-    loc: Loc,
-    component: Mapping[str, Any],
-    *,
-    migration_requested: bool,
+    findings: Findings, loc: Loc, *, component: Mapping[str, Any], migration_requested: bool
 ) -> None:
     """The ``lifecycle`` block of the component at ``loc``.
 
@@ -166,31 +162,36 @@ def check_lifecycle(
     makes a missing ``instanceReadyTimeout`` worth a warning.
     """
     lc_loc = (*loc, "lifecycle")
-    lifecycle = as_object(findings, lc_loc, component.get("lifecycle"))
+    lifecycle = as_object(findings, lc_loc, value=component.get("lifecycle"))
     if not lifecycle:
         if migration_requested:
             findings.warn((*lc_loc, "instanceReadyTimeout"), WARN_NO_READY_TIMEOUT)
         return
     check_choice(
-        findings, (*lc_loc, "restartPolicy"), lifecycle.get("restartPolicy"), RESTART_POLICIES
+        findings,
+        (*lc_loc, "restartPolicy"),
+        value=lifecycle.get("restartPolicy"),
+        choices=RESTART_POLICIES,
     )
 
     strategy_loc = (*lc_loc, "updateStrategy")
-    strategy = as_object(findings, strategy_loc, lifecycle.get("updateStrategy")) or {}
-    check_choice(findings, (*strategy_loc, "type"), strategy.get("type"), UPDATE_STRATEGY_TYPES)
+    strategy = as_object(findings, strategy_loc, value=lifecycle.get("updateStrategy")) or {}
+    check_choice(
+        findings, (*strategy_loc, "type"), value=strategy.get("type"), choices=UPDATE_STRATEGY_TYPES
+    )
     rolling_loc = (*strategy_loc, "rollingUpdate")
-    rolling = as_object(findings, rolling_loc, strategy.get("rollingUpdate")) or {}
-    check_min_int(findings, (*rolling_loc, "partition"), rolling.get("partition"), 0)
-    surge = _check_budget(findings, (*rolling_loc, "maxSurge"), rolling.get("maxSurge"))
+    rolling = as_object(findings, rolling_loc, value=strategy.get("rollingUpdate")) or {}
+    check_min_int(findings, (*rolling_loc, "partition"), value=rolling.get("partition"), minimum=0)
+    surge = _check_budget(findings, (*rolling_loc, "maxSurge"), value=rolling.get("maxSurge"))
     unavailable = _check_budget(
-        findings, (*rolling_loc, "maxUnavailable"), rolling.get("maxUnavailable")
+        findings, (*rolling_loc, "maxUnavailable"), value=rolling.get("maxUnavailable")
     )
     if _is_zero_budget(surge) and _is_zero_budget(unavailable):
         findings.warn(rolling_loc, WARN_ZERO_BUDGETS)
 
     ready_loc = (*lc_loc, "readyPolicy")
     ready_policy = lifecycle.get("readyPolicy")
-    check_choice(findings, ready_loc, ready_policy, READY_POLICIES)
+    check_choice(findings, ready_loc, value=ready_policy, choices=READY_POLICIES)
     if ready_policy == "None":
         if is_multi_pod(component):
             findings.error(
@@ -203,24 +204,26 @@ def check_lifecycle(
 
     timeout_loc = (*lc_loc, "instanceReadyTimeout")
     timeout = lifecycle.get("instanceReadyTimeout")
-    _check_duration(findings, timeout_loc, timeout, example="15m")
-    check_min_int(findings, (*lc_loc, "minReadySeconds"), lifecycle.get("minReadySeconds"), 0)
+    _check_duration(findings, timeout_loc, value=timeout, example="15m")
+    check_min_int(
+        findings, (*lc_loc, "minReadySeconds"), value=lifecycle.get("minReadySeconds"), minimum=0
+    )
 
     policy_loc = (*lc_loc, "migrationPolicy")
-    policy = as_object(findings, policy_loc, lifecycle.get("migrationPolicy")) or {}
+    policy = as_object(findings, policy_loc, value=lifecycle.get("migrationPolicy")) or {}
     mode = policy.get("mode")
-    check_choice(findings, (*policy_loc, "mode"), mode, MIGRATION_MODES)
+    check_choice(findings, (*policy_loc, "mode"), value=mode, choices=MIGRATION_MODES)
     if migration_requested and timeout is None and mode != "Never":
         findings.warn(timeout_loc, WARN_NO_READY_TIMEOUT)
 
     retry_loc = (*lc_loc, "updateRetry")
-    retry = as_object(findings, retry_loc, lifecycle.get("updateRetry")) or {}
-    check_min_int(findings, (*retry_loc, "maxAttempts"), retry.get("maxAttempts"), 1)
+    retry = as_object(findings, retry_loc, value=lifecycle.get("updateRetry")) or {}
+    check_min_int(findings, (*retry_loc, "maxAttempts"), value=retry.get("maxAttempts"), minimum=1)
     initial = _check_duration(
-        findings, (*retry_loc, "initialDelay"), retry.get("initialDelay"), example="30s"
+        findings, (*retry_loc, "initialDelay"), value=retry.get("initialDelay"), example="30s"
     )
     longest = _check_duration(
-        findings, (*retry_loc, "maxDelay"), retry.get("maxDelay"), example="10m"
+        findings, (*retry_loc, "maxDelay"), value=retry.get("maxDelay"), example="10m"
     )
     if initial is not None and longest is not None and initial > longest:
         findings.error(
@@ -235,4 +238,4 @@ def check_lifecycle(
     ):
         findings.error((*retry_loc, "multiplier"), f"must be a number >= 1, got {show(multiplier)}")
 
-    _check_batch(findings, (*lc_loc, "repairBatchSize"), lifecycle.get("repairBatchSize"))
+    _check_batch(findings, (*lc_loc, "repairBatchSize"), value=lifecycle.get("repairBatchSize"))

@@ -190,13 +190,13 @@ def is_dns1123_label(value: Any) -> bool:
     )
 
 
-def check_subdomain(findings: Findings, loc: Loc, value: Any) -> None:
+def check_subdomain(findings: Findings, loc: Loc, *, value: Any) -> None:
     """A reference to a named object: a DNS-1123 subdomain."""
     if not is_dns1123_subdomain(value):
         findings.error(loc, f"{DNS1123_SUBDOMAIN_RULE}, got {show(value)}")
 
 
-def as_object(findings: Findings, loc: Loc, value: Any) -> Mapping[str, Any] | None:
+def as_object(findings: Findings, loc: Loc, *, value: Any) -> Mapping[str, Any] | None:
     """``value`` when it is a JSON object; ``None`` for null or absent; else an error."""
     if value is None or value is _MISSING:
         return None
@@ -206,7 +206,7 @@ def as_object(findings: Findings, loc: Loc, value: Any) -> Mapping[str, Any] | N
     return None
 
 
-def check_choice(findings: Findings, loc: Loc, value: Any, choices: Sequence[str]) -> None:
+def check_choice(findings: Findings, loc: Loc, *, value: Any, choices: Sequence[str]) -> None:
     """``value``, when set, is one of ``choices``."""
     if value is None:
         return
@@ -214,7 +214,7 @@ def check_choice(findings: Findings, loc: Loc, value: Any, choices: Sequence[str
         findings.error(loc, f"must be one of {', '.join(choices)}, got {show(value)}")
 
 
-def check_min_int(findings: Findings, loc: Loc, value: Any, minimum: int) -> int | None:
+def check_min_int(findings: Findings, loc: Loc, *, value: Any, minimum: int) -> int | None:
     """``value``, when set, is an integer >= ``minimum``; returns it when it is."""
     if value is None:
         return None

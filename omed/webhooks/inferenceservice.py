@@ -85,7 +85,9 @@ def is_deleting(obj: Mapping[str, Any] | None) -> bool:
     return isinstance(metadata, dict) and metadata.get("deletionTimestamp") is not None
 
 
-def _check_name(findings: Findings, metadata: Mapping[str, Any], spec: Mapping[str, Any]) -> None:
+def _check_name(
+    findings: Findings, *, metadata: Mapping[str, Any], spec: Mapping[str, Any]
+) -> None:
     name = metadata.get("name")
     if not isinstance(name, str) or not name:
         return  # generateName: the API server names it later, and checks the name it makes
@@ -106,14 +108,18 @@ def _check_name(findings: Findings, metadata: Mapping[str, Any], spec: Mapping[s
 
 
 def _check_refs(findings: Findings, spec: Mapping[str, Any]) -> None:
-    model = as_object(findings, ("spec", "model"), spec.get("model"))
+    model = as_object(findings, ("spec", "model"), value=spec.get("model"))
     if model is not None:
-        check_subdomain(findings, ("spec", "model", "name"), model.get("name"))
-        check_choice(findings, ("spec", "model", "kind"), model.get("kind"), MODEL_KINDS)
-    runtime = as_object(findings, ("spec", "runtime"), spec.get("runtime"))
+        check_subdomain(findings, ("spec", "model", "name"), value=model.get("name"))
+        check_choice(
+            findings, ("spec", "model", "kind"), value=model.get("kind"), choices=MODEL_KINDS
+        )
+    runtime = as_object(findings, ("spec", "runtime"), value=spec.get("runtime"))
     if runtime is not None:
-        check_subdomain(findings, ("spec", "runtime", "name"), runtime.get("name"))
-        check_choice(findings, ("spec", "runtime", "kind"), runtime.get("kind"), RUNTIME_KINDS)
+        check_subdomain(findings, ("spec", "runtime", "name"), value=runtime.get("name"))
+        check_choice(
+            findings, ("spec", "runtime", "kind"), value=runtime.get("kind"), choices=RUNTIME_KINDS
+        )
     refs = spec.get("replicaRefs")
     if refs is None:
         return
@@ -121,12 +127,14 @@ def _check_refs(findings: Findings, spec: Mapping[str, Any]) -> None:
         findings.error(("spec", "replicaRefs"), f"must be a list, got {show(refs)}")
         return
     for i, ref in enumerate(refs):
-        body = as_object(findings, ("spec", "replicaRefs", i), ref)
+        body = as_object(findings, ("spec", "replicaRefs", i), value=ref)
         if body is not None:
-            check_subdomain(findings, ("spec", "replicaRefs", i, "name"), body.get("name"))
+            check_subdomain(findings, ("spec", "replicaRefs", i, "name"), value=body.get("name"))
 
 
-def _check_mode(findings: Findings, metadata: Mapping[str, Any], spec: Mapping[str, Any]) -> None:
+def _check_mode(
+    findings: Findings, *, metadata: Mapping[str, Any], spec: Mapping[str, Any]
+) -> None:
     annotations = metadata.get("annotations")
     annotated = (
         annotations.get(ANNOTATION_DEPLOYMENT_MODE) if isinstance(annotations, dict) else None
@@ -150,24 +158,26 @@ def _check_mode(findings: Findings, metadata: Mapping[str, Any], spec: Mapping[s
 def validate_inferenceservice(obj: Mapping[str, Any], *, gates: FeatureGates) -> Findings:
     """Every rule, on an InferenceService as written (no ratcheting, no model parse)."""
     findings = Findings()
-    metadata = as_object(findings, ("metadata",), obj.get("metadata")) or {}
+    metadata = as_object(findings, ("metadata",), value=obj.get("metadata")) or {}
     spec = obj.get("spec")
     if not isinstance(spec, dict):
         findings.error(("spec",), f"must be an object, got {show(spec)}")
         return findings
-    annotations = as_object(findings, ("metadata", "annotations"), metadata.get("annotations"))
+    annotations = as_object(
+        findings, ("metadata", "annotations"), value=metadata.get("annotations")
+    )
     annotations = annotations or {}
 
-    _check_name(findings, metadata, spec)
-    _check_mode(findings, metadata, spec)
+    _check_name(findings, metadata=metadata, spec=spec)
+    _check_mode(findings, metadata=metadata, spec=spec)
     requested = requested_components(annotations)
     for component in COMPONENTS:
         loc: Loc = ("spec", component)
-        body = as_object(findings, loc, spec.get(component))
+        body = as_object(findings, loc, value=spec.get(component))
         if body is None:
             continue
-        check_replicas(findings, loc, body)
-        check_lifecycle(findings, loc, body, migration_requested=component in requested)
+        check_replicas(findings, loc, component=body)
+        check_lifecycle(findings, loc, component=body, migration_requested=component in requested)
     _check_refs(findings, spec)
     check_policy_refs(findings, spec, gates=gates)
     for key, value in annotations.items():

@@ -66,7 +66,7 @@ def _ref_name(ref: Any) -> str:
     return show(name) if name is not None else "a policy"
 
 
-def _check_autoscaler(findings: Findings, loc: Loc, ref: Any, *, gates: FeatureGates) -> None:
+def _check_autoscaler(findings: Findings, loc: Loc, *, ref: Any, gates: FeatureGates) -> None:
     if not gates.autoscaler_policy:
         findings.error(
             loc,
@@ -76,7 +76,7 @@ def _check_autoscaler(findings: Findings, loc: Loc, ref: Any, *, gates: FeatureG
             ratchet=False,
         )
         return
-    body = as_object(findings, loc, ref)
+    body = as_object(findings, loc, value=ref)
     if body is None:
         return
     kind = body.get("kind")
@@ -90,7 +90,7 @@ def _check_autoscaler(findings: Findings, loc: Loc, ref: Any, *, gates: FeatureG
         findings.error((*loc, "name"), f"{DNS1123_SUBDOMAIN_RULE}, got {show(body.get('name'))}")
 
 
-def _check_rollout(findings: Findings, loc: Loc, ref: Any, *, gates: FeatureGates) -> None:
+def _check_rollout(findings: Findings, loc: Loc, *, ref: Any, gates: FeatureGates) -> None:
     if not gates.rollout_policy:
         findings.error(
             loc,
@@ -101,7 +101,7 @@ def _check_rollout(findings: Findings, loc: Loc, ref: Any, *, gates: FeatureGate
             ratchet=False,
         )
         return
-    body = as_object(findings, loc, ref)
+    body = as_object(findings, loc, value=ref)
     if body is None:
         return
     kind = body.get("kind")
@@ -124,7 +124,7 @@ def _check_rollout(findings: Findings, loc: Loc, ref: Any, *, gates: FeatureGate
         )
 
 
-def _misplaced(findings: Findings, loc: Loc, kind: str, *, right_place: str) -> None:
+def _misplaced(findings: Findings, loc: Loc, *, kind: str, right_place: str) -> None:
     findings.error(
         loc,
         f"OME reads no {kind} reference here, so it would do nothing: "
@@ -141,15 +141,15 @@ def check_policy_refs(findings: Findings, spec: Mapping[str, Any], *, gates: Fea
             _check_autoscaler(
                 findings,
                 ("spec", component, "autoscalerPolicyRef"),
-                body["autoscalerPolicyRef"],
+                ref=body["autoscalerPolicyRef"],
                 gates=gates,
             )
     if spec.get("autoscalerPolicyRef") is not None:
         loc: Loc = ("spec", "autoscalerPolicyRef")
         if gates.autoscaler_policy:
-            _misplaced(findings, loc, KIND_AUTOSCALER_POLICY, right_place=AUTOSCALER_REF_PLACE)
+            _misplaced(findings, loc, kind=KIND_AUTOSCALER_POLICY, right_place=AUTOSCALER_REF_PLACE)
         else:
-            _check_autoscaler(findings, loc, spec["autoscalerPolicyRef"], gates=gates)
+            _check_autoscaler(findings, loc, ref=spec["autoscalerPolicyRef"], gates=gates)
     rollout = spec.get("rollout")
     misplaced_rollout: list[tuple[Loc, Any]] = []
     if spec.get("rolloutPolicyRef") is not None:
@@ -158,9 +158,9 @@ def check_policy_refs(findings: Findings, spec: Mapping[str, Any], *, gates: Fea
         misplaced_rollout.append((("spec", "rollout", "policyRef"), rollout["policyRef"]))
     for loc, ref in misplaced_rollout:
         if gates.rollout_policy:
-            _misplaced(findings, loc, KIND_ROLLOUT_POLICY, right_place=ROLLOUT_REF_PLACE)
+            _misplaced(findings, loc, kind=KIND_ROLLOUT_POLICY, right_place=ROLLOUT_REF_PLACE)
         else:
-            _check_rollout(findings, loc, ref, gates=gates)
+            _check_rollout(findings, loc, ref=ref, gates=gates)
     if not isinstance(rollout, dict):
         return
     groups = rollout.get("groups")
@@ -171,6 +171,6 @@ def check_policy_refs(findings: Findings, spec: Mapping[str, Any], *, gates: Fea
             _check_rollout(
                 findings,
                 ("spec", "rollout", "groups", i, "policyRef"),
-                group["policyRef"],
+                ref=group["policyRef"],
                 gates=gates,
             )

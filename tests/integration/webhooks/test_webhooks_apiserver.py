@@ -134,7 +134,7 @@ class Webhooks:
         bundle = base64.b64encode(ca_pem).decode()
         base = f"https://127.0.0.1:{self.server.port}"
 
-        def hook(name: str, path: str, resource: str) -> dict[str, Any]:
+        def hook(name: str, path: str, *, resource: str) -> dict[str, Any]:
             return {
                 "name": name,
                 "clientConfig": {"url": base + path, "caBundle": bundle},
@@ -161,9 +161,11 @@ class Webhooks:
             "metadata": {"name": self.config_name},
             "webhooks": [
                 hook(
-                    ISVC_VALIDATOR, "/validate-ome-io-v1beta1-inferenceservice", "inferenceservices"
+                    ISVC_VALIDATOR,
+                    "/validate-ome-io-v1beta1-inferenceservice",
+                    resource="inferenceservices",
                 ),
-                hook(IREP_VALIDATOR, IREP_PATH, "inferencereplicas"),
+                hook(IREP_VALIDATOR, IREP_PATH, resource="inferencereplicas"),
             ],
         }
         mutating = {
@@ -171,7 +173,7 @@ class Webhooks:
             "kind": "MutatingWebhookConfiguration",
             "metadata": {"name": self.config_name},
             "webhooks": [
-                hook(ISVC_DEFAULTER, MUTATE_PATH, "inferenceservices")
+                hook(ISVC_DEFAULTER, MUTATE_PATH, resource="inferenceservices")
                 | {"reinvocationPolicy": "Never"}
             ],
         }

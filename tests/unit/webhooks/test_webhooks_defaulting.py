@@ -21,7 +21,7 @@ MODE = "/metadata/annotations/ome.io~1deploymentMode"
 
 
 def deploy(
-    mode: str | None = None, low: int | None = None, high: int | None = None
+    mode: str | None = None, *, low: int | None = None, high: int | None = None
 ) -> DeployConfig:
     """The ``deploy`` entry as the ConfigMap would hold it."""
     entry: dict[str, Any] = {"defaultDeploymentMode": mode}
@@ -119,7 +119,9 @@ def test_without_replica_entry_min_defaults_to_one(isvc: dict) -> None:
 def test_malformed_objects_are_left_to_the_validator(isvc: dict) -> None:
     assert (
         default_patch(
-            {"metadata": {}, "spec": "x"}, deploy=deploy("OMENative", 1, 2), operation="CREATE"
+            {"metadata": {}, "spec": "x"},
+            deploy=deploy("OMENative", low=1, high=2),
+            operation="CREATE",
         )
         == []
     )
@@ -129,7 +131,7 @@ def test_malformed_objects_are_left_to_the_validator(isvc: dict) -> None:
 
 async def test_webhook_patches(request_for: Request, isvc: dict) -> None:
     async def source() -> DeployConfig:
-        return deploy("OMENative", 1, 1)
+        return deploy("OMENative", low=1, high=1)
 
     answer = await InferenceServiceDefaulter(deploy_config=source).admit(request_for(bare(isvc)))
     assert answer.allowed and answer.patch is not None
@@ -147,7 +149,7 @@ async def test_webhook_skips_deletes_and_deleting(request_for: Request, isvc: di
     async def source() -> DeployConfig:
         nonlocal calls
         calls += 1
-        return deploy("OMENative", 1, 1)
+        return deploy("OMENative", low=1, high=1)
 
     hook = InferenceServiceDefaulter(deploy_config=source)
     assert (await hook.admit(request_for(None, operation="DELETE", old=isvc))).patch is None

@@ -40,7 +40,7 @@ def request_doc(**changes: Any) -> dict[str, Any]:
 
 
 def admit(
-    request_for: Request, isvc: dict[str, Any], value: Any, key: str = REQUEST_KEY
+    request_for: Request, isvc: dict[str, Any], *, value: Any, key: str = REQUEST_KEY
 ) -> AdmissionResponse:
     isvc["spec"]["engine"]["lifecycle"] = {"instanceReadyTimeout": "15m"}
     raw = value if isinstance(value, str) else orjson.dumps(value).decode()
@@ -49,13 +49,13 @@ def admit(
 
 
 def test_full_request_is_admitted(request_for: Request, isvc: dict) -> None:
-    answer = admit(request_for, isvc, request_doc())
+    answer = admit(request_for, isvc, value=request_doc())
     assert answer.allowed and answer.warnings == ()
 
 
 def test_minimal_request_is_admitted(request_for: Request, isvc: dict) -> None:
     doc = request_doc(fromNode=..., hintNodes=..., reason=..., requestedAt=..., requestedBy=...)
-    assert admit(request_for, isvc, doc).allowed
+    assert admit(request_for, isvc, value=doc).allowed
 
 
 @pytest.mark.parametrize(
@@ -106,24 +106,24 @@ def test_minimal_request_is_admitted(request_for: Request, isvc: dict) -> None:
 def test_field_rules(
     request_for: Request, isvc: dict, changes: dict[str, Any], message: str
 ) -> None:
-    answer = admit(request_for, isvc, request_doc(**changes))
+    answer = admit(request_for, isvc, value=request_doc(**changes))
     assert not answer.allowed
     assert answer.message == message
 
 
 def test_every_hint_count_up_to_eight_is_admitted(request_for: Request, isvc: dict) -> None:
     doc = request_doc(hintNodes=[f"node-{i}" for i in range(8)])
-    assert admit(request_for, isvc, doc).allowed
+    assert admit(request_for, isvc, value=doc).allowed
 
 
 def test_component_must_be_declared(request_for: Request, isvc: dict) -> None:
     del isvc["spec"]["router"]
-    answer = admit(request_for, isvc, request_doc(component="router"))
+    answer = admit(request_for, isvc, value=request_doc(component="router"))
     assert answer.message == f"{PATH}.component: names router, which spec.router doesn't declare"
 
 
 def test_component_with_migrations_off_warns(request_for: Request, isvc: dict) -> None:
-    answer = admit(request_for, isvc, request_doc(component="decoder"))
+    answer = admit(request_for, isvc, value=request_doc(component="decoder"))
     assert answer.allowed
     assert answer.warnings == (
         f"{PATH}: decoder has lifecycle.migrationPolicy.mode Never, so OME fails this request "
@@ -132,7 +132,7 @@ def test_component_with_migrations_off_warns(request_for: Request, isvc: dict) -
 
 
 def test_unknown_fields_warn(request_for: Request, isvc: dict) -> None:
-    answer = admit(request_for, isvc, request_doc(lookupOnly=False, hintNode="x"))
+    answer = admit(request_for, isvc, value=request_doc(lookupOnly=False, hintNode="x"))
     assert answer.allowed
     assert answer.warnings == (
         f"{PATH}: schema v1 has no field hintNode, lookupOnly (OME ignores them)",
@@ -150,13 +150,13 @@ def test_unknown_fields_warn(request_for: Request, isvc: dict) -> None:
 def test_value_must_be_a_json_object(
     request_for: Request, isvc: dict, value: str, message: str
 ) -> None:
-    answer = admit(request_for, isvc, value)
+    answer = admit(request_for, isvc, value=value)
     assert answer.message == message
 
 
 def test_key_must_end_in_a_uuid(request_for: Request, isvc: dict) -> None:
     key = "ome.io/migration-request-v1-not-a-uuid"
-    answer = admit(request_for, isvc, request_doc(), key=key)
+    answer = admit(request_for, isvc, value=request_doc(), key=key)
     assert answer.message == (
         f"metadata.annotations[{key}]: the key must end in a lowercase UUID, such as "
         "ome.io/migration-request-v1-7c9e6679-7425-40de-944b-e07fc1f90ae7"
@@ -164,7 +164,7 @@ def test_key_must_end_in_a_uuid(request_for: Request, isvc: dict) -> None:
 
 
 def test_other_annotations_are_ignored(request_for: Request, isvc: dict) -> None:
-    answer = admit(request_for, isvc, "anything", key="ome.io/migration-request-v2-abc")
+    answer = admit(request_for, isvc, value="anything", key="ome.io/migration-request-v2-abc")
     assert answer.allowed
 
 
@@ -215,7 +215,7 @@ URL = 'must not contain a URL ("://" or "www.")'
 def test_reason_must_be_plain_text(
     request_for: Request, isvc: dict, reason: str, problem: str
 ) -> None:
-    answer = admit(request_for, isvc, request_doc(reason=reason))
+    answer = admit(request_for, isvc, value=request_doc(reason=reason))
     assert answer.message == f"{PATH}.reason: {problem}"
     assert reason not in answer.message  # never echo a possible secret
 
@@ -232,11 +232,11 @@ def test_reason_must_be_plain_text(
     ],
 )
 def test_plain_reasons_are_admitted(request_for: Request, isvc: dict, reason: str) -> None:
-    assert admit(request_for, isvc, request_doc(reason=reason)).allowed
+    assert admit(request_for, isvc, value=request_doc(reason=reason)).allowed
 
 
 def test_requested_by_follows_the_text_rules(request_for: Request, isvc: dict) -> None:
-    answer = admit(request_for, isvc, request_doc(requestedBy="bob password=x"))
+    answer = admit(request_for, isvc, value=request_doc(requestedBy="bob password=x"))
     assert answer.message == (
         f"{PATH}.requestedBy: must not contain credentials (found what looks like a secret "
         "assignment such as password= or token=)"
@@ -244,7 +244,7 @@ def test_requested_by_follows_the_text_rules(request_for: Request, isvc: dict) -
 
 
 def test_unchanged_request_ratchets(request_for: Request, isvc: dict) -> None:
-    admit(request_for, isvc, request_doc(component="router"))
+    admit(request_for, isvc, value=request_doc(component="router"))
     stored = isvc
     updated = {**stored, "spec": {k: v for k, v in stored["spec"].items() if k != "router"}}
     answer = VALIDATOR.review(request_for(updated, operation="UPDATE", old=stored))
