@@ -32,15 +32,23 @@ def main() -> None:
         began = time.monotonic()
         plane.stop()
         stops.append(time.monotonic() - began)
-    print(json.dumps({
-        "benchmark": "controlplane",
-        "kubernetes": binaries.kubernetes_version,
-        "cpus": os.cpu_count(),
-        "runs": args.runs,
-        "start_seconds": {"median": round(statistics.median(starts), 2),
-                          "min": round(min(starts), 2), "max": round(max(starts), 2)},
-        "stop_seconds": {"median": round(statistics.median(stops), 2)},
-    }, indent=2))
+    print(
+        json.dumps(
+            {
+                "benchmark": "controlplane",
+                "kubernetes": binaries.kubernetes_version,
+                "cpus": os.cpu_count(),
+                "runs": args.runs,
+                "start_seconds": {
+                    "median": round(statistics.median(starts), 2),
+                    "min": round(min(starts), 2),
+                    "max": round(max(starts), 2),
+                },
+                "stop_seconds": {"median": round(statistics.median(stops), 2)},
+            },
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":
