@@ -34,6 +34,11 @@ together. What happens when it ends:
 Failures wait on :class:`~omed.informers.backoff.Backoff` (0.8 s doubling to 30 s, jittered,
 reset after two minutes without a failure), timed by the injected clock.
 
+Every watch end is counted in ``omed_informer_watch_ends_total{resource,reason}`` (reasons
+``closed``, ``broken``, ``silent``, ``unreachable``, ``throttled``, ``gone``, ``error-event``,
+``error``, ``short``) and every LIST that fills the cache in
+``omed_informer_lists_total{resource,reason}`` (``initial``, ``watch-error``).
+
 Invariants: the sink receives events in the order the API server sent them, each at most
 once per watch; ``last_sync_resource_version`` only moves to a version whose effects the
 sink has already received, so resuming from it loses nothing.
@@ -329,6 +334,7 @@ class Reflector:
         started = self._clock.monotonic()
         activity_before = self._activity
         opened = False
+        error: BaseException | None = None
         try:
             async with self._client.stream(
                 self._path, params=params, timeout=timeout_seconds + 60.0
@@ -348,18 +354,19 @@ class Reflector:
         except CONNECTION_ERRORS as err:
             if not opened:
                 return self._ended("unreachable", WatchEnd.RETRY, err)
-            end = WatchEnd.CLOSED
-            self._note("broken", err)
+            end, reason = WatchEnd.CLOSED, "broken"
+            error = err
         except Exception as err:
             log.exception("Watch event could not be applied", extra=kv(resource=self._label))
             return self._ended("error", WatchEnd.RELIST, err)
         else:
             if end is WatchEnd.SILENT:
                 return self._ended("silent", WatchEnd.SILENT, None)
-            self._note("closed", None)
+            reason = "closed"
         delivered = self._activity != activity_before
         if not delivered and self._clock.monotonic() - started < SHORT_WATCH:
-            return self._ended("short", WatchEnd.RELIST, None)
+            return self._ended("short", WatchEnd.RELIST, error)
+        self._note(reason, error)
         return end, 0.0
 
     def _note(self, reason: str, err: BaseException | None) -> None:
