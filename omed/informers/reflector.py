@@ -21,8 +21,9 @@ The WATCH resumes from the last resourceVersion seen, with ``allowWatchBookmarks
 ``timeoutSeconds`` drawn from [300, 600) so that watches of many clients do not end
 together. What happens when it ends:
 
-- closed by the server (its timeout) or broken after it delivered something: watch again
-  at once from the last resourceVersion;
+- closed by the server (its timeout) or broken after it delivered something (a reset, an
+  incomplete chunk, a line that is not JSON): watch again at once from the last
+  resourceVersion;
 - no event and no bookmark for ``silence_timeout`` (70 s; the API server sends a bookmark
   about every minute): the stream is presumed dead, closed, and watched again;
 - the connection is refused or reset when opening, or 429: back off (429: at least its
@@ -354,6 +355,9 @@ class Reflector:
         except CONNECTION_ERRORS as err:
             if not opened:
                 return self._ended("unreachable", WatchEnd.RETRY, err)
+            end, reason = WatchEnd.CLOSED, "broken"
+            error = err
+        except orjson.JSONDecodeError as err:  # a line cut short: the stream, not the data
             end, reason = WatchEnd.CLOSED, "broken"
             error = err
         except Exception as err:

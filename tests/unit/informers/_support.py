@@ -82,6 +82,9 @@ class ScriptedWatch:
     def event(self, kind: str, obj: Obj) -> None:
         self._queue.put_nowait(orjson.dumps({"type": kind, "object": obj}))
 
+    def raw(self, line: bytes) -> None:
+        self._queue.put_nowait(line)
+
     def bookmark(self, rv: str | int) -> None:
         self.event("BOOKMARK", {"kind": "Pod", "metadata": {"resourceVersion": str(rv)}})
 

@@ -335,3 +335,12 @@ async def test_an_object_the_transform_rejects_fails_the_watch_loudly(
     finally:
         await informer.stop()
     assert any(r.getMessage() == "Watch event could not be applied" for r in caplog.records)
+
+
+async def test_a_line_cut_short_is_a_broken_stream_not_bad_data(running: Running) -> None:
+    running.watch.event("MODIFIED", pod("a", 11))
+    running.watch.raw(b'{"type":"MODIFIED","object":{"metad')
+    after = running.api.watch()
+    await until(after.opened.is_set)  # at once, from the last version: no relist
+    assert after.params is not None and after.params["resourceVersion"] == "11"
+    assert len(running.api.list_calls) == 1
