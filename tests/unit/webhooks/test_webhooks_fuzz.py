@@ -200,7 +200,7 @@ def check_answer(status: int, body: bytes, *, sent: bytes) -> None:
 @settings(
     max_examples=200,
     deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    suppress_health_check=list(HealthCheck),
 )
 @given(path=st.sampled_from(PATHS), body=bodies, content_type=content_types)
 def test_any_body_gets_a_well_formed_answer(
@@ -213,7 +213,7 @@ def test_any_body_gets_a_well_formed_answer(
 @settings(
     max_examples=100,
     deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    suppress_health_check=list(HealthCheck),
 )
 @given(path=st.sampled_from(PATHS), review=reviews())
 def test_review_shaped_bodies_are_answered_200(
