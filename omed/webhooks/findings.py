@@ -159,18 +159,12 @@ class Findings:
 
 # -- Common value rules ----------------------------------------------------------------------
 
-DNS1123_LABEL_MAX: Final = 63
 DNS1123_SUBDOMAIN_MAX: Final = 253
-_DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
 DNS1123_SUBDOMAIN_RULE: Final = (
     "must be a DNS-1123 subdomain (lowercase letters, digits, '-' and '.', starting and "
     "ending with a letter or digit, at most 253 characters)"
-)
-DNS1123_LABEL_RULE: Final = (
-    "must be a DNS-1123 label (lowercase letters, digits and '-', starting and ending with "
-    "a letter or digit, at most 63 characters)"
 )
 
 
@@ -179,14 +173,6 @@ def is_dns1123_subdomain(value: Any) -> bool:
         isinstance(value, str)
         and 0 < len(value) <= DNS1123_SUBDOMAIN_MAX
         and _DNS1123_SUBDOMAIN.fullmatch(value) is not None
-    )
-
-
-def is_dns1123_label(value: Any) -> bool:
-    return (
-        isinstance(value, str)
-        and 0 < len(value) <= DNS1123_LABEL_MAX
-        and _DNS1123_LABEL.fullmatch(value) is not None
     )
 
 

@@ -20,6 +20,7 @@ Invariants:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -58,6 +59,8 @@ PATH: Final = "/validate-ome-io-v1beta1-inferenceservice"
 MODEL_KINDS: Final = ("ClusterBaseModel", "BaseModel")
 RUNTIME_KINDS: Final = (KIND_SERVING_RUNTIME, KIND_CLUSTER_SERVING_RUNTIME)
 
+_NAME: Final = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
+"""Upstream OME's InferenceService name format (a DNS-1035 label, length checked apart)."""
 _NAME_RULE: Final = (
     "must start with a lowercase letter and hold only lowercase letters, digits and '-', "
     "ending with a letter or digit"
@@ -65,13 +68,7 @@ _NAME_RULE: Final = (
 
 
 def _name_ok(name: str) -> bool:
-    return (
-        name[:1].isascii()
-        and name[:1].islower()
-        and name[-1:].isascii()
-        and (name[-1:].islower() or name[-1:].isdigit())
-        and all(c.isascii() and (c.islower() or c.isdigit() or c == "-") for c in name)
-    )
+    return _NAME.fullmatch(name) is not None
 
 
 def max_name_length(component: str) -> int:
@@ -102,7 +99,6 @@ def _check_name(
                 f"must be at most {max_name_length(component)} characters with a {component}, "
                 f"so that its revision names (<name>-{component}-<hash>) fit in 63 "
                 f"characters, got {len(name)}",
-                depends=(loc, ("spec", component)),
             )
             return
 

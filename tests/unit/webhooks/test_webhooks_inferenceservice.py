@@ -412,3 +412,14 @@ def test_migration_request_without_ready_timeout_warns(request_for: Request, isv
     )
     isvc["spec"]["engine"]["lifecycle"] = {"instanceReadyTimeout": "20m"}
     assert review(request_for, isvc).warnings == ()
+
+
+def test_long_name_stored_before_ratchets(request_for: Request, isvc: dict) -> None:
+    isvc["metadata"]["name"] = "a" * 47
+    changed = {**isvc, "spec": {**isvc["spec"], "decoder": {"minReplicas": 2, "maxReplicas": 2}}}
+    answer = review(request_for, changed, operation="UPDATE", old=isvc)
+    assert answer.allowed
+    assert answer.warnings == (
+        "metadata.name: must be at most 46 characters with a decoder, so that its revision "
+        f"names (<name>-decoder-<hash>) fit in 63 characters, got 47{RATCHET_NOTE}",
+    )
