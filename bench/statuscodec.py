@@ -3,7 +3,8 @@
 Prints one JSON document: for each fleet, the bytes of the rows as a DenseV1 list (compact
 JSON), as ColumnarV2 columns, and as zlib -9 of the list (for reference only: the API server
 stores JSON, not zlib), and the median encode and decode milliseconds over several runs (wall
-clock, and CPU time of the process), with a calibration figure to compare machines.
+clock, and CPU time of the process; decoding also with ``share_nested``), with a calibration
+figure to compare machines.
 
 The fleets are what a controller writes:
 
@@ -212,6 +213,9 @@ def measure(rows: list[dict[str, Any]], *, runs: int) -> dict[str, Any]:
     decode_ms, decode_cpu_ms = _median_ms(
         lambda: decode_columnar(columns, max_rows=len(rows)), runs=runs
     )
+    shared_ms, _ = _median_ms(
+        lambda: decode_columnar(columns, max_rows=len(rows), share_nested=True), runs=runs
+    )
     return {
         "dense_v1_bytes": len(dense),
         "columnar_v2_bytes": encoded_size(columns),
@@ -223,6 +227,8 @@ def measure(rows: list[dict[str, Any]], *, runs: int) -> dict[str, Any]:
         "encode_plus_decode_ms": round(encode_ms + decode_ms, 1),
         "encode_cpu_ms": encode_cpu_ms,
         "decode_cpu_ms": decode_cpu_ms,
+        "decode_share_nested_ms": shared_ms,
+        "encode_plus_decode_share_nested_ms": round(encode_ms + shared_ms, 1),
     }
 
 

@@ -6,10 +6,11 @@ tokens), and each row costs its share of two sequences, ``index`` and ``rowClass
 runs too. A replaced Instance in the middle of a creation batch goes to ``overrides`` instead
 of splitting the batch's run.
 
-Why it is fast: the encoder compares each row with the class of the previous rows first, one
-C-level ``==`` per row, and checks and flattens a row only when it starts or revisits a class
-that the last two rows didn't have. So its cost per row is a dict comparison, and its checking
-cost is per class.
+Why it is fast: the encoder compares each row with the two most recent classes, one C-level
+``==`` per row (two where classes alternate), and checks and flattens a row only when it
+starts a class, looking it up first among classes with the same phase, incarnation,
+readySince, revisions and operation id. So its cost per row is a dict comparison, and its
+checking cost is per class.
 
 Invariant: ``decode_columnar(encode_columnar(rows)) == rows`` for every list of valid rows
 (rows that :func:`omed.statuscodec.rowschema.flatten` accepts, plus an optional ``index``), and
@@ -98,7 +99,7 @@ def check_rows(rows: Sequence[Mapping[str, Any]]) -> None:
 
 
 def encode(rows: Sequence[Mapping[str, Any]]) -> Encoded:
-    """Encode ``rows`` and measure them as a list in the same pass."""
+    """Encode ``rows``; the result also knows their size as a list (see :class:`Encoded`)."""
     classes = _Classifier()
     row_class, indexes = classes.classify(rows)
     base, overrides = _split_overrides(row_class)

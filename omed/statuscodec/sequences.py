@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from itertools import groupby
+from operator import sub
 from typing import Final
 
 from omed.statuscodec.errors import DecodeError, describe, type_name
@@ -178,6 +179,10 @@ def format_sequence(tokens: Sequence[Token]) -> str:
         last = first + len(tokens) - 1
         if tokens[-1] == last and tokens == list(range(first, last + 1)):
             return f"{first}-{last}"  # one ascending run: an index column, usually
+    if len(tokens) > 16 and None not in tokens:
+        steps = list(map(sub, tokens[1:], tokens[:-1]))
+        if 0 not in steps and 1 not in steps:
+            return ",".join(map(str, tokens))  # no run at all: every value differs
     parts: list[str] = []
     add = parts.append
     singles: list[int | None] = []

@@ -71,13 +71,15 @@ def stored_encoding(status: Mapping[str, Any] | None) -> Encoding:
     )
 
 
-def decode_status(status: Any, *, max_rows: int | None) -> list[dict[str, Any]]:
+def decode_status(
+    status: Any, *, max_rows: int | None, share_nested: bool = False
+) -> list[dict[str, Any]]:
     """The rows of an InferenceReplica ``status``, in whichever encoding it stores them.
 
     ``max_rows`` is the bound for ColumnarV2 (maxDecodedInstances for the manager,
     :data:`CLI_MAX_ROWS` or :data:`GUARDED_ACTION_MAX_ROWS` for the CLI); a list is read
     whatever its length. Rows of a list are returned as the same dicts (not copied); rows of
-    columns are new dicts.
+    columns are new dicts (see :func:`decode_columnar` for ``share_nested``).
     """
     if status is None:
         return []
@@ -97,7 +99,7 @@ def decode_status(status: Any, *, max_rows: int | None) -> list[dict[str, Any]]:
                 "encoding",
                 "instanceStatusEncoding is ColumnarV2 but instanceStatusColumns is absent",
             )
-        rows = decode_columnar(columns, max_rows=max_rows)
+        rows = decode_columnar(columns, max_rows=max_rows, share_nested=share_nested)
     else:
         if columns is not None:
             raise DecodeError(

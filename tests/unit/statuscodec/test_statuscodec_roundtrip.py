@@ -35,6 +35,8 @@ def round_trip(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     decoded = decode_columnar(stored, max_rows=max(len(rows), 1))
     assert canonical(decoded) == canonical(rows)
     assert decoded == rows
+    shared = decode_columnar(stored, max_rows=max(len(rows), 1), share_nested=True)
+    assert canonical(shared) == canonical(rows)
     return decoded
 
 
@@ -155,6 +157,18 @@ def test_decoded_rows_share_no_mutable_value() -> None:
     assert decoded[2] == rows[2]
     again = decode_columnar(encode_columnar(rows), max_rows=3)
     assert again == rows
+
+
+def test_shared_nested_values_are_equal_and_shared_within_a_class() -> None:
+    rows = [
+        {"index": i, "conditions": [dict(CONDITION)], "operation": {"hintTargetNodes": ["a"]}}
+        for i in range(3)
+    ] + [{"index": 3}, {"phase": "Ready"}]
+    decoded = decode_columnar(encode_columnar(rows), max_rows=5, share_nested=True)
+    assert canonical(decoded) == canonical(rows)
+    assert decoded[0] is not decoded[1]
+    assert decoded[0]["conditions"] is decoded[1]["conditions"]
+    assert decoded[0]["operation"] is decoded[2]["operation"]
 
 
 def test_decoded_keys_come_in_canonical_order() -> None:
