@@ -72,8 +72,12 @@ class LeaderWork:
 
     async def run(self) -> None:
         """Start everything, then run the workers until :meth:`stop` (or one fails)."""
+        if self._stopping:
+            return
         if self._recorder is not None:
             await self._recorder.start()
+        if self._stopping:  # stopped while the recorder started: start no informer
+            return
         log.info("Starting informers", extra=kv(count=len(self._informers.informers())))
         self._informers.start()
         self._sync = asyncio.ensure_future(

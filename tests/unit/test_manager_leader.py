@@ -158,6 +158,15 @@ async def test_a_stop_during_the_cache_sync_returns_without_starting_controllers
     assert not s.work.synced
 
 
+async def test_a_stop_before_the_run_starts_nothing() -> None:
+    s = Setup()
+    task = s.run()  # created, not yet running
+    await s.work.stop(drain=True)
+    await task
+    assert "informers start" not in s.journal
+    assert not any(entry.endswith(" run") for entry in s.journal)
+
+
 async def test_a_controller_that_fails_stops_the_others_and_raises() -> None:
     s = Setup()
     s.controllers[1].fail = RuntimeError("boom")
