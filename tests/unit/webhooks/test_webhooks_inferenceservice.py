@@ -423,3 +423,20 @@ def test_long_name_stored_before_ratchets(request_for: Request, isvc: dict) -> N
         "metadata.name: must be at most 46 characters with a decoder, so that its revision "
         f"names (<name>-decoder-<hash>) fit in 63 characters, got 47{RATCHET_NOTE}",
     )
+
+
+def test_model_check_ratchets_with_the_spec(request_for: Request, isvc: dict) -> None:
+    isvc["spec"]["engine"]["labels"] = {"team": 7}
+    labelled = {**isvc, "metadata": {**isvc["metadata"], "labels": {"team": "a"}}}
+    answer = review(request_for, labelled, operation="UPDATE", old=isvc)
+    assert answer.allowed and answer.warnings == ()  # spec unchanged: not parsed again
+    paused = {**isvc, "spec": {**isvc["spec"], "paused": True}}
+    answer = review(request_for, paused, operation="UPDATE", old=isvc)
+    assert answer.warnings == (
+        f"spec.engine.labels.team: Input should be a valid string{RATCHET_NOTE}",
+    )
+    engine = {**isvc["spec"]["engine"], "labels": {"team": 8}}
+    relabelled = {**isvc, "spec": {**isvc["spec"], "engine": engine}}
+    assert refused(request_for, relabelled, operation="UPDATE", old=isvc) == [
+        "spec.engine.labels.team: Input should be a valid string"
+    ]
