@@ -1,0 +1,482 @@
+"""The fleet check of ome-status-preflight: one cluster, read only, to a GO or NO-GO verdict.
+
+Why: before and after a switch of the Instance status encoding, an operator must know, per
+cluster, that the manager runs the intended image, that the ConfigMap holds the intended
+omenativeStatus block (the manager reads it only at start, and won't start on a bad one), that
+the InferenceReplica CRD can store both encodings, and that every stored status decodes under
+the intended bound (OME stops managing one that doesn't). Each check here reads; nothing
+writes.
+
+The checks are pure functions of what was read (:func:`image_problems`,
+:func:`config_problems`, :func:`schema_problems`, :class:`ReplicaTally`), and
+:func:`check_cluster` is the thin shell that reads. Invariants:
+
+* a cluster's verdict is GO exactly when it has no :class:`Problem`;
+* every problem has a reason from :data:`TOOL_REASONS` or, for a status that can't be
+  decoded, the codec's own :data:`~omed.statuscodec.DecodeReason` (so the report line matches
+  the manager's ``per-Instance status cannot be decoded (<reason>)`` event);
+* nothing a cluster does (an unreachable API server, an error answer, a malformed object) is
+  raised out of :func:`check_cluster`: it becomes a problem of that cluster, and the other
+  clusters are still checked.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any, Final
+
+import aiohttp
+import orjson
+
+from omed.cli.preflight_inventory import ClusterEntry, Inventory, block_json
+from omed.config import OMENativeStatusConfig, StartupConfigError, load_startup_config
+from omed.kube.client import KubeClient, load_config
+from omed.kube.errors import ApiError, NotFound
+from omed.kube.resources import CONFIGMAPS, DEPLOYMENTS, INFERENCE_REPLICAS
+from omed.statuscodec import COLUMNAR_V2, DENSE_V1, DecodeError, decode_status
+
+__all__ = [
+    "CONFIG_BLOCK",
+    "CRD_SCHEMA",
+    "GROUP_VERSION_PATH",
+    "KUBECONFIG",
+    "MANAGER_IMAGE",
+    "OPENAPI_V3",
+    "REPLICA_LIST",
+    "TOOL_REASONS",
+    "UNCONVERTED",
+    "UNREACHABLE",
+    "ClusterReport",
+    "DecodeFailure",
+    "Problem",
+    "ReplicaTally",
+    "SchemaProblem",
+    "check_cluster",
+    "config_problems",
+    "connect",
+    "image_problems",
+    "object_key",
+    "read_cluster_block",
+    "schema_problems",
+    "server_relative_url",
+    "unconverted_problems",
+]
+
+# -- reasons (docs/preflight.md lists each with its details) -----------------------------------
+
+KUBECONFIG: Final = "kubeconfig"
+UNREACHABLE: Final = "unreachable"
+MANAGER_IMAGE: Final = "manager_image"
+CONFIG_BLOCK: Final = "config_block"
+CRD_SCHEMA: Final = "crd_schema"
+REPLICA_LIST: Final = "replica_list"
+UNCONVERTED: Final = "unconverted"
+TOOL_REASONS: Final = (
+    KUBECONFIG,
+    UNREACHABLE,
+    MANAGER_IMAGE,
+    CONFIG_BLOCK,
+    CRD_SCHEMA,
+    REPLICA_LIST,
+    UNCONVERTED,
+)
+"""The tool's own reasons; a decode failure is reported under the codec's reason instead."""
+
+OPENAPI_V3: Final = "/openapi/v3"
+GROUP_VERSION_PATH: Final = "apis/ome.io/v1beta1"
+STATUS_FIELDS: Final = ("instanceStatusEncoding", "instanceStatusColumns")
+UNCONVERTED_NAMES_SHOWN: Final = 5
+
+UNREACHABLE_ERRORS: Final = (aiohttp.ClientError, TimeoutError, OSError)
+"""What a request raises when it never got an answer from the API server."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Problem:
+    """One ``- <reason>: <detail>`` line of a cluster's report."""
+
+    reason: str
+    detail: str
+
+
+@dataclasses.dataclass(frozen=True)
+class DecodeFailure:
+    """An InferenceReplica whose stored status can't be decoded under the inventory's bound."""
+
+    namespace: str
+    name: str
+    reason: str
+    detail: str
+
+    @property
+    def problem(self) -> Problem:
+        return Problem(self.reason, f"{self.namespace}/{self.name}: {self.detail}")
+
+
+def object_key(obj: Mapping[str, Any]) -> tuple[str, str]:
+    """``(namespace, name)`` of an object as listed; empty strings for a missing field."""
+    metadata = obj.get("metadata")
+    if not isinstance(metadata, Mapping):
+        return "", ""
+    return str(metadata.get("namespace") or ""), str(metadata.get("name") or "")
+
+
+@dataclasses.dataclass
+class ReplicaTally:
+    """Counts and decode results over every InferenceReplica, one page at a time.
+
+    An object is counted by the encoding its status claims: ColumnarV2 when
+    ``instanceStatusEncoding`` is ``ColumnarV2``, DenseV1 when it is absent; one with any other
+    value is counted only in ``total`` (and fails to decode with reason ``encoding``).
+    """
+
+    max_rows: int | None
+    total: int = 0
+    dense_v1: int = 0
+    columnar_v2: int = 0
+    largest_columnar_v2_rows: int = 0
+    """Most rows of a ColumnarV2 object: decoded rows, or the declared ``rowCount`` of one
+    that fails with cardinality_limit (the bound must not go below it)."""
+    columnar_v2_names: list[str] = dataclasses.field(default_factory=list)
+    failures: list[DecodeFailure] = dataclasses.field(default_factory=list)
+
+    def add(self, obj: Mapping[str, Any]) -> None:
+        namespace, name = object_key(obj)
+        status = obj.get("status")
+        claimed = status.get("instanceStatusEncoding") if isinstance(status, Mapping) else None
+        self.total += 1
+        columnar = claimed == COLUMNAR_V2
+        if columnar:
+            self.columnar_v2 += 1
+            if len(self.columnar_v2_names) < UNCONVERTED_NAMES_SHOWN:
+                self.columnar_v2_names.append(f"{namespace}/{name}")
+        elif claimed is None:
+            self.dense_v1 += 1
+        try:
+            rows = decode_status(status, max_rows=self.max_rows)
+        except DecodeError as err:
+            self.failures.append(DecodeFailure(namespace, name, err.reason, err.detail))
+            if columnar and err.reason == "cardinality_limit":
+                self._see_columnar_rows(_declared_rows(status))
+            return
+        if columnar:
+            self._see_columnar_rows(len(rows))
+
+    def _see_columnar_rows(self, count: int | None) -> None:
+        if count is not None:
+            self.largest_columnar_v2_rows = max(self.largest_columnar_v2_rows, count)
+
+
+def _declared_rows(status: Any) -> int | None:
+    columns = status.get("instanceStatusColumns") if isinstance(status, Mapping) else None
+    count = columns.get("rowCount") if isinstance(columns, Mapping) else None
+    if isinstance(count, int) and not isinstance(count, bool) and count >= 0:
+        return count
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class ClusterReport:
+    """What the check found in one cluster."""
+
+    name: str
+    problems: tuple[Problem, ...]
+    replicas: ReplicaTally | None
+    """``None`` when the InferenceReplicas could not be listed."""
+
+    @property
+    def go(self) -> bool:
+        return not self.problems
+
+    @property
+    def verdict(self) -> str:
+        return "GO" if self.go else "NO-GO"
+
+
+# -- pure checks -------------------------------------------------------------------------------
+
+
+def image_problems(deployment: Mapping[str, Any], *, inventory: Inventory) -> list[Problem]:
+    """The manager container's image must be the inventory's managerImage, exactly."""
+    ref = inventory.manager
+    where = f"deployment {ref.namespace}/{ref.deployment}"
+    spec = _dig(deployment, "spec", "template", "spec")
+    containers = spec.get("containers") if isinstance(spec, Mapping) else None
+    for container in containers if isinstance(containers, list) else ():
+        if isinstance(container, Mapping) and container.get("name") == ref.container:
+            image = container.get("image")
+            if image == inventory.manager_image:
+                return []
+            return [
+                Problem(
+                    MANAGER_IMAGE,
+                    f"container {ref.container} of {where} runs {_show(image)}, "
+                    f"the inventory wants {inventory.manager_image}",
+                )
+            ]
+    return [Problem(MANAGER_IMAGE, f"{where} has no container {ref.container}")]
+
+
+def read_cluster_block(
+    configmap: Mapping[str, Any],
+) -> tuple[OMENativeStatusConfig | None, str | None]:
+    """The cluster's omenativeStatus block as the manager would load it at start, or the
+    manager's own error (``Failed to initialize <name> configuration: <error>``)."""
+    data = configmap.get("data")
+    entries = {
+        key: value
+        for key, value in (data.items() if isinstance(data, Mapping) else ())
+        if isinstance(key, str) and isinstance(value, str)
+    }
+    try:
+        return load_startup_config(entries).omenative_status, None
+    except StartupConfigError as exc:
+        return None, str(exc)
+
+
+def config_problems(configmap: Mapping[str, Any], *, inventory: Inventory) -> list[Problem]:
+    """The ConfigMap's startup entries must be valid (or the manager won't start) and its
+    omenativeStatus block must equal the inventory's."""
+    ref = inventory.manager
+    block, error = read_cluster_block(configmap)
+    where = f"configmap {ref.namespace}/{ref.config_map}"
+    if block is None:
+        return [Problem(CONFIG_BLOCK, f"{where}: {error}")]
+    if block != inventory.omenative_status:
+        return [
+            Problem(
+                CONFIG_BLOCK,
+                f"{where} sets omenativeStatus {block_json(block)}, "
+                f"the inventory wants {block_json(inventory.omenative_status)}",
+            )
+        ]
+    return []
+
+
+class SchemaProblem(ValueError):
+    """OpenAPI v3 discovery doesn't show a CRD that can store both encodings."""
+
+
+def server_relative_url(index: Any) -> str:
+    """The ``serverRelativeURL`` (with its hash query) of ome.io/v1beta1 in ``GET /openapi/v3``."""
+    paths = index.get("paths") if isinstance(index, Mapping) else None
+    if not isinstance(paths, Mapping):
+        raise SchemaProblem(f"GET {OPENAPI_V3} has no paths map")
+    entry = paths.get(GROUP_VERSION_PATH)
+    if entry is None:
+        raise SchemaProblem(
+            f"OpenAPI v3 discovery has no {GROUP_VERSION_PATH}: "
+            "the InferenceReplica CRD is not installed"
+        )
+    url = entry.get("serverRelativeURL") if isinstance(entry, Mapping) else None
+    if not isinstance(url, str) or not url.startswith("/"):
+        raise SchemaProblem(
+            f"OpenAPI v3 discovery has no serverRelativeURL for {GROUP_VERSION_PATH}"
+        )
+    return url
+
+
+def schema_problems(document: Any) -> list[Problem]:
+    """The InferenceReplica schema of ome.io/v1beta1 must declare both status fields."""
+    schemas = _dig(document, "components", "schemas")
+    if not isinstance(schemas, Mapping):
+        return [
+            Problem(CRD_SCHEMA, f"the OpenAPI v3 document of {GROUP_VERSION_PATH} has no schemas")
+        ]
+    schema = _inference_replica_schema(schemas)
+    if schema is None:
+        return [
+            Problem(
+                CRD_SCHEMA,
+                f"the OpenAPI v3 document of {GROUP_VERSION_PATH} has no InferenceReplica schema",
+            )
+        ]
+    status = _resolve(_dig(schema, "properties", "status"), schemas)
+    properties = _dig(status, "properties")
+    missing = [
+        name
+        for name in STATUS_FIELDS
+        if not isinstance(properties, Mapping) or name not in properties
+    ]
+    if missing:
+        return [
+            Problem(
+                CRD_SCHEMA,
+                "the InferenceReplica status schema has no "
+                + " and no ".join(missing)
+                + ": upgrade the ome-crd chart before ome-resources",
+            )
+        ]
+    return []
+
+
+def _inference_replica_schema(schemas: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    for schema in schemas.values():
+        if not isinstance(schema, Mapping):
+            continue
+        kinds = schema.get("x-kubernetes-group-version-kind")
+        for gvk in kinds if isinstance(kinds, list) else ():
+            if isinstance(gvk, Mapping) and (
+                gvk.get("group"),
+                gvk.get("version"),
+                gvk.get("kind"),
+            ) == ("ome.io", "v1beta1", "InferenceReplica"):
+                return schema
+    found = schemas.get("io.ome.v1beta1.InferenceReplica")
+    return found if isinstance(found, Mapping) else None
+
+
+def _resolve(schema: Any, schemas: Mapping[str, Any]) -> Any:
+    """Follow ``$ref`` (directly or as the single ``allOf`` item) into ``components.schemas``."""
+    for _ in range(8):
+        if not isinstance(schema, Mapping):
+            return schema
+        ref = schema.get("$ref")
+        all_of = schema.get("allOf")
+        if ref is None and isinstance(all_of, list) and len(all_of) == 1:
+            ref = _dig(all_of[0], "$ref")
+        if not isinstance(ref, str) or not ref.startswith("#/components/schemas/"):
+            return schema
+        schema = schemas.get(ref.removeprefix("#/components/schemas/"))
+    return schema
+
+
+def _dig(value: Any, *keys: str) -> Any:
+    for key in keys:
+        if not isinstance(value, Mapping):
+            return None
+        value = value.get(key)
+    return value
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return "no image" if value is None else orjson.dumps(value, default=str).decode()
+
+
+def unconverted_problems(tally: ReplicaTally, *, inventory: Inventory) -> list[Problem]:
+    """Under DenseV1, an InferenceReplica still stored as ColumnarV2 is not converted (yet, or
+    ever: its status can't be decoded or is too large for a list), and list readers miss it."""
+    if inventory.omenative_status.instance_status_encoding != DENSE_V1 or not tally.columnar_v2:
+        return []
+    shown = ", ".join(tally.columnar_v2_names)
+    more = tally.columnar_v2 - len(tally.columnar_v2_names)
+    if more:
+        shown += f" and {more} more"
+    noun = "InferenceReplica is" if tally.columnar_v2 == 1 else "InferenceReplicas are"
+    return [
+        Problem(
+            UNCONVERTED,
+            f"{tally.columnar_v2} {noun} still stored as ColumnarV2 under DenseV1: {shown}",
+        )
+    ]
+
+
+# -- the shell ---------------------------------------------------------------------------------
+
+
+async def connect(cluster: ClusterEntry, *, timeout: float) -> KubeClient:
+    """A client for the cluster's kubeconfig and context. Raises :class:`ValueError` with the
+    reason when the kubeconfig can't be loaded."""
+    try:
+        config = await load_config(cluster.kubeconfig, context=cluster.context)
+    except Exception as exc:  # kubernetes-asyncio raises several kinds for a bad file
+        text = " ".join(str(exc).split()) or type(exc).__name__
+        raise ValueError(
+            f"cannot load context {cluster.context} from {cluster.kubeconfig}: {text}"
+        ) from None
+    return KubeClient(
+        config, qps=50.0, burst=100, user_agent="ome-status-preflight", timeout=timeout
+    )
+
+
+async def check_cluster(
+    cluster: ClusterEntry, *, inventory: Inventory, timeout: float = 30.0
+) -> ClusterReport:
+    """Read one cluster and judge it; never raises for anything the cluster does."""
+    try:
+        client = await connect(cluster, timeout=timeout)
+    except ValueError as exc:
+        return ClusterReport(cluster.name, (Problem(KUBECONFIG, str(exc)),), None)
+    async with client:
+        problems: list[Problem] = []
+        try:
+            problems += await _check_manager(client, inventory)
+            problems += await _check_config(client, inventory)
+            problems += await _check_schema(client)
+            tally, listing = await _tally_replicas(client, inventory)
+        except UNREACHABLE_ERRORS as exc:
+            text = " ".join(str(exc).split()) or type(exc).__name__
+            detail = f"cannot reach {client.config.host}: {text}"
+            return ClusterReport(cluster.name, (*problems, Problem(UNREACHABLE, detail)), None)
+        problems += listing
+        if tally is not None:
+            problems += unconverted_problems(tally, inventory=inventory)
+            problems += [failure.problem for failure in tally.failures]
+        return ClusterReport(cluster.name, tuple(problems), tally)
+
+
+async def _check_manager(client: KubeClient, inventory: Inventory) -> list[Problem]:
+    ref = inventory.manager
+    where = f"deployment {ref.namespace}/{ref.deployment}"
+    try:
+        deployment = await client.get(DEPLOYMENTS, ref.deployment, ref.namespace)
+    except NotFound:
+        return [Problem(MANAGER_IMAGE, f"{where} not found")]
+    except ApiError as exc:
+        return [Problem(MANAGER_IMAGE, f"cannot read {where}: {exc}")]
+    return image_problems(deployment, inventory=inventory)
+
+
+async def _check_config(client: KubeClient, inventory: Inventory) -> list[Problem]:
+    ref = inventory.manager
+    where = f"configmap {ref.namespace}/{ref.config_map}"
+    try:
+        configmap = await client.get(CONFIGMAPS, ref.config_map, ref.namespace)
+    except NotFound:
+        return [Problem(CONFIG_BLOCK, f"{where} not found")]
+    except ApiError as exc:
+        return [Problem(CONFIG_BLOCK, f"cannot read {where}: {exc}")]
+    return config_problems(configmap, inventory=inventory)
+
+
+async def _check_schema(client: KubeClient) -> list[Problem]:
+    try:
+        index = await client.request("GET", OPENAPI_V3)
+        url = server_relative_url(index)
+    except ApiError as exc:
+        return [Problem(CRD_SCHEMA, f"cannot read OpenAPI v3 discovery (GET {OPENAPI_V3}): {exc}")]
+    except SchemaProblem as exc:
+        return [Problem(CRD_SCHEMA, str(exc))]
+    try:
+        document = await client.request("GET", url)
+    except ApiError as exc:
+        return [Problem(CRD_SCHEMA, f"cannot read the OpenAPI v3 document GET {url}: {exc}")]
+    return schema_problems(document)
+
+
+async def _tally_replicas(
+    client: KubeClient, inventory: Inventory
+) -> tuple[ReplicaTally | None, list[Problem]]:
+    """Decode every InferenceReplica, ``pageSize`` at a time, keeping only the tally."""
+    tally = ReplicaTally(max_rows=inventory.omenative_status.max_decoded_instances)
+    token: str | None = None
+    while True:
+        try:
+            page = await client.list_page(
+                INFERENCE_REPLICAS, None, limit=inventory.page_size, _continue=token
+            )
+        except NotFound:
+            detail = "the API server doesn't serve inferencereplicas.ome.io/v1beta1"
+            return None, [Problem(REPLICA_LIST, detail)]
+        except ApiError as exc:
+            return None, [Problem(REPLICA_LIST, f"cannot list InferenceReplicas: {exc}")]
+        items = page.get("items") if isinstance(page, Mapping) else None
+        for item in items if isinstance(items, list) else ():
+            if isinstance(item, Mapping):
+                tally.add(item)
+        token = _dig(page, "metadata", "continue") or None
+        if not token:
+            return tally, []
