@@ -33,10 +33,13 @@ DENSE_V1: Final[Encoding] = "DenseV1"
 COLUMNAR_V2: Final[Encoding] = "ColumnarV2"
 ENCODINGS: Final[tuple[Encoding, ...]] = (DENSE_V1, COLUMNAR_V2)
 
-METRIC_LABELS: Final[dict[Encoding, str]] = {DENSE_V1: "dense_v1", COLUMNAR_V2: "columnar_v2"}
-"""The ``encoding`` label value of the manager's metrics for each encoding."""
 METRIC_LABEL_DENSE_V1: Final = "dense_v1"
 METRIC_LABEL_COLUMNAR_V2: Final = "columnar_v2"
+METRIC_LABELS: Final[dict[Encoding, str]] = {
+    DENSE_V1: METRIC_LABEL_DENSE_V1,
+    COLUMNAR_V2: METRIC_LABEL_COLUMNAR_V2,
+}
+"""The ``encoding`` label value of the manager's metrics for each encoding."""
 
 FIELD_ENCODING: Final = "instanceStatusEncoding"
 FIELD_LIST: Final = "instanceStatuses"
