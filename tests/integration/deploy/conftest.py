@@ -59,9 +59,9 @@ def render_text(helm: str, tmp_path: Path) -> RenderText:
     """``helm template`` of a chart; the YAML stream. Fails the test when helm fails."""
 
     def render(
-        chart: Path = RESOURCES_CHART,
         values: Mapping[str, Any] | None = None,
         *,
+        chart: Path = RESOURCES_CHART,
         sets: Sequence[str] = (),
         set_strings: Sequence[str] = (),
         namespace: str = "ome",
@@ -100,9 +100,9 @@ def render_error(helm: str, tmp_path: Path) -> RenderError:
     """``helm template`` that must fail; its stderr."""
 
     def render(
-        chart: Path = RESOURCES_CHART,
         values: Mapping[str, Any] | None = None,
         *,
+        chart: Path = RESOURCES_CHART,
         sets: Sequence[str] = (),
         namespace: str = "ome",
     ) -> str:

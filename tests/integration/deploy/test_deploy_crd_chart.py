@@ -70,7 +70,7 @@ def test_helm_lint(helm: str, sets: tuple[str, ...]) -> None:
 
 
 def test_rendered_crds_equal_deploy_crds(render: Render) -> None:
-    rendered = crds(render(CRD_CHART))
+    rendered = crds(render(chart=CRD_CHART))
     expected = {
         doc["metadata"]["name"]: doc
         for path in sorted(DEPLOY_CRDS.glob("*.yaml"))
@@ -86,7 +86,7 @@ def test_rendered_crds_equal_deploy_crds(render: Render) -> None:
 
 
 def test_keep_can_be_turned_off(render: Render) -> None:
-    for crd in crds(render(CRD_CHART, sets=["ome.crds.keep=false"])).values():
+    for crd in crds(render(chart=CRD_CHART, sets=["ome.crds.keep=false"])).values():
         assert "annotations" not in crd["metadata"]
 
 
@@ -105,13 +105,13 @@ def test_keep_can_be_turned_off(render: Render) -> None:
 def test_policy_values_add_the_crds_the_manager_looks_for(
     render: Render, values: dict[str, Any], policies: set[str]
 ) -> None:
-    names = set(crds(render(CRD_CHART, {"ome": values})))
+    names = set(crds(render({"ome": values}, chart=CRD_CHART)))
     generated = {definition.filename.removesuffix(".yaml") for definition in crdgen.DEFINITIONS}
     assert names == generated | {POLICY_CRDS[gate] for gate in policies}
 
 
 def test_policy_crd_shape(render: Render) -> None:
-    docs = render(CRD_CHART, BOTH_POLICIES)
+    docs = render(BOTH_POLICIES, chart=CRD_CHART)
     for name, kind in (
         ("rolloutpolicies.ome.io", "RolloutPolicy"),
         ("autoscalerpolicies.ome.io", "AutoscalerPolicy"),
@@ -130,7 +130,7 @@ async def test_rendered_crds_apply_to_the_apiserver(
     render_text: RenderText, kubectl: str, kubeconfig: str, crds_installed: None
 ) -> None:
     """The chart's CRDs apply over the ones the tests install (the same schema), and serve."""
-    manifest = render_text(CRD_CHART)
+    manifest = render_text(chart=CRD_CHART)
     out = run_kubectl(
         kubectl,
         kubeconfig,
@@ -162,12 +162,7 @@ def test_policy_crds_pass_server_side_validation(
     tests' managers, which look for it at start."""
     docs = [
         d
-        for d in yaml.safe_load_all(
-            render_text(
-                CRD_CHART,
-                BOTH_POLICIES,
-            )
-        )
+        for d in yaml.safe_load_all(render_text(BOTH_POLICIES, chart=CRD_CHART))
         if d and d["metadata"]["name"] in set(POLICY_CRDS.values())
     ]
     assert len(docs) == 2
