@@ -44,7 +44,8 @@ class ControlPlaneError(RuntimeError):
     """The control plane did not start; the message carries the tail of its log."""
 
 
-def _die_with_parent() -> None:  # runs in the child between fork and exec
+def die_with_parent() -> None:
+    """For ``preexec_fn``: the child gets SIGKILL when the thread that started it dies."""
     with contextlib.suppress(Exception):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
@@ -101,7 +102,7 @@ class _Process:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
-                preexec_fn=_die_with_parent,  # noqa: PLW1509 - only prctl, async-signal-safe
+                preexec_fn=die_with_parent,  # noqa: PLW1509 - only prctl, async-signal-safe
                 start_new_session=True,
             )
         finally:

@@ -1,16 +1,17 @@
-"""Installing omed's CRDs (and later its webhooks) into a cluster, waiting until they serve."""
+"""Installing omed's CRDs and registering its webhooks in a local cluster."""
 
 from __future__ import annotations
 
 import asyncio
+import base64
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import yaml
 
 from omed.kube.client import KubeClient
 from omed.kube.errors import AlreadyExists
-from omed.kube.resources import CRDS
+from omed.kube.resources import CRDS, MUTATING_WEBHOOKS, VALIDATING_WEBHOOKS
 
 
 async def apply(
@@ -54,3 +55,57 @@ async def install_crds(client: KubeClient, directory: Path, *, timeout: float = 
             if loop.time() > deadline:
                 raise TimeoutError(f"CRD {name} not Established: {conditions}")
             await asyncio.sleep(0.1)
+
+
+WEBHOOK_CONFIGURATION: Final = "ome-webhook-configuration"
+_VALIDATING = (
+    ("inferenceservice.ome.io", "/validate-ome-io-v1beta1-inferenceservice", "inferenceservices"),
+    ("inferencereplica.ome.io", "/validate-ome-io-v1beta1-inferencereplica", "inferencereplicas"),
+)
+_MUTATING = (
+    (
+        "inferenceservice.mutate.ome.io",
+        "/mutate-ome-io-v1beta1-inferenceservice",
+        "inferenceservices",
+    ),
+)
+
+
+def _webhook(name: str, path: str, plural: str, *, base_url: str, ca_pem: bytes) -> dict[str, Any]:
+    return {
+        "name": name,
+        "clientConfig": {"url": base_url + path, "caBundle": base64.b64encode(ca_pem).decode()},
+        "rules": [
+            {
+                "apiGroups": ["ome.io"],
+                "apiVersions": ["v1beta1"],
+                "operations": ["CREATE", "UPDATE"],
+                "resources": [plural],
+            }
+        ],
+        "failurePolicy": "Fail",
+        "sideEffects": "None",
+        "admissionReviewVersions": ["v1"],
+        "timeoutSeconds": 10,
+    }
+
+
+async def register_webhooks(client: KubeClient, *, base_url: str, ca_pem: bytes) -> None:
+    """Point the API server at a webhook server reachable at ``base_url`` (the chart does the
+    same through a Service; a local control plane calls the URL directly)."""
+    validating = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": WEBHOOK_CONFIGURATION},
+        "webhooks": [
+            _webhook(n, p, r, base_url=base_url, ca_pem=ca_pem) for n, p, r in _VALIDATING
+        ],
+    }
+    mutating = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": WEBHOOK_CONFIGURATION},
+        "webhooks": [_webhook(n, p, r, base_url=base_url, ca_pem=ca_pem) for n, p, r in _MUTATING],
+    }
+    await apply(client, VALIDATING_WEBHOOKS, validating)
+    await apply(client, MUTATING_WEBHOOKS, mutating)

@@ -18,9 +18,10 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from omed.clock import Clock
-from omed.config import ConfigCache, Options, StartupConfig
+from omed.config import ConfigCache, Options, StartupConfig, reconcile_entries
 from omed.controllers.inferencereplica.controller import InferenceReplicaController
 from omed.controllers.inferencereplica.model import PlanSettings
+from omed.controllers.inferenceservice.controller import InferenceServiceController
 from omed.events import EventSink
 from omed.informers import InformerFactory
 from omed.kube.client import KubeClient
@@ -76,9 +77,25 @@ def _inference_replica(context: ControllerContext) -> ManagedController:
     )
 
 
+def _inference_service(context: ControllerContext) -> ManagedController:
+    async def default_mode() -> str | None:
+        # Read through the TTL cache on every reconcile: a kubectl edit of the deploy entry
+        # reaches the next reconcile within --config-cache-ttl. A bad entry fails the
+        # reconcile (and is retried), never the manager.
+        entries = reconcile_entries(await context.config.get())
+        return entries.deploy.default_deployment_mode
+
+    return InferenceServiceController(
+        client=context.client,
+        factory=context.informers,
+        workers=context.options.inferenceservice_max_concurrent_reconciles,
+        default_mode=default_mode,
+        clock=context.clock,
+    )
+
+
 CONTROLLERS: tuple[ControllerFactory, ...] = (
+    ControllerFactory("inferenceservice", _inference_service),
     ControllerFactory("inferencereplica", _inference_replica),
-    # The InferenceService controller joins here when it lands, with
-    # context.options.inferenceservice_max_concurrent_reconciles workers.
 )
 """Built in this order; they run together, and stop together."""
