@@ -1,0 +1,324 @@
+"""The fleet check's pure parts: image, ConfigMap block, CRD schema, and the replica tally."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from omed.cli.preflight_checks import (
+    CONFIG_BLOCK,
+    CRD_SCHEMA,
+    KUBECONFIG,
+    MANAGER_IMAGE,
+    UNCONVERTED,
+    Problem,
+    ReplicaTally,
+    SchemaProblem,
+    check_cluster,
+    config_problems,
+    image_problems,
+    schema_problems,
+    server_relative_url,
+    unconverted_problems,
+)
+from omed.cli.preflight_inventory import Inventory, parse_inventory
+from omed.statuscodec import decode_status, encode_columnar
+
+INVENTORY: dict[str, Any] = {
+    "managerImage": "ome/ome-manager:v1.3.0",
+    "omenativeStatus": {"instanceStatusEncoding": "ColumnarV2", "maxDecodedInstances": 4},
+    "manager": {
+        "namespace": "ome",
+        "deployment": "ome-controller-manager",
+        "container": "manager",
+        "configMap": "inferenceservice-config",
+    },
+    "pageSize": 500,
+    "clusters": [{"name": "prod-east", "kubeconfig": "/nowhere/prod-east", "context": "east"}],
+}
+
+
+def inventory(**block: Any) -> Inventory:
+    document = copy.deepcopy(INVENTORY)
+    document["omenativeStatus"].update(block)
+    return parse_inventory(document)
+
+
+def rows(count: int) -> list[dict[str, Any]]:
+    return [{"index": index, "phase": "Ready", "podCount": 1} for index in range(count)]
+
+
+# -- the manager image -------------------------------------------------------------------------
+
+
+def deployment(*containers: dict[str, Any]) -> dict[str, Any]:
+    return {"spec": {"template": {"spec": {"containers": list(containers)}}}}
+
+
+def test_the_manager_container_must_run_the_inventorys_image() -> None:
+    sidecar = {"name": "kube-rbac-proxy", "image": "ome/ome-manager:v1.3.0"}
+    good = deployment(sidecar, {"name": "manager", "image": "ome/ome-manager:v1.3.0"})
+    assert image_problems(good, inventory=inventory()) == []
+    old = deployment({"name": "manager", "image": "ome/ome-manager:v1.2.2"}, sidecar)
+    assert image_problems(old, inventory=inventory()) == [
+        Problem(
+            MANAGER_IMAGE,
+            "container manager of deployment ome/ome-controller-manager runs "
+            "ome/ome-manager:v1.2.2, the inventory wants ome/ome-manager:v1.3.0",
+        )
+    ]
+
+
+def test_a_tag_is_not_a_digest_and_no_image_is_no_image() -> None:
+    pinned = deployment({"name": "manager", "image": "ome/ome-manager@sha256:abc"})
+    assert image_problems(pinned, inventory=inventory())[0].detail.endswith(
+        "runs ome/ome-manager@sha256:abc, the inventory wants ome/ome-manager:v1.3.0"
+    )
+    bare = deployment({"name": "manager"})
+    assert "runs no image," in image_problems(bare, inventory=inventory())[0].detail
+
+
+@pytest.mark.parametrize(
+    "body", [deployment({"name": "kube-rbac-proxy", "image": "x"}), {"spec": None}, {}]
+)
+def test_a_deployment_without_the_container(body: dict[str, Any]) -> None:
+    assert image_problems(body, inventory=inventory()) == [
+        Problem(MANAGER_IMAGE, "deployment ome/ome-controller-manager has no container manager")
+    ]
+
+
+# -- the ConfigMap block -----------------------------------------------------------------------
+
+
+def configmap(**data: str) -> dict[str, Any]:
+    return {"metadata": {"name": "inferenceservice-config"}, "data": data}
+
+
+def test_the_configmap_block_must_equal_the_inventorys() -> None:
+    same = configmap(
+        omenativeStatus=json.dumps(
+            {"instanceStatusEncoding": "ColumnarV2", "maxDecodedInstances": 4, "newKey": 1},
+            indent=2,
+        )
+    )
+    assert config_problems(same, inventory=inventory()) == []
+    other = configmap(omenativeStatus='{"instanceStatusEncoding": "DenseV1"}')
+    assert config_problems(other, inventory=inventory()) == [
+        Problem(
+            CONFIG_BLOCK,
+            "configmap ome/inferenceservice-config sets omenativeStatus "
+            '{"instanceStatusEncoding":"DenseV1","maxDecodedInstances":null}, the inventory '
+            'wants {"instanceStatusEncoding":"ColumnarV2","maxDecodedInstances":4}',
+        )
+    ]
+
+
+@pytest.mark.parametrize(
+    ("data", "error"),
+    [
+        (
+            {},
+            "Failed to initialize OMENative status configuration: "
+            "ConfigMap inferenceservice-config has no omenativeStatus entry",
+        ),
+        (
+            {"omenativeStatus": '{"instanceStatusEncoding": "ColumnarV3"}'},
+            "Failed to initialize OMENative status configuration: validate "
+            "omenativeStatus.instanceStatusEncoding: invalid omenativeStatus.instanceStatusEncoding"
+            ' "ColumnarV3" must be DenseV1 or ColumnarV2',
+        ),
+        (
+            {
+                "omenativeStatus": '{"instanceStatusEncoding": "ColumnarV2", '
+                '"maxDecodedInstances": 4}',
+                "eventRecorder": '{"burstSize": 0}',
+            },
+            "Failed to initialize event recorder configuration: validate "
+            "eventRecorder.burstSize: invalid eventRecorder.burstSize 0 must be a positive "
+            "integer",
+        ),
+    ],
+)
+def test_a_block_the_manager_would_refuse_is_reported_with_its_error(
+    data: dict[str, str], error: str
+) -> None:
+    assert config_problems(configmap(**data), inventory=inventory()) == [
+        Problem(CONFIG_BLOCK, f"configmap ome/inferenceservice-config: {error}")
+    ]
+
+
+# -- the CRD schema through OpenAPI v3 ---------------------------------------------------------
+
+URL = "/openapi/v3/apis/ome.io/v1beta1?hash=584709848505BC97"
+
+
+def test_the_group_versions_url_comes_from_discovery() -> None:
+    index = {"paths": {"apis/ome.io/v1beta1": {"serverRelativeURL": URL}, "api/v1": {}}}
+    assert server_relative_url(index) == URL
+    with pytest.raises(SchemaProblem, match=r"no apis/ome\.io/v1beta1: the InferenceReplica CRD"):
+        server_relative_url({"paths": {"api/v1": {}}})
+    with pytest.raises(SchemaProblem, match="no paths map"):
+        server_relative_url([])
+    with pytest.raises(SchemaProblem, match="no serverRelativeURL"):
+        server_relative_url({"paths": {"apis/ome.io/v1beta1": {}}})
+
+
+def openapi(
+    status_properties: dict[str, Any], *, key: str = "io.ome.v1beta1.InferenceReplica"
+) -> Any:
+    return {
+        "components": {
+            "schemas": {
+                "io.ome.v1beta1.InferenceService": {"type": "object"},
+                key: {
+                    "type": "object",
+                    "x-kubernetes-group-version-kind": [
+                        {"group": "ome.io", "kind": "InferenceReplica", "version": "v1beta1"}
+                    ],
+                    "properties": {"status": {"type": "object", "properties": status_properties}},
+                },
+            }
+        }
+    }
+
+
+def test_the_status_schema_must_have_both_fields() -> None:
+    both = {"instanceStatuses": {}, "instanceStatusEncoding": {}, "instanceStatusColumns": {}}
+    assert schema_problems(openapi(both)) == []
+    assert schema_problems(openapi(both, key="renamed.InferenceReplica")) == []
+    assert schema_problems(openapi({"instanceStatuses": {}})) == [
+        Problem(
+            CRD_SCHEMA,
+            "the InferenceReplica status schema has no instanceStatusEncoding and no "
+            "instanceStatusColumns: upgrade the ome-crd chart before ome-resources",
+        )
+    ]
+    assert schema_problems(openapi({"instanceStatusEncoding": {}}))[0].detail.startswith(
+        "the InferenceReplica status schema has no instanceStatusColumns: "
+    )
+
+
+def test_a_status_schema_behind_a_ref_is_followed() -> None:
+    document = openapi({})
+    schemas = document["components"]["schemas"]
+    schemas["io.ome.v1beta1.InferenceReplica"]["properties"]["status"] = {
+        "allOf": [{"$ref": "#/components/schemas/io.ome.v1beta1.InferenceReplicaStatus"}]
+    }
+    schemas["io.ome.v1beta1.InferenceReplicaStatus"] = {
+        "properties": {"instanceStatusEncoding": {}, "instanceStatusColumns": {}}
+    }
+    assert schema_problems(document) == []
+
+
+def test_a_document_without_the_kind() -> None:
+    assert schema_problems({"components": {"schemas": {}}}) == [
+        Problem(
+            CRD_SCHEMA,
+            "the OpenAPI v3 document of apis/ome.io/v1beta1 has no InferenceReplica schema",
+        )
+    ]
+    assert schema_problems({}) == [
+        Problem(CRD_SCHEMA, "the OpenAPI v3 document of apis/ome.io/v1beta1 has no schemas")
+    ]
+
+
+# -- the tally ---------------------------------------------------------------------------------
+
+
+def replica(name: str, status: Any, namespace: str = "serving") -> dict[str, Any]:
+    return {"metadata": {"namespace": namespace, "name": name}, "status": status}
+
+
+def columnar(count: int) -> dict[str, Any]:
+    return {
+        "instanceStatusEncoding": "ColumnarV2",
+        "instanceStatusColumns": encode_columnar(rows(count)),
+    }
+
+
+def test_the_tally_counts_by_stored_encoding_and_finds_the_largest_columns() -> None:
+    tally = ReplicaTally(max_rows=4)
+    tally.add(replica("a", columnar(3)))
+    tally.add(replica("b", {"instanceStatuses": rows(9)}))  # a list has no bound
+    tally.add(replica("c", None))
+    tally.add(replica("d", columnar(4)))
+    assert (tally.total, tally.dense_v1, tally.columnar_v2) == (4, 2, 2)
+    assert tally.largest_columnar_v2_rows == 4
+    assert tally.failures == []
+    assert tally.columnar_v2_names == ["serving/a", "serving/d"]
+
+
+def test_a_damaged_status_is_a_failure_under_the_codecs_reason() -> None:
+    damaged = columnar(3)
+    damaged["instanceStatusColumns"]["index"] = "0-1"
+    tally = ReplicaTally(max_rows=4)
+    tally.add(replica("example-engine", damaged))
+    (failure,) = tally.failures
+    assert (failure.namespace, failure.name, failure.reason) == (
+        "serving",
+        "example-engine",
+        "coverage",
+    )
+    assert failure.problem == Problem("coverage", f"serving/example-engine: {failure.detail}")
+    assert failure.detail == "index holds 2 values for 3 entries: some are missing"
+    assert tally.largest_columnar_v2_rows == 0
+
+
+def test_cardinality_limit_counts_the_declared_rows() -> None:
+    tally = ReplicaTally(max_rows=4)
+    tally.add(replica("big", columnar(6)))
+    (failure,) = tally.failures
+    assert failure.reason == "cardinality_limit"
+    assert tally.largest_columnar_v2_rows == 6
+    unbounded = ReplicaTally(max_rows=None)  # DenseV1 with no bound reads no columns at all
+    unbounded.add(replica("small", columnar(1)))
+    assert [f.reason for f in unbounded.failures] == ["cardinality_limit"]
+    assert unbounded.largest_columnar_v2_rows == 1
+
+
+def test_an_unknown_encoding_is_counted_only_in_the_total() -> None:
+    tally = ReplicaTally(max_rows=4)
+    tally.add(replica("odd", {"instanceStatusEncoding": "ColumnarV3"}))
+    assert (tally.total, tally.dense_v1, tally.columnar_v2) == (1, 0, 0)
+    assert [f.reason for f in tally.failures] == ["encoding"]
+
+
+def test_rows_decoded_by_the_tally_are_the_codecs() -> None:
+    status = columnar(2)
+    tally = ReplicaTally(max_rows=4)
+    tally.add(replica("a", status))
+    assert decode_status(status, max_rows=4) == rows(2)
+    assert tally.largest_columnar_v2_rows == 2
+
+
+def test_columns_under_dense_are_unconverted() -> None:
+    tally = ReplicaTally(max_rows=20000)
+    for index in range(7):
+        tally.add(replica(f"engine-{index}", columnar(1)))
+    dense = inventory(instanceStatusEncoding="DenseV1", maxDecodedInstances=20000)
+    assert unconverted_problems(tally, inventory=dense) == [
+        Problem(
+            UNCONVERTED,
+            "7 InferenceReplicas are still stored as ColumnarV2 under DenseV1: serving/engine-0, "
+            "serving/engine-1, serving/engine-2, serving/engine-3, serving/engine-4 and 2 more",
+        )
+    ]
+    assert unconverted_problems(tally, inventory=inventory()) == []  # normal under ColumnarV2
+
+
+# -- a cluster that can't be reached is NO-GO, not a crash -------------------------------------
+
+
+async def test_a_missing_kubeconfig_is_a_kubeconfig_problem(tmp_path: Path) -> None:
+    document = copy.deepcopy(INVENTORY)
+    document["clusters"][0]["kubeconfig"] = str(tmp_path / "absent")
+    checked = parse_inventory(document)
+    report = await check_cluster(checked.clusters[0], inventory=checked)
+    assert (report.name, report.verdict, report.replicas) == ("prod-east", "NO-GO", None)
+    (problem,) = report.problems
+    assert problem.reason == KUBECONFIG
+    assert problem.detail.startswith(f"cannot load context east from {tmp_path / 'absent'}: ")
