@@ -58,13 +58,22 @@ async def install_crds(client: KubeClient, directory: Path, *, timeout: float = 
 
 
 WEBHOOK_CONFIGURATION: Final = "ome-webhook-configuration"
+"""Names as the ome-resources chart and docs/webhooks.md give them."""
 _VALIDATING = (
-    ("inferenceservice.ome.io", "/validate-ome-io-v1beta1-inferenceservice", "inferenceservices"),
-    ("inferencereplica.ome.io", "/validate-ome-io-v1beta1-inferencereplica", "inferencereplicas"),
+    (
+        "inferenceservice.ome-webhook-server.validator",
+        "/validate-ome-io-v1beta1-inferenceservice",
+        "inferenceservices",
+    ),
+    (
+        "inferencereplica.ome-webhook-server.validator",
+        "/validate-ome-io-v1beta1-inferencereplica",
+        "inferencereplicas",
+    ),
 )
 _MUTATING = (
     (
-        "inferenceservice.mutate.ome.io",
+        "inferenceservice.ome-webhook-server.defaulter",
         "/mutate-ome-io-v1beta1-inferenceservice",
         "inferenceservices",
     ),
