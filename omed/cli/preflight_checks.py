@@ -37,6 +37,7 @@ from omed.kube.resources import CONFIGMAPS, DEPLOYMENTS, INFERENCE_REPLICAS
 from omed.statuscodec import COLUMNAR_V2, DENSE_V1, DecodeError, decode_status
 
 __all__ = [
+    "CHECK_FAILED",
     "CONFIG_BLOCK",
     "CRD_SCHEMA",
     "GROUP_VERSION_PATH",
@@ -72,6 +73,7 @@ CONFIG_BLOCK: Final = "config_block"
 CRD_SCHEMA: Final = "crd_schema"
 REPLICA_LIST: Final = "replica_list"
 UNCONVERTED: Final = "unconverted"
+CHECK_FAILED: Final = "check_failed"
 TOOL_REASONS: Final = (
     KUBECONFIG,
     UNREACHABLE,
@@ -80,6 +82,7 @@ TOOL_REASONS: Final = (
     CRD_SCHEMA,
     REPLICA_LIST,
     UNCONVERTED,
+    CHECK_FAILED,
 )
 """The tool's own reasons; a decode failure is reported under the codec's reason instead."""
 
@@ -383,9 +386,8 @@ async def connect(cluster: ClusterEntry, *, timeout: float) -> KubeClient:
     try:
         config = await load_config(cluster.kubeconfig, context=cluster.context)
     except Exception as exc:  # kubernetes-asyncio raises several kinds for a bad file
-        text = " ".join(str(exc).split()) or type(exc).__name__
         raise ValueError(
-            f"cannot load context {cluster.context} from {cluster.kubeconfig}: {text}"
+            f"cannot load context {cluster.context} from {cluster.kubeconfig}: {_text(exc)}"
         ) from None
     return KubeClient(
         config, qps=50.0, burst=100, user_agent="ome-status-preflight", timeout=timeout
@@ -408,14 +410,20 @@ async def check_cluster(
             problems += await _check_schema(client)
             tally, listing = await _tally_replicas(client, inventory)
         except UNREACHABLE_ERRORS as exc:
-            text = " ".join(str(exc).split()) or type(exc).__name__
-            detail = f"cannot reach {client.config.host}: {text}"
+            detail = f"cannot reach {client.config.host}: {_text(exc)}"
             return ClusterReport(cluster.name, (*problems, Problem(UNREACHABLE, detail)), None)
+        except Exception as exc:  # one cluster's oddity must not stop the fleet's report
+            detail = f"the check stopped: {type(exc).__name__}: {_text(exc)}"
+            return ClusterReport(cluster.name, (*problems, Problem(CHECK_FAILED, detail)), None)
         problems += listing
         if tally is not None:
             problems += unconverted_problems(tally, inventory=inventory)
             problems += [failure.problem for failure in tally.failures]
         return ClusterReport(cluster.name, tuple(problems), tally)
+
+
+def _text(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 async def _check_manager(client: KubeClient, inventory: Inventory) -> list[Problem]:

@@ -322,3 +322,140 @@ async def test_a_missing_kubeconfig_is_a_kubeconfig_problem(tmp_path: Path) -> N
     (problem,) = report.problems
     assert problem.reason == KUBECONFIG
     assert problem.detail.startswith(f"cannot load context east from {tmp_path / 'absent'}: ")
+
+
+# -- the shell, with a scripted API server ------------------------------------------------------
+
+
+class ScriptedClient:
+    """Answers GETs by path from a table: a value, or an exception to raise."""
+
+    def __init__(self, answers: dict[str, Any]) -> None:
+        self.answers = answers
+        self.config = type("Config", (), {"host": "https://10.0.0.1:6443"})()
+        self.paths: list[str] = []
+
+    async def __aenter__(self) -> ScriptedClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+    async def request(self, method: str, path: str, **_: Any) -> Any:
+        assert method == "GET"
+        self.paths.append(path)
+        answer = self.answers[path.split("?", maxsplit=1)[0]]
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
+
+    async def get(self, resource: Any, name: str, namespace: str | None = None) -> Any:
+        return await self.request("GET", resource.path(namespace, name))
+
+    async def list_page(self, resource: Any, namespace: str | None = None, **params: Any) -> Any:
+        pages = self.answers[resource.path(namespace)]
+        self.paths.append(f"{resource.path(namespace)}?limit={params['limit']}")
+        page = pages[int(params["_continue"] or 0)]
+        if isinstance(page, BaseException):
+            raise page
+        return page
+
+
+DEPLOYMENT_PATH = "/apis/apps/v1/namespaces/ome/deployments/ome-controller-manager"
+CONFIGMAP_PATH = "/api/v1/namespaces/ome/configmaps/inferenceservice-config"
+LIST_PATH = "/apis/ome.io/v1beta1/inferencereplicas"
+
+
+def healthy() -> dict[str, Any]:
+    both = {"instanceStatusEncoding": {}, "instanceStatusColumns": {}}
+    return {
+        DEPLOYMENT_PATH: deployment({"name": "manager", "image": "ome/ome-manager:v1.3.0"}),
+        CONFIGMAP_PATH: configmap(
+            omenativeStatus='{"instanceStatusEncoding": "ColumnarV2", "maxDecodedInstances": 4}'
+        ),
+        "/openapi/v3": {"paths": {"apis/ome.io/v1beta1": {"serverRelativeURL": URL}}},
+        "/openapi/v3/apis/ome.io/v1beta1": openapi(both),
+        LIST_PATH: [
+            {"items": [replica("a", columnar(2))], "metadata": {"continue": "1"}},
+            {"items": [replica("b", None)], "metadata": {}},
+        ],
+    }
+
+
+async def scripted_check(
+    monkeypatch: pytest.MonkeyPatch, answers: dict[str, Any]
+) -> tuple[Any, ScriptedClient]:
+    from omed.cli import preflight_checks
+
+    client = ScriptedClient(answers)
+
+    async def connect(cluster: Any, *, timeout: float) -> ScriptedClient:
+        return client
+
+    monkeypatch.setattr(preflight_checks, "connect", connect)
+    checked = inventory()
+    return await check_cluster(checked.clusters[0], inventory=checked), client
+
+
+async def test_a_healthy_cluster_is_go_and_every_page_is_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    report, client = await scripted_check(monkeypatch, healthy())
+    assert (report.verdict, report.problems) == ("GO", ())
+    assert report.replicas is not None
+    assert (report.replicas.total, report.replicas.largest_columnar_v2_rows) == (2, 2)
+    assert client.paths == [
+        DEPLOYMENT_PATH,
+        CONFIGMAP_PATH,
+        "/openapi/v3",
+        URL,
+        f"{LIST_PATH}?limit=500",
+        f"{LIST_PATH}?limit=500",
+    ]
+
+
+async def test_error_answers_become_the_checks_problems(monkeypatch: pytest.MonkeyPatch) -> None:
+    from omed.kube.errors import Forbidden, NotFound
+
+    answers = healthy()
+    answers[DEPLOYMENT_PATH] = Forbidden(403, "Forbidden", "deployments.apps is forbidden")
+    answers[CONFIGMAP_PATH] = NotFound(404, "NotFound", "not found")
+    answers["/openapi/v3"] = {"paths": {}}
+    answers[LIST_PATH] = [NotFound(404, "NotFound", "404 page not found")]
+    report, _ = await scripted_check(monkeypatch, answers)
+    assert report.problems == (
+        Problem(
+            MANAGER_IMAGE,
+            "cannot read deployment ome/ome-controller-manager: 403 Forbidden: "
+            "deployments.apps is forbidden",
+        ),
+        Problem(CONFIG_BLOCK, "configmap ome/inferenceservice-config not found"),
+        Problem(
+            CRD_SCHEMA,
+            "OpenAPI v3 discovery has no apis/ome.io/v1beta1: the InferenceReplica CRD is not "
+            "installed",
+        ),
+        Problem("replica_list", "the API server doesn't serve inferencereplicas.ome.io/v1beta1"),
+    )
+    assert report.replicas is None
+
+
+async def test_a_lost_connection_is_unreachable(monkeypatch: pytest.MonkeyPatch) -> None:
+    import aiohttp
+
+    answers = healthy()
+    answers["/openapi/v3"] = aiohttp.ServerDisconnectedError()
+    report, _ = await scripted_check(monkeypatch, answers)
+    assert report.problems == (
+        Problem("unreachable", "cannot reach https://10.0.0.1:6443: Server disconnected"),
+    )
+    assert report.replicas is None
+
+
+async def test_anything_else_stops_only_that_cluster(monkeypatch: pytest.MonkeyPatch) -> None:
+    answers = healthy()
+    answers[LIST_PATH] = [RuntimeError("exec plugin said no")]
+    report, _ = await scripted_check(monkeypatch, answers)
+    assert report.problems == (
+        Problem("check_failed", "the check stopped: RuntimeError: exec plugin said no"),
+    )
