@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="session")
-def control_plane() -> Iterator[object]:
+def control_plane(request: pytest.FixtureRequest) -> Iterator[object]:
     from omed.devcluster.binaries import ensure_binaries
     from omed.devcluster.controlplane import ControlPlane
 
