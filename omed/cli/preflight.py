@@ -146,7 +146,7 @@ def _load(path: Path, err: TextIO) -> Inventory | None:
         return None
 
 
-async def _run_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+async def _run_check(args: argparse.Namespace, *, out: TextIO, err: TextIO) -> int:
     inventory = _load(args.inventory, err)
     if inventory is None:
         return EXIT_USAGE
@@ -156,7 +156,7 @@ async def _run_check(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 async def _run_repair(
-    args: argparse.Namespace, out: TextIO, err: TextIO, before_write: BeforeWrite | None
+    args: argparse.Namespace, *, out: TextIO, err: TextIO, before_write: BeforeWrite | None
 ) -> int:
     inventory = _load(args.inventory, err)
     if inventory is None:
@@ -206,8 +206,8 @@ async def run(
     except SystemExit as exc:  # --help printed its text
         return exc.code if isinstance(exc.code, int) else EXIT_GO
     if repair:
-        return await _run_repair(args, out, err, before_write)
-    return await _run_check(args, out, err)
+        return await _run_repair(args, out=out, err=err, before_write=before_write)
+    return await _run_check(args, out=out, err=err)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -103,7 +103,7 @@ class Problem:
     detail: str
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class DecodeFailure:
     """An InferenceReplica whose stored status can't be decoded under the inventory's bound."""
 
@@ -125,7 +125,7 @@ def object_key(obj: Mapping[str, Any]) -> tuple[str, str]:
     return str(metadata.get("namespace") or ""), str(metadata.get("name") or "")
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)
 class ReplicaTally:
     """Counts and decode results over every InferenceReplica, one page at a time.
 
@@ -159,7 +159,9 @@ class ReplicaTally:
         try:
             rows = decode_status(status, max_rows=self.max_rows)
         except DecodeError as err:
-            self.failures.append(DecodeFailure(namespace, name, err.reason, err.detail))
+            self.failures.append(
+                DecodeFailure(namespace=namespace, name=name, reason=err.reason, detail=err.detail)
+            )
             if columnar and err.reason == "cardinality_limit":
                 self._see_columnar_rows(_declared_rows(status))
             return
@@ -179,7 +181,7 @@ def _declared_rows(status: Any) -> int | None:
     return None
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class ClusterReport:
     """What the check found in one cluster."""
 
@@ -401,7 +403,9 @@ async def check_cluster(
     try:
         client = await connect(cluster, timeout=timeout)
     except ValueError as exc:
-        return ClusterReport(cluster.name, (Problem(KUBECONFIG, str(exc)),), None)
+        return ClusterReport(
+            name=cluster.name, problems=(Problem(KUBECONFIG, str(exc)),), replicas=None
+        )
     async with client:
         problems: list[Problem] = []
         try:
@@ -411,15 +415,17 @@ async def check_cluster(
             tally, listing = await _tally_replicas(client, inventory)
         except UNREACHABLE_ERRORS as exc:
             detail = f"cannot reach {client.config.host}: {_text(exc)}"
-            return ClusterReport(cluster.name, (*problems, Problem(UNREACHABLE, detail)), None)
+            problems.append(Problem(UNREACHABLE, detail))
+            return ClusterReport(name=cluster.name, problems=tuple(problems), replicas=None)
         except Exception as exc:  # one cluster's oddity must not stop the fleet's report
             detail = f"the check stopped: {type(exc).__name__}: {_text(exc)}"
-            return ClusterReport(cluster.name, (*problems, Problem(CHECK_FAILED, detail)), None)
+            problems.append(Problem(CHECK_FAILED, detail))
+            return ClusterReport(name=cluster.name, problems=tuple(problems), replicas=None)
         problems += listing
         if tally is not None:
             problems += unconverted_problems(tally, inventory=inventory)
             problems += [failure.problem for failure in tally.failures]
-        return ClusterReport(cluster.name, tuple(problems), tally)
+        return ClusterReport(name=cluster.name, problems=tuple(problems), replicas=tally)
 
 
 def _text(exc: BaseException) -> str:

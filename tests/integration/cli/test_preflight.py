@@ -84,7 +84,7 @@ def dense_status(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return {"observedGeneration": 1, "replicas": len(rows), "instanceStatuses": rows}
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)
 class Cluster:
     name: str
     kubeconfig: Path
@@ -93,7 +93,7 @@ class Cluster:
     """Where this module's InferenceReplicas live."""
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(kw_only=True)
 class Fleet:
     east: Cluster
     """The session control plane."""
@@ -154,7 +154,7 @@ def configmap(block: dict[str, Any]) -> dict[str, Any]:
 
 
 async def create_replica(
-    client: KubeClient, namespace: str, name: str, status: dict[str, Any] | None
+    client: KubeClient, *, namespace: str, name: str, status: dict[str, Any] | None
 ) -> dict[str, Any]:
     body = {
         "apiVersion": "ome.io/v1beta1",
@@ -175,7 +175,7 @@ async def create_replica(
     return written
 
 
-async def put_status(cluster: Cluster, name: str, status: dict[str, Any]) -> dict[str, Any]:
+async def put_status(cluster: Cluster, *, name: str, status: dict[str, Any]) -> dict[str, Any]:
     current = await cluster.client.get(INFERENCE_REPLICAS, name, cluster.namespace)
     written: dict[str, Any] = await cluster.client.replace_status(
         INFERENCE_REPLICAS, {**current, "status": status}, cluster.namespace
@@ -192,11 +192,15 @@ async def set_up_cluster(name: str, kubeconfig: Path) -> Cluster:
             await client.create(NAMESPACES, {"metadata": {"name": each}})
     await apply(client, DEPLOYMENTS, deployment(), "ome")
     await apply(client, CONFIGMAPS, configmap(BLOCK), "ome")
-    cluster = Cluster(name, kubeconfig, client, ns)
-    await create_replica(client, ns, "chat-engine", columnar_status(make_rows(6)))
-    await create_replica(client, ns, "chat-router", dense_status(make_rows(2)))
-    await create_replica(client, ns, "summarize-engine", columnar_status(make_rows(3)))
-    await create_replica(client, ns, "idle-engine", None)
+    cluster = Cluster(name=name, kubeconfig=kubeconfig, client=client, namespace=ns)
+    statuses = {
+        "chat-engine": columnar_status(make_rows(6)),
+        "chat-router": dense_status(make_rows(2)),
+        "summarize-engine": columnar_status(make_rows(3)),
+        "idle-engine": None,
+    }
+    for replica_name, status in statuses.items():
+        await create_replica(client, namespace=ns, name=replica_name, status=status)
     return cluster
 
 
@@ -225,7 +229,7 @@ async def fleet(
     inventory = tmp_path_factory.mktemp("preflight") / "fleet.yaml"
     inventory.write_text(yaml.safe_dump(document, sort_keys=False))
     try:
-        yield Fleet(east, west, inventory, document)
+        yield Fleet(east=east, west=west, inventory=inventory, document=document)
     finally:
         for cluster in (east, west):
             for item in await cluster.client.list_all(INFERENCE_REPLICAS, cluster.namespace):
@@ -261,7 +265,7 @@ async def damage(cluster: Cluster, name: str) -> tuple[dict[str, Any], DecodeErr
     status["instanceStatusColumns"]["index"] = (
         f"0-{status['instanceStatusColumns']['rowCount'] - 2}"
     )
-    written = await put_status(cluster, name, status)
+    written = await put_status(cluster, name=name, status=status)
     with pytest.raises(DecodeError) as caught:
         decode_status(written["status"], max_rows=20000)
     return written, caught.value

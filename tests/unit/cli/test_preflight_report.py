@@ -34,16 +34,18 @@ def tally(
     )
 
 
-GO_EAST = ClusterReport("prod-east", (), tally(dense=120, columnar=3, largest=2048))
+GO_EAST = ClusterReport(
+    name="prod-east", problems=(), replicas=tally(dense=120, columnar=3, largest=2048)
+)
 DAMAGED = DecodeFailure(
-    "serving",
-    "example-engine",
-    "coverage",
-    "index holds 11 values for 12 entries: some are missing",
+    namespace="serving",
+    name="example-engine",
+    reason="coverage",
+    detail="index holds 11 values for 12 entries: some are missing",
 )
 NO_GO_WEST = ClusterReport(
-    "prod-west",
-    (
+    name="prod-west",
+    problems=(
         Problem(
             "config_block",
             "configmap ome/inferenceservice-config sets omenativeStatus "
@@ -52,12 +54,12 @@ NO_GO_WEST = ClusterReport(
         ),
         DAMAGED.problem,
     ),
-    tally(dense=0, columnar=2, largest=12, failures=(DAMAGED,)),
+    replicas=tally(dense=0, columnar=2, largest=12, failures=(DAMAGED,)),
 )
 UNREACHABLE = ClusterReport(
-    "prod-north",
-    (Problem("unreachable", "cannot reach https://10.0.0.1:6443: Connection refused"),),
-    None,
+    name="prod-north",
+    problems=(Problem("unreachable", "cannot reach https://10.0.0.1:6443: Connection refused"),),
+    replicas=None,
 )
 
 
