@@ -183,7 +183,8 @@ async def test_the_status_representation_line_shows_0_without_a_bound(
 
 
 async def two_managers(managers: Any, kube: Any) -> tuple[Any, Any]:
-    """Start two replicas; return (leader, standby) once one leads and both are ready."""
+    """Start two replicas; return (leader, standby) once one leads with its controllers
+    running, and both are ready."""
     first, second = managers.start(name="replica-a"), managers.start(name="replica-b")
     await first.wait_ready()
     await second.wait_ready()
@@ -193,6 +194,8 @@ async def two_managers(managers: Any, kube: Any) -> tuple[Any, Any]:
         what="a leader",
     )
     standby = second if leader is first else first
+    await leader.wait_log("Starting workers", timeout=15)  # caches synced, controllers run
+    await leader.wait_ready()
     return leader, standby
 
 
