@@ -7,7 +7,6 @@ needs the control plane fails when it cannot start, in CI and locally alike.
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -17,8 +16,16 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
+_APISERVERS: list[str] = []
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    for line in _APISERVERS:
+        terminalreporter.write_line(line)
+
+
 @pytest.fixture(scope="session")
-def control_plane(request: pytest.FixtureRequest) -> Iterator[object]:
+def control_plane() -> Iterator[object]:
     from omed.devcluster.binaries import ensure_binaries
     from omed.devcluster.controlplane import ControlPlane
 
@@ -26,11 +33,13 @@ def control_plane(request: pytest.FixtureRequest) -> Iterator[object]:
     plane.start()
     try:
         version = plane.get_json("/version")
-        print(
-            f"\n[control plane] kube-apiserver {version.get('gitVersion')} at {plane.url}, "
-            f"etcd {plane.binaries.etcd.name}, started in {plane.started_in:.1f}s"
+        line = (
+            f"[control plane] kube-apiserver {version.get('gitVersion')} "
+            f"({version.get('platform')}) at {plane.url}, started in {plane.started_in:.1f}s"
         )
-        os.environ["OMED_TEST_APISERVER_VERSION"] = str(version.get("gitVersion"))
+        # The test log must show which apiserver the integration tests ran against, even
+        # with output capture on: the terminal summary prints it.
+        _APISERVERS.append(line)
         yield plane
     finally:
         plane.stop()
