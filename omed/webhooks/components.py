@@ -153,6 +153,50 @@ def _is_zero_budget(value: int | str | None) -> bool:
     return value in {0, "0%"}
 
 
+def _check_strategy(findings: Findings, loc: Loc, *, value: Any) -> None:
+    """``lifecycle.updateStrategy``: its type and rolling-update budgets."""
+    strategy = as_object(findings, loc, value=value) or {}
+    check_choice(
+        findings, (*loc, "type"), value=strategy.get("type"), choices=UPDATE_STRATEGY_TYPES
+    )
+    raw_rolling = strategy.get("rollingUpdate")
+    if raw_rolling is None:
+        return
+    rolling_loc = (*loc, "rollingUpdate")
+    rolling = as_object(findings, rolling_loc, value=raw_rolling) or {}
+    check_min_int(findings, (*rolling_loc, "partition"), value=rolling.get("partition"), minimum=0)
+    surge = _check_budget(findings, (*rolling_loc, "maxSurge"), value=rolling.get("maxSurge"))
+    unavailable = _check_budget(
+        findings, (*rolling_loc, "maxUnavailable"), value=rolling.get("maxUnavailable")
+    )
+    if _is_zero_budget(surge) and _is_zero_budget(unavailable):
+        findings.warn(rolling_loc, WARN_ZERO_BUDGETS)
+
+
+def _check_retry(findings: Findings, loc: Loc, *, value: Any) -> None:
+    """``lifecycle.updateRetry``: attempts, delays and their order, the multiplier."""
+    retry = as_object(findings, loc, value=value) or {}
+    check_min_int(findings, (*loc, "maxAttempts"), value=retry.get("maxAttempts"), minimum=1)
+    initial = _check_duration(
+        findings, (*loc, "initialDelay"), value=retry.get("initialDelay"), example="30s"
+    )
+    longest = _check_duration(
+        findings, (*loc, "maxDelay"), value=retry.get("maxDelay"), example="10m"
+    )
+    if initial is not None and longest is not None and initial > longest:
+        findings.error(
+            (*loc, "initialDelay"),
+            f"must not be longer than maxDelay ({retry.get('maxDelay')}), "
+            f"got {retry.get('initialDelay')}",
+            depends=((*loc, "initialDelay"), (*loc, "maxDelay")),
+        )
+    multiplier = retry.get("multiplier")
+    if multiplier is not None and (
+        isinstance(multiplier, bool) or not isinstance(multiplier, int | float) or multiplier < 1
+    ):
+        findings.error((*loc, "multiplier"), f"must be a number >= 1, got {show(multiplier)}")
+
+
 def check_lifecycle(
     findings: Findings, loc: Loc, *, component: Mapping[str, Any], migration_requested: bool
 ) -> None:
@@ -167,75 +211,44 @@ def check_lifecycle(
         if migration_requested:
             findings.warn((*lc_loc, "instanceReadyTimeout"), WARN_NO_READY_TIMEOUT)
         return
-    check_choice(
-        findings,
-        (*lc_loc, "restartPolicy"),
-        value=lifecycle.get("restartPolicy"),
-        choices=RESTART_POLICIES,
-    )
+    get = lifecycle.get
+    # Each block is checked only when present: most components set a few fields.
+    if (restart := get("restartPolicy")) is not None:
+        check_choice(findings, (*lc_loc, "restartPolicy"), value=restart, choices=RESTART_POLICIES)
 
-    strategy_loc = (*lc_loc, "updateStrategy")
-    strategy = as_object(findings, strategy_loc, value=lifecycle.get("updateStrategy")) or {}
-    check_choice(
-        findings, (*strategy_loc, "type"), value=strategy.get("type"), choices=UPDATE_STRATEGY_TYPES
-    )
-    rolling_loc = (*strategy_loc, "rollingUpdate")
-    rolling = as_object(findings, rolling_loc, value=strategy.get("rollingUpdate")) or {}
-    check_min_int(findings, (*rolling_loc, "partition"), value=rolling.get("partition"), minimum=0)
-    surge = _check_budget(findings, (*rolling_loc, "maxSurge"), value=rolling.get("maxSurge"))
-    unavailable = _check_budget(
-        findings, (*rolling_loc, "maxUnavailable"), value=rolling.get("maxUnavailable")
-    )
-    if _is_zero_budget(surge) and _is_zero_budget(unavailable):
-        findings.warn(rolling_loc, WARN_ZERO_BUDGETS)
+    if (raw_strategy := get("updateStrategy")) is not None:
+        _check_strategy(findings, (*lc_loc, "updateStrategy"), value=raw_strategy)
 
-    ready_loc = (*lc_loc, "readyPolicy")
-    ready_policy = lifecycle.get("readyPolicy")
-    check_choice(findings, ready_loc, value=ready_policy, choices=READY_POLICIES)
-    if ready_policy == "None":
-        if is_multi_pod(component):
-            findings.error(
-                ready_loc,
-                MULTI_POD_READY_POLICY_NONE,
-                depends=(ready_loc, (*loc, "leader"), (*loc, "worker")),
-            )
-        else:
-            findings.warn(ready_loc, WARN_READY_POLICY_NONE)
+    ready_policy = get("readyPolicy")
+    if ready_policy is not None:
+        ready_loc = (*lc_loc, "readyPolicy")
+        check_choice(findings, ready_loc, value=ready_policy, choices=READY_POLICIES)
+        if ready_policy == "None":
+            if is_multi_pod(component):
+                findings.error(
+                    ready_loc,
+                    MULTI_POD_READY_POLICY_NONE,
+                    depends=(ready_loc, (*loc, "leader"), (*loc, "worker")),
+                )
+            else:
+                findings.warn(ready_loc, WARN_READY_POLICY_NONE)
 
-    timeout_loc = (*lc_loc, "instanceReadyTimeout")
-    timeout = lifecycle.get("instanceReadyTimeout")
-    _check_duration(findings, timeout_loc, value=timeout, example="15m")
-    check_min_int(
-        findings, (*lc_loc, "minReadySeconds"), value=lifecycle.get("minReadySeconds"), minimum=0
-    )
+    timeout = get("instanceReadyTimeout")
+    if timeout is not None:
+        _check_duration(findings, (*lc_loc, "instanceReadyTimeout"), value=timeout, example="15m")
+    if (min_ready := get("minReadySeconds")) is not None:
+        check_min_int(findings, (*lc_loc, "minReadySeconds"), value=min_ready, minimum=0)
 
-    policy_loc = (*lc_loc, "migrationPolicy")
-    policy = as_object(findings, policy_loc, value=lifecycle.get("migrationPolicy")) or {}
-    mode = policy.get("mode")
-    check_choice(findings, (*policy_loc, "mode"), value=mode, choices=MIGRATION_MODES)
+    mode = None
+    if (raw_policy := get("migrationPolicy")) is not None:
+        policy_loc = (*lc_loc, "migrationPolicy")
+        policy = as_object(findings, policy_loc, value=raw_policy) or {}
+        mode = policy.get("mode")
+        check_choice(findings, (*policy_loc, "mode"), value=mode, choices=MIGRATION_MODES)
     if migration_requested and timeout is None and mode != "Never":
-        findings.warn(timeout_loc, WARN_NO_READY_TIMEOUT)
+        findings.warn((*lc_loc, "instanceReadyTimeout"), WARN_NO_READY_TIMEOUT)
 
-    retry_loc = (*lc_loc, "updateRetry")
-    retry = as_object(findings, retry_loc, value=lifecycle.get("updateRetry")) or {}
-    check_min_int(findings, (*retry_loc, "maxAttempts"), value=retry.get("maxAttempts"), minimum=1)
-    initial = _check_duration(
-        findings, (*retry_loc, "initialDelay"), value=retry.get("initialDelay"), example="30s"
-    )
-    longest = _check_duration(
-        findings, (*retry_loc, "maxDelay"), value=retry.get("maxDelay"), example="10m"
-    )
-    if initial is not None and longest is not None and initial > longest:
-        findings.error(
-            (*retry_loc, "initialDelay"),
-            f"must not be longer than maxDelay ({retry.get('maxDelay')}), "
-            f"got {retry.get('initialDelay')}",
-            depends=((*retry_loc, "initialDelay"), (*retry_loc, "maxDelay")),
-        )
-    multiplier = retry.get("multiplier")
-    if multiplier is not None and (
-        isinstance(multiplier, bool) or not isinstance(multiplier, int | float) or multiplier < 1
-    ):
-        findings.error((*retry_loc, "multiplier"), f"must be a number >= 1, got {show(multiplier)}")
+    if (raw_retry := get("updateRetry")) is not None:
+        _check_retry(findings, (*lc_loc, "updateRetry"), value=raw_retry)
 
     _check_batch(findings, (*lc_loc, "repairBatchSize"), value=lifecycle.get("repairBatchSize"))

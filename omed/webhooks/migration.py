@@ -23,8 +23,10 @@ very credential that the rule refuses.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Final
 
 import orjson
@@ -96,16 +98,13 @@ def is_request_key(key: str) -> bool:
 
 
 def requested_components(annotations: Mapping[str, Any]) -> frozenset[str]:
-    """Components that well-formed-enough request annotations name (for warnings)."""
+    """Components that request annotations name (for the readiness-timeout warning)."""
     found: set[str] = set()
     for key, value in annotations.items():
-        if is_request_key(key) and isinstance(value, str) and '"component"' in value:
-            try:
-                doc = orjson.loads(value)
-            except orjson.JSONDecodeError:
-                continue
-            if isinstance(doc, dict) and doc.get("component") in COMPONENTS:
-                found.add(doc["component"])
+        if is_request_key(key) and isinstance(value, str):
+            component = _judge(key, value).component
+            if component is not None:
+                found.add(component)
     return frozenset(found)
 
 
@@ -135,39 +134,51 @@ def _time_problem(value: Any) -> str | None:
     return f"must be an RFC 3339 time such as 2026-09-28T10:12:04Z, got {show(value)}"
 
 
-def check_request(
-    findings: Findings,
-    *,
-    key: str,
-    value: Any,
-    spec: Mapping[str, Any],
-) -> None:
-    """The migration request annotation ``key`` with ``value`` on an InferenceService."""
-    loc: Loc = ("metadata", "annotations", key)
+Field = tuple[str | int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _Verdict:
+    """What a request annotation says on its own, whatever the spec."""
+
+    component: str | None
+    """The component it names, when that is engine, decoder or router."""
+    errors: tuple[tuple[Field, str], ...]
+    """(field within the request, or () for the annotation itself; text)."""
+    warnings: tuple[str, ...]
+
+
+@functools.lru_cache(maxsize=256)
+def _judge(key: str, value: str) -> _Verdict:
+    """The spec-independent rules for one annotation. Memoised: a request stays on its
+    InferenceService, and is checked again at each write, until the controller takes it."""
+    errors: list[tuple[Field, str]] = []
+    warnings: list[str] = []
+
+    def error(*field: str | int, text: str) -> None:
+        errors.append((field, text))
+
+    def verdict(component: str | None = None) -> _Verdict:
+        return _Verdict(component=component, errors=tuple(errors), warnings=tuple(warnings))
+
     suffix = key[len(ANNOTATION_MIGRATION_REQUEST_PREFIX) :]
     if not _UUID.fullmatch(suffix):
-        findings.error(
-            loc,
-            "the key must end in a lowercase UUID, such as "
-            "ome.io/migration-request-v1-7c9e6679-7425-40de-944b-e07fc1f90ae7",
+        error(
+            text="the key must end in a lowercase UUID, such as "
+            "ome.io/migration-request-v1-7c9e6679-7425-40de-944b-e07fc1f90ae7"
         )
-        return
-    if not isinstance(value, str) or len(value) > MAX_REQUEST_BYTES:
-        findings.error(loc, f"must be a JSON object of at most {MAX_REQUEST_BYTES} bytes")
-        return
+        return verdict()
+    if len(value) > MAX_REQUEST_BYTES:
+        error(text=f"must be a JSON object of at most {MAX_REQUEST_BYTES} bytes")
+        return verdict()
     try:
         doc = orjson.loads(value)
     except orjson.JSONDecodeError:
-        findings.error(loc, "must be a JSON object (the migration request), got invalid JSON")
-        return
+        error(text="must be a JSON object (the migration request), got invalid JSON")
+        return verdict()
     if not isinstance(doc, dict):
-        findings.error(loc, f"must be a JSON object (the migration request), got {show(doc)}")
-        return
-
-    # The fields of the request, reported as <annotation path>.<field>; every error depends
-    # on the whole annotation, which is what an UPDATE keeps or changes.
-    def error(*field: str | int, text: str) -> None:
-        findings.error((*loc, *field), text, depends=(loc,))
+        error(text=f"must be a JSON object (the migration request), got {show(doc)}")
+        return verdict()
 
     schema = doc.get("schema")
     if schema != SCHEMA_V1:
@@ -178,21 +189,12 @@ def check_request(
             "requestUUID",
             text=f"must equal the UUID that ends the key ({suffix}), got {show(request_uuid)}",
         )
-
     component = doc.get("component")
-    if component not in COMPONENTS or not isinstance(component, str):
-        error("component", text=f"must be one of {', '.join(COMPONENTS)}, got {show(component)}")
-    elif not isinstance(spec.get(component), dict):
-        error("component", text=f"names {component}, which spec.{component} doesn't declare")
+    named: str | None = None
+    if isinstance(component, str) and component in COMPONENTS:
+        named = component
     else:
-        lifecycle = spec[component].get("lifecycle")
-        policy = lifecycle.get("migrationPolicy") if isinstance(lifecycle, dict) else None
-        if isinstance(policy, dict) and policy.get("mode") == "Never":
-            findings.warn(
-                loc,
-                f"{component} has lifecycle.migrationPolicy.mode Never, so OME fails this "
-                "request (migrations disabled by MigrationPolicy Mode=Never)",
-            )
+        error("component", text=f"must be one of {', '.join(COMPONENTS)}, got {show(component)}")
 
     instance = doc.get("instance")
     if not is_int(instance) or instance < 0:
@@ -253,4 +255,45 @@ def check_request(
 
     unknown = sorted(str(k) for k in doc if k not in KNOWN_KEYS)
     if unknown:
-        findings.warn(loc, f"schema v1 has no field {', '.join(unknown)} (OME ignores them)")
+        warnings.append(f"schema v1 has no field {', '.join(unknown)} (OME ignores them)")
+    return verdict(named)
+
+
+def check_request(
+    findings: Findings,
+    *,
+    key: str,
+    value: Any,
+    spec: Mapping[str, Any],
+) -> None:
+    """The migration request annotation ``key`` with ``value`` on an InferenceService.
+
+    Every error depends on the whole annotation: that is what an UPDATE keeps or changes.
+    """
+    loc: Loc = ("metadata", "annotations", key)
+    if not isinstance(value, str):
+        findings.error(loc, f"must be a JSON object of at most {MAX_REQUEST_BYTES} bytes")
+        return
+    judged = _judge(key, value)
+    for field, text in judged.errors:
+        findings.error((*loc, *field), text, depends=(loc,))
+    component = judged.component
+    if component is not None:
+        body = spec.get(component)
+        if not isinstance(body, dict):
+            findings.error(
+                (*loc, "component"),
+                f"names {component}, which spec.{component} doesn't declare",
+                depends=(loc,),
+            )
+        else:
+            lifecycle = body.get("lifecycle")
+            policy = lifecycle.get("migrationPolicy") if isinstance(lifecycle, dict) else None
+            if isinstance(policy, dict) and policy.get("mode") == "Never":
+                findings.warn(
+                    loc,
+                    f"{component} has lifecycle.migrationPolicy.mode Never, so OME fails this "
+                    "request (migrations disabled by MigrationPolicy Mode=Never)",
+                )
+    for text in judged.warnings:
+        findings.warn(loc, text)
