@@ -122,10 +122,17 @@ class InferenceReplicaReconciler:
         if irep is None:
             return await self._orphans(key)
         if not self._expectations.satisfied(key):
+            log.debug(
+                names.MSG_WAITING_FOR_CACHE,
+                extra=kv(key=key, pending=self._expectations.pending(key)),
+            )
             return Result(
                 requeue_after=max(self._expectations.remaining(key), MIN_EXPECTATION_WAIT)
             )
-        uid = str((irep.get("metadata") or {}).get("uid") or "")
+        meta = irep.get("metadata") or {}
+        if not self._expectations.replica_current(key, str(meta.get("resourceVersion") or "")):
+            return Result(requeue_after=RETRY_SOON)  # its update event comes first, usually
+        uid = str(meta.get("uid") or "")
         try:
             target, observed = observe(irep, self._pods.by_index(OWNER_UID, uid))
         except (InvalidReplica, RowsUnreadable) as err:
@@ -145,6 +152,7 @@ class InferenceReplicaReconciler:
                 ),
             )
         outcome = await self._executor.execute(key=key, irep=irep, target=target, plan=decided)
+        self._expectations.expect_replica_past(key, outcome.superseded)
         return self._result(key, decided, outcome)
 
     def _result(self, key: str, decided: Plan, outcome: Outcome) -> Result:

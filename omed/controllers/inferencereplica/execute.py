@@ -119,6 +119,8 @@ class Outcome:
     retry_soon: bool = False
     """Something was skipped for safety or lost a race; look again shortly."""
     errors: list[Exception] = field(default_factory=list)
+    superseded: list[str] = field(default_factory=list)
+    """resourceVersions of the InferenceReplica that this pass's writes replaced."""
     created: int = 0
     deleted: int = 0
 
@@ -160,11 +162,11 @@ class Executor:
         current: Mapping[str, Any] = irep
         for action in plan.of_type(AddFinalizer):
             del action
-            current = await self._guarded(outcome, self._add_finalizer(current))
+            current = await self._guarded(outcome, current, self._add_finalizer(current))
             if outcome.stopped:
                 return outcome
         for write in plan.of_type(WriteStatus):
-            current = await self._guarded(outcome, self._write_status(current, write))
+            current = await self._guarded(outcome, current, self._write_status(current, write))
             if outcome.stopped:
                 return outcome
         involved = event_object(target)
@@ -207,9 +209,12 @@ class Executor:
         )
 
     # -- the InferenceReplica ---------------------------------------------------------------
-    async def _guarded(self, outcome: Outcome, write: Any) -> Mapping[str, Any]:
+    async def _guarded(
+        self, outcome: Outcome, base: Mapping[str, Any], write: Any
+    ) -> Mapping[str, Any]:
         try:
             result: Mapping[str, Any] = await write
+            outcome.superseded.append(str((base.get("metadata") or {}).get("resourceVersion")))
         except Conflict:
             outcome.stopped = "conflict"
             return {}

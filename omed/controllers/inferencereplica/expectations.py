@@ -12,6 +12,11 @@ Three kinds: creations (by pod name: seen once a pod of that name is in the cach
 deletions (by uid: seen once the pod is Terminating or gone), and serving-gate writes (by
 uid: seen once the cached pod shows that gate value, or is gone).
 
+The InferenceReplica itself gets the same treatment for the controller's own writes
+(finalizer, status): a write based on resourceVersion R makes R stale, and a pass planned on
+a cache still at R would only meet a Conflict. :meth:`Expectations.expect_replica_past`
+records R; :meth:`Expectations.replica_current` says whether the cache moved past it.
+
 Invariants:
 
 * an expectation is recorded *before* its request is sent, and lowered when the request
@@ -59,6 +64,25 @@ class Expectations:
         self._clock = clock
         self._timeout = timeout
         self._pending: dict[str, _Pending] = {}
+        self._stale_versions: dict[str, tuple[frozenset[str], float]] = {}
+
+    # -- the InferenceReplica's own writes --------------------------------------------------
+    def expect_replica_past(self, key: str, versions: Iterable[str]) -> None:
+        """The controller wrote over these resourceVersions of ``key``'s InferenceReplica."""
+        stale = frozenset(v for v in versions if v)
+        if stale:
+            self._stale_versions[key] = (stale, self._clock.monotonic())
+
+    def replica_current(self, key: str, version: str) -> bool:
+        """Whether a cached InferenceReplica at ``version`` shows the controller's writes."""
+        entry = self._stale_versions.get(key)
+        if entry is None:
+            return True
+        stale, since = entry
+        if version in stale and self._clock.monotonic() - since < self._timeout:
+            return False
+        del self._stale_versions[key]
+        return True
 
     def _entry(self, key: str) -> _Pending:
         entry = self._pending.get(key)
@@ -140,6 +164,7 @@ class Expectations:
 
     def forget(self, key: str) -> None:
         self._pending.pop(key, None)
+        self._stale_versions.pop(key, None)
 
     def pending(self, key: str) -> tuple[int, int, int]:
         """(creations, deletions, gate writes) still unobserved for ``key``."""

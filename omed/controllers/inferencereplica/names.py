@@ -89,6 +89,7 @@ MSG_SCALE_DOWN_WAVE: Final = "OMENative scale-down wave"
 """Quoted by the product page; one line per pass while a scale-down runs."""
 MSG_SKIPPED_UNSAFE_DELETE: Final = "Skipped deleting a pod that is still routed"
 MSG_STATUS_CONFLICT: Final = "InferenceReplica changed while reconciling; retrying"
+MSG_WAITING_FOR_CACHE: Final = "Waiting for the pod cache to show this controller's writes"
 MSG_STATUS_UNREADABLE: Final = "Cannot read Instance rows; leaving the InferenceReplica alone"
 
 

@@ -421,10 +421,11 @@ def _events(work: _Pass, inst: _Instance, row: InstanceStatus | None) -> None:
     component = work.target.component
     revision = row.target_revision or work.target.update_revision
     before = previous.operation
-    was_creating = (
+    was_creating = (  # a new Instance or incarnation, not a repair of missing pods
         operations.is_create(before)
         and before is not None
         and before.step == names.STEP_CREATE_PODS
+        and before.reason == names.OP_REASON_SCALE_UP
     )
     if was_creating and not inst.facts.missing:
         work.events.append(

@@ -43,13 +43,17 @@ TEMPLATE = {
 
 
 async def eventually(
-    check: Callable[[], Awaitable[bool]], *, timeout: float = 60.0, what: str = "condition"
+    check: Callable[[], Awaitable[bool]],
+    *,
+    timeout: float = 60.0,
+    what: str = "condition",
+    interval: float = 0.1,
 ) -> None:
     deadline = time.monotonic() + timeout
     while not await check():
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        await asyncio.sleep(0.1)
+        await asyncio.sleep(interval)
 
 
 def irep_body(
@@ -86,11 +90,16 @@ class Running:
     """One in-process controller; :meth:`kill` abandons it as ``kill -9`` would."""
 
     def __init__(
-        self, kube: KubeClient, namespace: str, settings: PlanSettings, events: Any
+        self,
+        kube: KubeClient,
+        namespace: str,
+        settings: PlanSettings,
+        events: Any,
+        client: Any = None,
     ) -> None:
         self.factory = InformerFactory(kube)
         self.controller = InferenceReplicaController(
-            client=kube, factory=self.factory, events=events, settings=settings,
+            client=client or kube, factory=self.factory, events=events, settings=settings,
             workers=4, namespace=namespace,
         )  # fmt: skip
         self.task: asyncio.Task[None] | None = None
@@ -145,6 +154,10 @@ class PodWatch:
             if self.last_ready.get(uid):
                 self.routed_deletions.append(pod["metadata"]["name"])
 
+    def uids_now(self) -> list[str]:
+        """The uids of the pods that exist now (not deleted)."""
+        return [uid for uids in self.uids.values() for uid in uids if uid not in self.deleted]
+
     def passes(self) -> list[int]:
         """How many pods each reconcile pass created (grouped by the operations' pass stamp)."""
         counts: dict[str, int] = defaultdict(int)
@@ -173,9 +186,11 @@ class Cluster:
         self.running: list[Running] = []
         self.events = Events()
 
-    async def controller(self, settings: PlanSettings | None = None, events: Any = None) -> Running:
+    async def controller(
+        self, settings: PlanSettings | None = None, events: Any = None, client: Any = None
+    ) -> Running:
         running = Running(
-            self.kube, self.namespace, settings or PlanSettings(), events or self.events
+            self.kube, self.namespace, settings or PlanSettings(), events or self.events, client
         )
         self.running.append(running)
         return await running.start()
@@ -367,27 +382,43 @@ async def test_a_killed_controller_resumes_with_exactly_the_wanted_pods(
     cluster: Cluster, seed: int
 ) -> None:
     rng = random.Random(seed)
-    up = PlanSettings(scale_up_pod_batch_size=3, scale_down_pod_batch_size=3)
-    running = await cluster.controller(up)
+    paced = PlanSettings(scale_up_pod_batch_size=2, scale_down_pod_batch_size=2)
+    running = await cluster.controller(paced)
     await cluster.create(irep_body("chat-engine", replicas=2))
     await eventually(lambda: cluster.converged("chat-engine", 2), what="2 Instances")
 
-    await cluster.scale("chat-engine", 14)
-    for _ in range(4):  # kill mid scale-up, at random points, and start afresh
-        await asyncio.sleep(rng.uniform(0.05, 0.6))
-        await running.kill()
-        running = await cluster.controller(up)
-    await eventually(lambda: cluster.converged("chat-engine", 14), timeout=120, what="14")
+    async def kill_when(started: Callable[[], bool], measure: Callable[[], int]) -> list[int]:
+        nonlocal running
+
+        async def under_way() -> bool:
+            return started()
+
+        # the first kill lands as soon as the change is under way
+        await eventually(under_way, interval=0.002, what="the change to start")
+        seen = []
+        for _ in range(4):
+            await running.kill()
+            seen.append(measure())
+            running = await cluster.controller(paced)
+            await asyncio.sleep(rng.uniform(0.0, 0.3))  # the next ones at random points
+        return seen
+
+    await cluster.scale("chat-engine", 16)
+    created = await kill_when(lambda: len(cluster.watch.uids) > 2, lambda: len(cluster.watch.uids))
+    assert any(2 < seen < 16 for seen in created), created  # killed mid-flight
+    await eventually(lambda: cluster.converged("chat-engine", 16), timeout=120, what="16")
     duplicates = {name: uids for name, uids in cluster.watch.uids.items() if len(uids) > 1}
     assert duplicates == {}
-    assert len(cluster.watch.uids) == 14
+    assert len(cluster.watch.uids) == 16
 
     await cluster.scale("chat-engine", 3)
-    for _ in range(4):  # kill mid scale-down
-        await asyncio.sleep(rng.uniform(0.05, 0.6))
-        await running.kill()
-        running = await cluster.controller(up)
+    deleted = await kill_when(
+        lambda: any(cluster.watch.last_ready.get(u) is False for u in cluster.watch.uids_now()),
+        lambda: len(cluster.watch.deleted),
+    )
+    assert any(seen < 13 for seen in deleted), deleted  # killed mid-flight
     await eventually(lambda: cluster.converged("chat-engine", 3), timeout=120, what="3")
     assert cluster.watch.routed_deletions == []
+    assert len(cluster.watch.deleted) == 13
     names_ = sorted(p["metadata"]["name"] for p in await cluster.pods())
     assert names_ == [f"chat-engine-{i}-default-0" for i in range(3)]

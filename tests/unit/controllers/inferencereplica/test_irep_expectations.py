@@ -73,3 +73,17 @@ def test_keys_are_independent() -> None:
     assert exp.satisfied("b")
     exp.forget("a")
     assert exp.satisfied("a")
+
+
+def test_a_cache_still_at_a_version_the_controller_wrote_over_is_not_current() -> None:
+    clock = FakeClock()
+    exp = Expectations(clock=clock, timeout=30)
+    assert exp.replica_current("k", "5")
+    exp.expect_replica_past("k", ["5", "6"])  # finalizer patch on 5, status write on 6
+    assert not exp.replica_current("k", "5")
+    assert not exp.replica_current("k", "6")
+    assert exp.replica_current("k", "7")
+    assert exp.replica_current("k", "5")  # cleared once caught up
+    exp.expect_replica_past("k", ["7"])
+    clock.advance(30)
+    assert exp.replica_current("k", "7")  # expired

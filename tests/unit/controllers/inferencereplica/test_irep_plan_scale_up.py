@@ -213,3 +213,16 @@ def test_a_terminating_pod_blocks_its_name_until_gone() -> None:
     spec = target(1)
     world = World(spec).add(instance(spec, 0, ready=False, serving=False, terminating=True))
     assert not world.plan().of_type(CreatePods)
+
+
+def test_recreating_a_missing_pod_is_not_reported_as_a_new_instance() -> None:
+    spec = target(1, runners=[("leader", 1), ("worker", 1)])
+    world = World(spec).add(instance(spec, 0))
+    world.apply(world.plan())
+    del world.pods["chat-engine-0-worker-0"]
+    world.step()  # the worker is created again under a PodsMissing Create
+    decided = world.plan()
+    row = decided.of_type(WriteStatus)[0].rows[0]  # the Create moved on: all pods exist
+    assert row.operation is not None and row.operation.step == names.STEP_WAIT_READY
+    reasons = [e.reason for e in decided.of_type(RecordEvent)]
+    assert names.EVENT_INSTANCE_CREATED not in reasons
