@@ -173,10 +173,10 @@ class InferenceReplicaReconciler:
 
     def _unreadable(self, key: str, irep: Mapping[str, Any], err: Exception) -> None:
         version = str((irep.get("metadata") or {}).get("resourceVersion") or "")
-        log.error(names.MSG_STATUS_UNREADABLE, extra=kv(key=key, error=str(err)))
         if self._warned.get(key) == version:
-            return
+            return  # said once for this version; pod events would repeat it endlessly
         self._warned[key] = version
+        log.error(names.MSG_STATUS_UNREADABLE, extra=kv(key=key, error=str(err)))
         self._events.event(
             irep, type=WARNING, reason=names.EVENT_STATUS_UNREADABLE, message=str(err)[:1000]
         )

@@ -71,8 +71,7 @@ from omed.controllers.inferencereplica.rows import (
 )
 from omed.controllers.inferencereplica.status import status_body
 from omed.controllers.inferencereplica.summary import summarize
-
-NORMAL = "Normal"
+from omed.controllers.inferencereplica.transitions import transition_events
 
 
 @dataclass(slots=True)
@@ -141,7 +140,15 @@ def plan(
     )
     by_index = {row.index: row for row in rows}
     for inst in instances:
-        _events(work, inst, by_index.get(inst.index))
+        work.events.extend(
+            transition_events(
+                component=target.component,
+                update_revision=target.update_revision,
+                previous=inst.previous,
+                row=by_index.get(inst.index),
+                all_pods_exist=not inst.facts.missing,
+            )
+        )
 
     progress = _progress(target, instances, wave, deferred_up)
     facts = {inst.index: inst.facts for inst in instances}
@@ -412,43 +419,6 @@ def _serving_gates(work: _Pass, inst: _Instance) -> None:
 
 
 # -- status and events ----------------------------------------------------------------------
-
-
-def _events(work: _Pass, inst: _Instance, row: InstanceStatus | None) -> None:
-    previous = inst.previous
-    if row is None or previous is None or operations.is_delete(row.operation):
-        return
-    component = work.target.component
-    revision = row.target_revision or work.target.update_revision
-    before = previous.operation
-    was_creating = (  # a new Instance or incarnation, not a repair of missing pods
-        operations.is_create(before)
-        and before is not None
-        and before.step == names.STEP_CREATE_PODS
-        and before.reason == names.OP_REASON_SCALE_UP
-    )
-    if was_creating and not inst.facts.missing:
-        work.events.append(
-            RecordEvent(
-                type=NORMAL,
-                reason=names.EVENT_INSTANCE_CREATED,
-                message=(
-                    f"Created Instance {inst.index} of {component}: incarnation "
-                    f"{row.incarnation}, {len(inst.facts.slots)} pod(s), revision {revision}"
-                ),
-            )
-        )
-    if row.phase == "Ready" and previous.phase != "Ready":
-        work.events.append(
-            RecordEvent(
-                type=NORMAL,
-                reason=names.EVENT_INSTANCE_READY,
-                message=(
-                    f"Instance {inst.index} of {component} is Ready: incarnation "
-                    f"{row.incarnation}, revision {row.running_revision or revision}"
-                ),
-            )
-        )
 
 
 def _progress(

@@ -123,7 +123,7 @@ def run(spec: ReplicaTarget, observed: ObservedState, config: PlanSettings) -> P
     return plan(target=spec, observed=observed, settings=config, now=NOW)
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(states())
 def test_creations_stay_within_wanted_instances_and_free_names(state: tuple) -> None:  # type: ignore[type-arg]
     spec, observed, config = state
@@ -142,7 +142,7 @@ def test_creations_stay_within_wanted_instances_and_free_names(state: tuple) -> 
         assert len(planned) <= spec.pods_per_instance
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(states())
 def test_a_pass_never_deletes_a_routed_pod(state: tuple) -> None:  # type: ignore[type-arg]
     spec, observed, config = state
@@ -158,7 +158,7 @@ def test_a_pass_never_deletes_a_routed_pod(state: tuple) -> None:  # type: ignor
             assert not (spec.paused and not spec.deleting)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(states())
 def test_every_pod_action_belongs_to_an_operation_in_the_rows(state: tuple) -> None:  # type: ignore[type-arg]
     spec, observed, config = state
@@ -171,7 +171,7 @@ def test_every_pod_action_belongs_to_an_operation_in_the_rows(state: tuple) -> N
         assert row.operation.type == ("Create" if isinstance(action, CreatePods) else "Delete")
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(states())
 def test_batches_respect_the_budget_unless_one_instance_goes_alone(state: tuple) -> None:  # type: ignore[type-arg]
     spec, observed, config = state
@@ -189,7 +189,7 @@ def test_batches_respect_the_budget_unless_one_instance_goes_alone(state: tuple)
     assert budget is None or created <= budget or len(creates) == 1
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(states())
 def test_planning_again_on_the_state_a_plan_produced_changes_nothing(state: tuple) -> None:  # type: ignore[type-arg]
     spec, observed, config = state
