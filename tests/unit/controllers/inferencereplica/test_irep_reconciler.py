@@ -1,0 +1,120 @@
+"""The reconciler's guards: stale caches wait, unreadable rows stop, conflicts retry."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from test_irep_execute import Events, FakeKube
+
+from omed.clock import FakeClock
+from omed.controllers.inferencereplica import names
+from omed.controllers.inferencereplica.controller import RETRY_SOON, InferenceReplicaReconciler
+from omed.controllers.inferencereplica.expectations import Expectations
+from omed.controllers.inferencereplica.model import PlanSettings
+from omed.informers.transform import Obj
+from omed.kube.errors import Conflict
+from omed.workqueue import Result
+
+KEY = "prod/chat-engine"
+TEMPLATE = {"spec": {"containers": [{"name": "ome-container", "image": "ome/serving:1.0"}]}}
+IREP: dict[str, Any] = {
+    "apiVersion": "ome.io/v1beta1",
+    "kind": "InferenceReplica",
+    "metadata": {
+        "name": "chat-engine",
+        "namespace": "prod",
+        "uid": "irep-uid",
+        "generation": 1,
+        "resourceVersion": "5",
+        "finalizers": [names.FINALIZER],
+    },
+    "spec": {
+        "component": "engine",
+        "replicas": 2,
+        "runners": [{"name": "default", "template": TEMPLATE}],
+    },
+}
+
+
+class Cache:
+    def __init__(self, *objects: Obj) -> None:
+        self.objects = {f"{o['metadata']['namespace']}/{o['metadata']['name']}": o for o in objects}
+
+    def get(self, key: str) -> Obj | None:
+        return self.objects.get(key)
+
+    def by_index(self, index: str, value: str) -> list[Obj]:
+        return []
+
+
+def reconciler(
+    kube: FakeKube, irep: Obj | None = None
+) -> tuple[InferenceReplicaReconciler, Expectations, Events]:
+    clock = FakeClock()
+    expectations = Expectations(clock=clock)
+    events = Events()
+    return (
+        InferenceReplicaReconciler(
+            client=kube,
+            replicas=Cache(irep) if irep is not None else Cache(),
+            pods=Cache(),
+            events=events,
+            settings=PlanSettings(),
+            expectations=expectations,
+            clock=clock,
+        ),
+        expectations,
+        events,
+    )
+
+
+async def test_a_pass_writes_status_then_creates_and_remembers_the_stale_version() -> None:
+    kube = FakeKube()
+    run, expectations, _ = reconciler(kube, IREP)
+    assert await run.reconcile(KEY) == Result()
+    assert [verb for verb, _ in kube.calls] == ["status", "create", "create"]
+    assert not expectations.replica_current(KEY, "5")
+
+
+async def test_unobserved_writes_hold_the_key_back_without_a_request() -> None:
+    kube = FakeKube()
+    run, expectations, _ = reconciler(kube, IREP)
+    expectations.expect_creations(KEY, ["chat-engine-0-default-0"])
+    result = await run.reconcile(KEY)
+    assert result.requeue_after is not None and result.requeue_after > 0
+    assert kube.calls == []
+
+
+async def test_a_cache_behind_the_controllers_own_write_waits_instead_of_conflicting() -> None:
+    kube = FakeKube()
+    run, expectations, _ = reconciler(kube, IREP)
+    expectations.expect_replica_past(KEY, ["5"])
+    assert await run.reconcile(KEY) == Result(requeue_after=RETRY_SOON)
+    assert kube.calls == []
+
+
+async def test_a_conflict_is_retried_with_backoff() -> None:
+    kube = FakeKube()
+    kube.fail[("status", "chat-engine")] = Conflict(409, "Conflict", "changed")
+    run, _, _ = reconciler(kube, IREP)
+    assert await run.reconcile(KEY) == Result(requeue=True)
+
+
+async def test_unreadable_rows_stop_management_with_one_warning_per_version() -> None:
+    broken = copy.deepcopy(IREP)
+    broken["status"] = {"instanceStatusEncoding": "ColumnarV2"}
+    kube = FakeKube()
+    run, _, events = reconciler(kube, broken)
+    assert await run.reconcile(KEY) == Result()
+    assert await run.reconcile(KEY) == Result()
+    assert kube.calls == []
+    assert events.seen == [("InferenceReplica", "chat-engine", names.EVENT_STATUS_UNREADABLE)]
+
+
+async def test_a_key_without_replica_or_pods_is_forgotten() -> None:
+    kube = FakeKube()
+    run, expectations, _ = reconciler(kube)
+    expectations.expect_creations(KEY, ["x"])
+    assert await run.reconcile(KEY) == Result()
+    assert expectations.satisfied(KEY)
