@@ -44,6 +44,7 @@ from omed.controllers.inferencereplica.model import PlanSettings
 from omed.controllers.inferencereplica.observe import (
     InvalidReplica,
     controller_name,
+    controller_uid,
     observe,
     pod_view,
 )
@@ -153,7 +154,31 @@ class InferenceReplicaReconciler:
             )
         outcome = await self._executor.execute(key=key, irep=irep, target=target, plan=decided)
         self._expectations.expect_replica_past(key, outcome.superseded)
+        if outcome.names_taken:
+            await self._free_names(key, target.uid, outcome)
         return self._result(key, decided, outcome)
+
+    async def _free_names(self, key: str, uid: str, outcome: Outcome) -> None:
+        """Drain pods that hold our pod names for an earlier InferenceReplica of this name.
+
+        Such pods (the object was deleted without omed's finalizer and created again, in a
+        cluster without a garbage collector) would block their names forever.
+        """
+        namespace, _ = split_key(key)
+        earlier = []
+        for name in outcome.names_taken:
+            pod = self._pods.get(f"{namespace}/{name}")
+            if pod is None:
+                continue  # a repeat of our own create, or a pod the cache doesn't hold
+            owner = controller_uid(pod, kind=KIND_INFERENCE_REPLICA)
+            if owner is not None and owner != uid and owner_key(pod) == key:
+                earlier.append(pod_view(pod, replica=split_key(key)[1]))
+        if earlier:
+            drained = Plan(actions=drain_orphans(earlier), rows=(), status=InferenceReplicaStatus())
+            await self._executor.run_pod_actions(
+                outcome, key=key, namespace=namespace or "", plan=drained
+            )
+            outcome.retry_soon = True
 
     def _result(self, key: str, decided: Plan, outcome: Outcome) -> Result:
         if outcome.stopped == "conflict":

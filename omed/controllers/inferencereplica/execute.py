@@ -119,6 +119,8 @@ class Outcome:
     retry_soon: bool = False
     """Something was skipped for safety or lost a race; look again shortly."""
     errors: list[Exception] = field(default_factory=list)
+    names_taken: list[str] = field(default_factory=list)
+    """Pods whose create met AlreadyExists (a repeat, or a pod of someone else)."""
     superseded: list[str] = field(default_factory=list)
     """resourceVersions of the InferenceReplica that this pass's writes replaced."""
     created: int = 0
@@ -340,6 +342,7 @@ class Executor:
                     outcome.created += 1
                 except AlreadyExists:
                     self._expectations.creation_failed(key, name)
+                    outcome.names_taken.append(name)
                 except BaseException as err:
                     self._expectations.creation_failed(key, name)
                     if not isinstance(err, Exception):

@@ -144,3 +144,23 @@ async def test_pods_left_by_a_replica_deleted_without_its_finalizer_are_drained(
 
     await eventually(drained, what="the orphaned pods to be gone")
     assert cluster.watch.routed_deletions == []
+
+
+async def test_a_replica_created_again_takes_its_names_back_from_the_earlier_ones_pods(
+    cluster: Cluster,
+) -> None:
+    first = await cluster.controller()
+    await cluster.create(irep_body("again", replicas=2))
+    await eventually(lambda: cluster.converged("again", 2), what="2 Instances")
+    await first.kill()
+    patch = {"metadata": {"finalizers": None}}
+    await cluster.kube.patch(INFERENCE_REPLICAS, "again", patch, cluster.namespace)
+    await cluster.kube.delete(INFERENCE_REPLICAS, "again", cluster.namespace)
+    created = await cluster.create(irep_body("again", replicas=2))
+    await cluster.controller()
+    await eventually(lambda: cluster.converged("again", 2), what="2 Instances of the new one")
+    owners = {
+        ref["uid"] for pod in await cluster.pods() for ref in pod["metadata"]["ownerReferences"]
+    }
+    assert owners == {created["metadata"]["uid"]}
+    assert cluster.watch.routed_deletions == []
