@@ -9,9 +9,13 @@ Wall time (``now``) is for timestamps written to the API server; monotonic time
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import time
-from typing import Protocol
+from collections.abc import Awaitable
+from typing import Protocol, TypeVar
+
+T = TypeVar("T")
 
 
 class Clock(Protocol):
@@ -83,3 +87,22 @@ def parse_rfc3339(value: str) -> dt.datetime:
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=dt.UTC)
     return parsed.astimezone(dt.UTC)
+
+
+async def within(clock: Clock, awaitable: Awaitable[T], seconds: float) -> T:
+    """Await with a deadline on ``clock``; TimeoutError (and the awaitable cancelled) when the
+    deadline passes first. ``asyncio.wait_for`` would use the loop's clock, which a
+    :class:`FakeClock` does not move."""
+    task = asyncio.ensure_future(awaitable)
+    timer = asyncio.ensure_future(clock.sleep(seconds))
+    try:
+        await asyncio.wait({task, timer}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        timer.cancel()
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+    if task.cancelled():
+        raise TimeoutError(f"not done within {seconds:.3f}s")
+    return task.result()

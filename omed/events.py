@@ -48,7 +48,7 @@ from typing import Any, Protocol, TypeVar
 import aiohttp
 from prometheus_client import Counter
 
-from omed.clock import Clock, RealClock, rfc3339
+from omed.clock import Clock, RealClock, rfc3339, within
 from omed.kube.errors import AlreadyExists, ApiError, NotFound, ServerError, TooManyRequests
 from omed.kube.resources import EVENTS
 from omed.log import kv
@@ -457,20 +457,7 @@ class EventRecorder:
             await self._client.create(EVENTS, body, namespace)
 
     async def _within(self, awaitable: Awaitable[T], seconds: float) -> T:
-        """Await with a deadline on the injected clock; TimeoutError when it passes first."""
-        task = asyncio.ensure_future(awaitable)
-        timer = asyncio.ensure_future(self._clock.sleep(seconds))
-        try:
-            await asyncio.wait({task, timer}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            timer.cancel()
-            if not task.done():
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-        if task.cancelled():
-            raise TimeoutError(f"not done within {seconds:.3f}s")
-        return task.result()
+        return await within(self._clock, awaitable, seconds)
 
 
 __all__ = [

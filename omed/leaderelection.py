@@ -56,7 +56,7 @@ from typing import Any, Protocol, TypeVar
 import aiohttp
 from prometheus_client import Gauge
 
-from omed.clock import Clock, RealClock
+from omed.clock import Clock, RealClock, within
 from omed.kube.errors import ApiError, Conflict, NotFound
 from omed.kube.resources import LEASES
 from omed.log import kv
@@ -459,20 +459,7 @@ class LeaderElector:
             await self._within(self._not_leading.wait(), seconds)
 
     async def _within(self, awaitable: Awaitable[T], seconds: float) -> T:
-        """Await with a deadline on the injected clock; TimeoutError when it passes first."""
-        task = asyncio.ensure_future(awaitable)
-        timer = asyncio.ensure_future(self._clock.sleep(seconds))
-        try:
-            await asyncio.wait({task, timer}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            timer.cancel()
-            if not task.done():
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-        if task.cancelled():
-            raise TimeoutError(f"no answer within {seconds:.3f}s")
-        return task.result()
+        return await within(self._clock, awaitable, seconds)
 
 
 __all__ = [
