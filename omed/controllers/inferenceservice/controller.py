@@ -162,7 +162,7 @@ class InferenceServiceReconciler:
                 return Result()
             elif needs_update(current, wanted):
                 try:
-                    await self._client.replace(
+                    current = await self._client.replace(
                         INFERENCE_REPLICAS, updated_object(current, wanted), namespace
                     )
                 except Conflict:
