@@ -20,6 +20,7 @@ from typing import Protocol
 from omed.clock import Clock
 from omed.config import ConfigCache, Options, StartupConfig, reconcile_entries
 from omed.controllers.inferencereplica.controller import InferenceReplicaController
+from omed.controllers.inferencereplica.encoding import StatusEncodingSettings
 from omed.controllers.inferencereplica.model import PlanSettings
 from omed.controllers.inferenceservice.controller import InferenceServiceController
 from omed.events import EventSink
@@ -74,6 +75,7 @@ def _inference_replica(context: ControllerContext) -> ManagedController:
         settings=PlanSettings.from_config(context.startup.lifecycle_scale),
         workers=context.options.inferencereplica_max_concurrent_reconciles,
         clock=context.clock,
+        status_encoding=StatusEncodingSettings.from_config(context.startup.omenative_status),
     )
 
 

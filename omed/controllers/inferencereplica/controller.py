@@ -29,6 +29,7 @@ server confirms the InferenceReplica is really gone.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Mapping
 from typing import Any, Final, Protocol
@@ -36,11 +37,16 @@ from typing import Any, Final, Protocol
 from omed.api.constants import KIND_INFERENCE_REPLICA
 from omed.api.inferencereplica import InferenceReplicaStatus
 from omed.clock import Clock, RealClock
-from omed.controllers.inferencereplica import names
-from omed.controllers.inferencereplica.actions import Plan
+from omed.controllers.inferencereplica import names, statusmetrics
+from omed.controllers.inferencereplica.actions import Plan, WriteStatus
+from omed.controllers.inferencereplica.encoding import (
+    STATUS_SIZE_LIMIT,
+    StatusEncodingSettings,
+    needs_conversion,
+)
 from omed.controllers.inferencereplica.execute import Executor, KubeApi, Outcome
 from omed.controllers.inferencereplica.expectations import DEFAULT_TIMEOUT, Expectations
-from omed.controllers.inferencereplica.model import PlanSettings
+from omed.controllers.inferencereplica.model import ObservedState, PlanSettings
 from omed.controllers.inferencereplica.observe import (
     InvalidReplica,
     controller_name,
@@ -49,7 +55,12 @@ from omed.controllers.inferencereplica.observe import (
     pod_view,
 )
 from omed.controllers.inferencereplica.plan import drain_orphans, plan
-from omed.controllers.inferencereplica.status import RowsUnreadable
+from omed.controllers.inferencereplica.status import (
+    RowsUnreadable,
+    StatusDecodeFailed,
+    encode_rows_into_status,
+    in_list_form,
+)
 from omed.events import WARNING, EventSink
 from omed.informers import (
     NAMESPACE,
@@ -65,6 +76,15 @@ from omed.informers.transform import Obj
 from omed.kube.errors import NotFound
 from omed.kube.resources import INFERENCE_REPLICAS
 from omed.log import kv
+from omed.statuscodec import (
+    REASON_DECODE_FAILED,
+    REASON_SIZE_EXCEEDED,
+    DecodeError,
+    Encoding,
+    decode_failed_message,
+    size_exceeded_message,
+    stored_encoding,
+)
 from omed.workqueue import Controller, Result
 from omed.workqueue.ratelimit import RateLimiter
 
@@ -105,6 +125,8 @@ class InferenceReplicaReconciler:
         settings: PlanSettings,
         expectations: Expectations,
         clock: Clock,
+        status_encoding: StatusEncodingSettings | None = None,
+        status_size_limit: int = STATUS_SIZE_LIMIT,
     ) -> None:
         self._client = client
         self._replicas = replicas
@@ -113,10 +135,20 @@ class InferenceReplicaReconciler:
         self._settings = settings
         self._expectations = expectations
         self._clock = clock
+        self._encoding = status_encoding or StatusEncodingSettings()
+        self._size_limit = status_size_limit
         self._executor = Executor(
-            client=client, events=events, expectations=expectations, clock=clock
+            client=client,
+            events=events,
+            expectations=expectations,
+            clock=clock,
+            status_encoding=self._encoding,
+            status_size_limit=status_size_limit,
         )
         self._warned: dict[str, str] = {}
+        self._size_warned: dict[str, str] = {}
+        self._form_current: dict[str, str] = {}
+        """key -> resourceVersion whose stored form was found to be the one a write keeps."""
 
     async def reconcile(self, key: str) -> Result:
         irep = self._replicas.get(key)
@@ -134,8 +166,13 @@ class InferenceReplicaReconciler:
         if not self._expectations.replica_current(key, str(meta.get("resourceVersion") or "")):
             return Result(requeue_after=RETRY_SOON)  # its update event comes first, usually
         uid = str(meta.get("uid") or "")
+        statusmetrics.stored(key, _stored_encoding(irep))
         try:
-            target, observed = observe(irep, self._pods.by_index(OWNER_UID, uid))
+            listed = in_list_form(irep, max_rows=self._encoding.bound)
+            target, observed = observe(listed, self._pods.by_index(OWNER_UID, uid))
+        except StatusDecodeFailed as err:
+            self._decode_failed(key, irep, err)
+            return Result()
         except (InvalidReplica, RowsUnreadable) as err:
             self._unreadable(key, irep, err)
             return Result()
@@ -143,6 +180,7 @@ class InferenceReplicaReconciler:
         decided = plan(
             target=target, observed=observed, settings=self._settings, now=self._clock.now()
         )
+        decided = self._converting(key, irep, observed, decided)
         if decided.wave_log is not None:
             log.info(
                 names.MSG_SCALE_DOWN_WAVE,
@@ -154,6 +192,10 @@ class InferenceReplicaReconciler:
             )
         outcome = await self._executor.execute(key=key, irep=irep, target=target, plan=decided)
         self._expectations.expect_replica_past(key, outcome.superseded)
+        if outcome.stopped == "too_large":
+            self._too_large(key, irep, outcome)
+            return Result(requeue=True)  # with the key's backoff, until the status fits
+        self._size_warned.pop(key, None)
         if outcome.names_taken:
             await self._free_names(key, target.uid, outcome)
         return self._result(key, decided, outcome)
@@ -196,6 +238,54 @@ class InferenceReplicaReconciler:
             delays.append(RETRY_SOON)
         return Result(requeue_after=min(delays)) if delays else Result()
 
+    def _converting(
+        self, key: str, irep: Mapping[str, Any], observed: ObservedState, decided: Plan
+    ) -> Plan:
+        """``decided``, plus a write of the unchanged rows when their stored form isn't the
+        one a write would keep now (a restart with another omenativeStatus block)."""
+        if decided.of_type(WriteStatus):
+            return decided
+        version = str((irep.get("metadata") or {}).get("resourceVersion") or "")
+        if self._form_current.get(key) == version:
+            return decided
+        rows = tuple(sorted(observed.rows.values(), key=lambda row: row.index))
+        listed = encode_rows_into_status({}, rows).get("instanceStatuses") or []
+        if not needs_conversion(
+            listed, stored=irep.get("status"), settings=self._encoding, size_limit=self._size_limit
+        ):
+            self._form_current[key] = version
+            return decided
+        write = WriteStatus(status=observed.status, rows=rows)
+        return dataclasses.replace(decided, actions=(write, *decided.actions))
+
+    def _decode_failed(self, key: str, irep: Mapping[str, Any], err: StatusDecodeFailed) -> None:
+        version = str((irep.get("metadata") or {}).get("resourceVersion") or "")
+        if self._warned.get(key) == version:
+            return  # said once for this version; pod events would repeat it endlessly
+        self._warned[key] = version
+        namespace, name = split_key(key)
+        statusmetrics.decode_failed(err.reason)
+        log.error(
+            names.MSG_STATUS_DECODE_FAILED,
+            extra=kv(key=key, reason=err.reason, detail=err.detail[:1000]),
+        )
+        message = decode_failed_message(namespace=namespace or "", name=name, reason=err.reason)
+        self._events.event(irep, type=WARNING, reason=REASON_DECODE_FAILED, message=message)
+
+    def _too_large(self, key: str, irep: Mapping[str, Any], outcome: Outcome) -> None:
+        size, encoding = outcome.status_sent or (0, "DenseV1")
+        statusmetrics.size_exceeded(encoding)
+        version = str((irep.get("metadata") or {}).get("resourceVersion") or "")
+        if self._size_warned.get(key) == version:
+            return
+        self._size_warned[key] = version
+        namespace, name = split_key(key)
+        log.error(names.MSG_STATUS_TOO_LARGE, extra=kv(key=key, bytes=size, encoding=encoding))
+        message = size_exceeded_message(
+            namespace=namespace or "", name=name, size=size, encoding=encoding
+        )
+        self._events.event(irep, type=WARNING, reason=REASON_SIZE_EXCEEDED, message=message)
+
     def _unreadable(self, key: str, irep: Mapping[str, Any], err: Exception) -> None:
         version = str((irep.get("metadata") or {}).get("resourceVersion") or "")
         if self._warned.get(key) == version:
@@ -215,6 +305,9 @@ class InferenceReplicaReconciler:
         if not pods:
             self._expectations.forget(key)
             self._warned.pop(key, None)
+            self._size_warned.pop(key, None)
+            self._form_current.pop(key, None)
+            statusmetrics.stored(key, None)
             return Result()
         if not self._expectations.satisfied(key):
             return Result(
@@ -238,8 +331,20 @@ class InferenceReplicaReconciler:
         return Result(requeue_after=RETRY_SOON)
 
 
+def _stored_encoding(irep: Mapping[str, Any]) -> Encoding | None:
+    try:
+        return stored_encoding(irep.get("status"))
+    except DecodeError:
+        return None
+
+
 class InferenceReplicaController:
-    """Informers, expectations and the worker pool of the InferenceReplica controller."""
+    """Informers, expectations and the worker pool of the InferenceReplica controller.
+
+    ``status_encoding`` is the omenativeStatus block (DenseV1 and no bound by default);
+    ``status_size_limit`` the write size above which a ColumnarV2-stored InferenceReplica
+    stays ColumnarV2 under DenseV1 (:data:`~.encoding.STATUS_SIZE_LIMIT`; tests lower it).
+    """
 
     def __init__(
         self,
@@ -253,6 +358,8 @@ class InferenceReplicaController:
         clock: Clock | None = None,
         expectation_timeout: float = DEFAULT_TIMEOUT,
         rate_limiter: RateLimiter | None = None,
+        status_encoding: StatusEncodingSettings | None = None,
+        status_size_limit: int = STATUS_SIZE_LIMIT,
     ) -> None:
         self._clock: Clock = clock or RealClock()
         self.replicas: SharedInformer = factory.informer(INFERENCE_REPLICAS, namespace=namespace)
@@ -266,6 +373,8 @@ class InferenceReplicaController:
             settings=settings,
             expectations=self.expectations,
             clock=self._clock,
+            status_encoding=status_encoding,
+            status_size_limit=status_size_limit,
         )
         self.controller = Controller(
             name=names.CONTROLLER_NAME,

@@ -6,8 +6,9 @@ each decision safe against what the cache didn't know. Order and guards:
 1. ``AddFinalizer`` (optimistic lock on the cached resourceVersion): before omed owns a
    pod, so a deleted InferenceReplica waits for its pods to be drained;
 2. ``WriteStatus`` (optimistic lock): the rows, with every new operation, are durable before
-   any side effect. If this write fails (Conflict: the cache was stale; NotFound), the pass
-   stops here and no pod is touched;
+   any side effect, in the form :mod:`.encoding` picks (a write that changes the stored form
+   records InstanceStatusConverted). If this write fails (Conflict: the cache was stale;
+   NotFound; TooLarge: the status doesn't fit), the pass stops here and no pod is touched;
 3. events (only after the status that records their transition is stored);
 4. serving gates, pod creations, pod deletions, each first *expected* (:mod:`.expectations`);
    creations tolerate ``AlreadyExists`` (fixed names: a repeat after a crash), deletions
@@ -31,7 +32,7 @@ from typing import Any, Protocol
 
 from omed.api.constants import API_VERSION, KIND_INFERENCE_SERVICE, READINESS_GATE_SERVING
 from omed.clock import Clock, rfc3339
-from omed.controllers.inferencereplica import names
+from omed.controllers.inferencereplica import names, statusmetrics
 from omed.controllers.inferencereplica.actions import (
     AddFinalizer,
     CreatePods,
@@ -43,15 +44,21 @@ from omed.controllers.inferencereplica.actions import (
     SetServingGate,
     WriteStatus,
 )
+from omed.controllers.inferencereplica.encoding import (
+    STATUS_SIZE_LIMIT,
+    StatusEncodingSettings,
+    status_write,
+)
 from omed.controllers.inferencereplica.expectations import Expectations
 from omed.controllers.inferencereplica.model import ReplicaTarget
 from omed.controllers.inferencereplica.observe import controller_uid
-from omed.controllers.inferencereplica.status import status_body
-from omed.events import EventSink
+from omed.controllers.inferencereplica.status import encode_rows_into_status
+from omed.events import NORMAL, EventSink
 from omed.kube.client import STRATEGIC_MERGE_PATCH, Resource
-from omed.kube.errors import AlreadyExists, Conflict, Invalid, NotFound
+from omed.kube.errors import AlreadyExists, Conflict, Invalid, NotFound, TooLarge
 from omed.kube.resources import INFERENCE_REPLICAS, PODS
 from omed.log import kv
+from omed.statuscodec import REASON_CONVERTED, Encoding, converted_message, encoded_size
 
 log = logging.getLogger("omed.controllers.inferencereplica")
 
@@ -115,7 +122,9 @@ class Outcome:
     """What executing a plan came to."""
 
     stopped: str | None = None
-    """``conflict`` or ``gone`` when the pass stopped before its side effects."""
+    """``conflict``, ``gone`` or ``too_large`` when the pass stopped before its side effects."""
+    status_sent: tuple[int, Encoding] | None = None
+    """Bytes and encoding of the last status write sent (the StatusSizeExceeded message)."""
     retry_soon: bool = False
     """Something was skipped for safety or lost a race; look again shortly."""
     errors: list[Exception] = field(default_factory=list)
@@ -151,11 +160,15 @@ class Executor:
         events: EventSink,
         expectations: Expectations,
         clock: Clock,
+        status_encoding: StatusEncodingSettings | None = None,
+        status_size_limit: int = STATUS_SIZE_LIMIT,
     ) -> None:
         self._client = client
         self._events = events
         self._expectations = expectations
         self._clock = clock
+        self._encoding = status_encoding or StatusEncodingSettings()
+        self._size_limit = status_size_limit
 
     async def execute(
         self, *, key: str, irep: Mapping[str, Any], target: ReplicaTarget, plan: Plan
@@ -168,7 +181,9 @@ class Executor:
             if outcome.stopped:
                 return outcome
         for write in plan.of_type(WriteStatus):
-            current = await self._guarded(outcome, current, self._write_status(current, write))
+            current = await self._guarded(
+                outcome, current, self._write_status(outcome, current, write)
+            )
             if outcome.stopped:
                 return outcome
         involved = event_object(target)
@@ -223,6 +238,9 @@ class Executor:
         except NotFound:
             outcome.stopped = "gone"
             return {}
+        except TooLarge:
+            outcome.stopped = "too_large"
+            return {}
         return result
 
     async def _add_finalizer(self, irep: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -234,18 +252,45 @@ class Executor:
         )
         return result
 
-    async def _write_status(self, irep: Mapping[str, Any], write: WriteStatus) -> Mapping[str, Any]:
+    async def _write_status(
+        self, outcome: Outcome, irep: Mapping[str, Any], write: WriteStatus
+    ) -> Mapping[str, Any]:
         meta = irep.get("metadata") or {}
-        body = {
+        body: dict[str, Any] = {
             "apiVersion": irep.get("apiVersion"),
             "kind": irep.get("kind"),
             "metadata": dict(meta),
             "spec": irep.get("spec"),
-            "status": status_body(write.status, write.rows),
         }
+        rows = encode_rows_into_status({}, write.rows).get("instanceStatuses") or []
+        decided = status_write(
+            write.status.to_dict(),
+            rows,
+            stored=irep.get("status"),
+            settings=self._encoding,
+            size_limit=self._size_limit,
+            overhead=encoded_size(body),
+        )
+        body["status"] = decided.status
+        size = encoded_size(body)
+        outcome.status_sent = (size, decided.encoding)
         result: Mapping[str, Any] = await self._client.replace_status(
             INFERENCE_REPLICAS, body, meta.get("namespace")
         )
+        namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
+        statusmetrics.written(decided.encoding, size)
+        statusmetrics.stored(f"{namespace}/{name}", decided.encoding)
+        if decided.converted is not None:
+            old, new = decided.converted
+            statusmetrics.converted(old, new)
+            message = converted_message(namespace=namespace, name=name, old=old, new=new)
+            log.info(
+                names.MSG_STATUS_CONVERTED,
+                extra=kv(namespace=namespace, inferenceReplica=name, old=old, new=new),
+            )
+            self._events.event(
+                result or irep, type=NORMAL, reason=REASON_CONVERTED, message=message
+            )
         return result
 
     async def _remove_finalizer(

@@ -91,6 +91,9 @@ MSG_SKIPPED_UNSAFE_DELETE: Final = "Skipped deleting a pod that is still routed"
 MSG_STATUS_CONFLICT: Final = "InferenceReplica changed while reconciling; retrying"
 MSG_WAITING_FOR_CACHE: Final = "Waiting for the pod cache to show this controller's writes"
 MSG_STATUS_UNREADABLE: Final = "Cannot read Instance rows; leaving the InferenceReplica alone"
+MSG_STATUS_DECODE_FAILED: Final = "Cannot decode per-Instance status; not managing the replica"
+MSG_STATUS_CONVERTED: Final = "Converted per-Instance status"
+MSG_STATUS_TOO_LARGE: Final = "Status write rejected as too large; the InferenceReplica stalls"
 
 
 def pod_name(replica: str, index: int, runner: str, ordinal: int) -> str:

@@ -3,8 +3,10 @@
 Why: rows are stored either as the list ``status.instanceStatuses`` (DenseV1) or as columns
 (``instanceStatusEncoding: ColumnarV2``, :mod:`omed.statuscodec`). The controller must not
 care which: it reads rows only through :func:`decode_rows_from_status` and writes them only
-through :func:`encode_rows_into_status`. Today both speak the list form; the ColumnarV2
-codec replaces the bodies of these two functions and nothing else.
+through :func:`encode_rows_into_status`. Both forms are read through the codec
+(:func:`omed.statuscodec.decode_status`) under the manager's bound; which form a write uses is
+decided by :mod:`.encoding`, which the executor applies to the list that
+:func:`encode_rows_into_status` gives.
 
 Invariants:
 
@@ -22,29 +24,41 @@ from typing import Any
 from pydantic import ValidationError
 
 from omed.api.inferencereplica import InferenceReplicaStatus, InstanceStatus
+from omed.statuscodec import DENSE_V1, DecodeError, DecodeReason, decode_status, with_rows
+from omed.statuscodec.status import FIELD_ENCODING
 
 
 class RowsUnreadable(Exception):
     """The stored rows can't be decoded; the InferenceReplica must be left alone."""
 
 
-def decode_rows_from_status(status: Mapping[str, Any] | None) -> list[InstanceStatus]:
-    """The rows stored in ``status`` (a JSON status object), sorted by index."""
+class StatusDecodeFailed(RowsUnreadable):
+    """The codec refused the stored rows: ``reason`` is the event's ``(<reason>)``."""
+
+    def __init__(self, reason: DecodeReason, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason: DecodeReason = reason
+        self.detail = detail
+
+
+def decode_rows_from_status(
+    status: Mapping[str, Any] | None, *, max_rows: int | None = None
+) -> list[InstanceStatus]:
+    """The rows stored in ``status`` (a JSON status object), sorted by index.
+
+    Either form; ``max_rows`` bounds ColumnarV2 (maxDecodedInstances; ``None`` or 0: no bound
+    is set, so no columns are decoded). Raises :class:`StatusDecodeFailed`.
+    """
     if not status:
         return []
-    encoding = status.get("instanceStatusEncoding")
-    if encoding:
-        raise RowsUnreadable(f"instance status encoding {encoding!r} is not supported yet")
-    raw = status.get("instanceStatuses") or []
-    if not isinstance(raw, list):
-        raise RowsUnreadable("status.instanceStatuses is not a list")
+    try:
+        raw = decode_status(status, max_rows=max_rows or None, share_nested=True)
+    except DecodeError as err:
+        raise StatusDecodeFailed(err.reason, err.detail) from err
     try:
         rows = [InstanceStatus.model_validate(item) for item in raw]
     except ValidationError as err:
-        raise RowsUnreadable(f"invalid row in status.instanceStatuses: {err}") from err
-    indexes = [row.index for row in rows]
-    if len(set(indexes)) != len(indexes):
-        raise RowsUnreadable("status.instanceStatuses has two rows with the same index")
+        raise StatusDecodeFailed("row_shape", f"a row is not a valid Instance row: {err}") from err
     return sorted(rows, key=lambda row: row.index)
 
 
@@ -82,3 +96,23 @@ def status_summary(status: Mapping[str, Any] | None) -> InferenceReplicaStatus:
 def status_body(status: InferenceReplicaStatus, rows: Sequence[InstanceStatus]) -> dict[str, Any]:
     """The JSON status to store: ``status`` (its own rows ignored) with ``rows`` encoded in."""
     return encode_rows_into_status(status.to_dict(), rows)
+
+
+def in_list_form(irep: Mapping[str, Any], *, max_rows: int | None) -> Mapping[str, Any]:
+    """``irep`` with its rows as a list, decoded from columns under ``max_rows`` if need be.
+
+    The planner's reader (:func:`decode_rows_from_status`, called by ``observe``) then sees
+    one form. A list-stored object is returned as it is; the cached object is never changed
+    (a ColumnarV2 one gives a new top-level dict and status). Raises
+    :class:`StatusDecodeFailed`.
+    """
+    status = irep.get("status")
+    if not isinstance(status, Mapping) or FIELD_ENCODING not in status:
+        return irep
+    try:
+        rows: list[Mapping[str, Any]] = list(
+            decode_status(status, max_rows=max_rows or None, share_nested=True)
+        )
+    except DecodeError as err:
+        raise StatusDecodeFailed(err.reason, err.detail) from err
+    return {**irep, "status": with_rows(status, encoding=DENSE_V1, payload=rows)}

@@ -101,7 +101,7 @@ async def test_a_conflict_is_retried_with_backoff() -> None:
     assert await run.reconcile(KEY) == Result(requeue=True)
 
 
-async def test_unreadable_rows_stop_management_with_one_warning_per_version() -> None:
+async def test_undecodable_rows_stop_management_with_one_warning_per_version() -> None:
     broken = copy.deepcopy(IREP)
     broken["status"] = {"instanceStatusEncoding": "ColumnarV2"}
     kube = FakeKube()
@@ -109,7 +109,7 @@ async def test_unreadable_rows_stop_management_with_one_warning_per_version() ->
     assert await run.reconcile(KEY) == Result()
     assert await run.reconcile(KEY) == Result()
     assert kube.calls == []
-    assert events.seen == [("InferenceReplica", "chat-engine", names.EVENT_STATUS_UNREADABLE)]
+    assert events.seen == [("InferenceReplica", "chat-engine", "InstanceStatusDecodeFailed")]
 
 
 async def test_a_key_without_replica_or_pods_is_forgotten() -> None:
