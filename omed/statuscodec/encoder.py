@@ -40,7 +40,7 @@ from omed.statuscodec.rowschema import (
     Cells,
     flatten,
 )
-from omed.statuscodec.sequences import Token, format_ranges, format_sequence
+from omed.statuscodec.sequences import Token, format_ranges, format_runs, format_sequence
 
 _MISSING: Final[Any] = object()
 
@@ -118,10 +118,7 @@ def encode(rows: Sequence[Mapping[str, Any]]) -> Encoded:
         out[layout.KEY_TIMES] = format_sequence(deltas)
     if row_class:
         out[layout.KEY_INDEX] = format_sequence(indexes)
-        base_tokens: list[Token] = []
-        for cls, length in base:
-            base_tokens.extend([renumber[cls]] * length)
-        out[layout.KEY_ROW_CLASS] = format_sequence(base_tokens)
+        out[layout.KEY_ROW_CLASS] = format_runs([(renumber[cls], length) for cls, length in base])
     if overrides:
         out[layout.KEY_OVERRIDES] = {
             str(renumber[c]): format_ranges(positions)
@@ -146,66 +143,51 @@ class _Classifier:
         self._buckets: dict[Any, list[int]] = {}
 
     def classify(self, rows: Sequence[Mapping[str, Any]]) -> tuple[list[int], list[Token]]:
+        """Each row's class and index.
+
+        The hot path: a dict row with an index is compared with the two most recent classes
+        (one C-level ``==`` each, the row's index set into the probe first); only a row that
+        matches neither is looked up (:meth:`_lookup`), and only a new class is checked.
+        Indexes are stored unchecked and checked all at once by :func:`_checked_indexes`.
+        """
         count = len(rows)
         row_class = [0] * count
         indexes: list[Any] = [_ABSENT] * count
-        last = prev = -1
-        pos = 0
-        while pos < count:
-            if last >= 0:
-                pos, last, prev = self._claim(
-                    rows, start=pos, classes=(last, prev), out=(row_class, indexes)
-                )
-                if pos >= count:
-                    break
-            found = self._careful(rows[pos], pos=pos, candidates=(last, prev), indexes=indexes)
-            if found == prev:
-                prev, last = last, prev
-            elif found != last:
-                prev, last = last, found
-            row_class[pos] = found
-            pos += 1
-        return row_class, _checked_indexes(indexes)
-
-    def _claim(
-        self,
-        rows: Sequence[Mapping[str, Any]],
-        *,
-        start: int,
-        classes: tuple[int, int],
-        out: tuple[list[int], list[Any]],
-    ) -> tuple[int, int, int]:
-        """The hot loop: claim rows from ``start`` on while each equals one of the two most
-        recent classes (one dict comparison per row, two when the class alternates).
-
-        Returns the first position it couldn't claim and the two classes, most recent first.
-        Indexes are stored unchecked; :func:`_checked_indexes` checks them all at once.
-        """
-        row_class, indexes = out
-        a, b = classes
-        probe_a = self._indexed[a]
-        probe_b = self._indexed[b] if b >= 0 else None
-        count = len(rows)
-        pos = run = start
-        try:
-            while pos < count:
-                row = rows[pos]
-                index = probe_a["index"] = row.get("index")
-                if row != probe_a:
-                    if probe_b is None:
-                        break
+        indexed = self._indexed
+        a = b = -1
+        probe_a: dict[str, Any] | None = None
+        probe_b: dict[str, Any] | None = None
+        run = 0  # where the current run of class ``a`` started
+        for pos in range(count):
+            row = rows[pos]
+            if type(row) is dict and "index" in row:
+                index = indexes[pos] = row["index"]
+                if probe_a is not None:
+                    probe_a["index"] = index
+                    if row == probe_a:
+                        continue
+                if probe_b is not None:
                     probe_b["index"] = index
-                    if row != probe_b:
-                        break
-                    row_class[run:pos] = [a] * (pos - run)
-                    a, b, probe_a, probe_b = b, a, probe_b, probe_a
-                    run = pos
-                indexes[pos] = index
-                pos += 1
-        except AttributeError:  # not a mapping: the careful path says so
-            pass
-        row_class[run:pos] = [a] * (pos - run)
-        return pos, a, b
+                    if row == probe_b:
+                        row_class[run:pos] = [a] * (pos - run)
+                        run = pos
+                        a, b, probe_a, probe_b = b, a, probe_b, probe_a
+                        continue
+                found = self._lookup(row, pos=pos, index=index)
+            else:
+                found = self._careful(row, pos=pos, candidates=(a, b), indexes=indexes)
+                if found == a:
+                    continue
+            if a >= 0:
+                row_class[run:pos] = [a] * (pos - run)
+            run = pos
+            if found == b:
+                a, b, probe_a, probe_b = b, a, probe_b, probe_a
+            else:
+                a, b, probe_a, probe_b = found, a, indexed[found], probe_a
+        if count:
+            row_class[run:count] = [a] * (count - run)
+        return row_class, _checked_indexes(indexes)
 
     def _careful(
         self,
@@ -213,28 +195,18 @@ class _Classifier:
         *,
         pos: int,
         candidates: tuple[int, int],
-        indexes: list[Token],
+        indexes: list[Any],
     ) -> int:
-        """The class of one row, checking its index and (for a new class) its body.
-
-        The hot loop has already compared a dict row that has an index with ``candidates``;
-        this compares again only rows it couldn't (no index, or not a dict).
-        """
-        compared = type(row) is dict and "index" in row
+        """The class of a row off the hot path: not a dict, or without an index."""
         if type(row) is not dict:
             if not isinstance(row, Mapping):
                 raise EncodeError(f"row {pos}: must be an object, got {describe(row)}")
             row = dict(row)
         index = row.get("index", _MISSING)
         if index is not _MISSING:
-            if type(index) is not int or not 0 <= index <= INT64_MAX:
-                raise EncodeError(
-                    f"row {pos}: index must be an integer from 0, got {describe(index)}",
-                    reason="value",
-                )
             indexes[pos] = index
         probe_of = self._bodies if index is _MISSING else self._indexed
-        for cls in () if compared else candidates:
+        for cls in candidates:
             if cls >= 0:
                 probe = probe_of[cls]
                 if index is not _MISSING:

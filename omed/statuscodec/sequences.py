@@ -197,6 +197,23 @@ def format_sequence(tokens: Sequence[Token]) -> str:
     return ",".join(parts)
 
 
+def format_runs(runs: Sequence[tuple[int, int]]) -> str:
+    """:func:`format_sequence` of ``value`` repeated ``count`` times for each
+    ``(value, count)`` in ``runs`` (neighbouring runs hold different values), without
+    expanding them."""
+    parts: list[str] = []
+    add = parts.append
+    singles: list[int | None] = []
+    for value, count in runs:
+        if count > 1:
+            _flush(singles, add)
+            add(f"{value}*{count}")
+        else:
+            singles.append(value)
+    _flush(singles, add)
+    return ",".join(parts)
+
+
 def _flush(singles: list[int | None], emit: Callable[[str], object]) -> None:
     n = len(singles)
     i = 0

@@ -11,7 +11,13 @@ from hypothesis import strategies as st
 from omed.api.columnar_schema import COLUMNAR_V2_SCHEMA
 from omed.api.structural import structural_violations
 from omed.statuscodec import DecodeError, encode_columnar, encoded_size
-from omed.statuscodec.sequences import format_ranges, format_sequence, mark_ranges, parse_sequence
+from omed.statuscodec.sequences import (
+    format_ranges,
+    format_runs,
+    format_sequence,
+    mark_ranges,
+    parse_sequence,
+)
 from omed.statuscodec.timestamps import MAX_EPOCH, MIN_EPOCH, parse, render
 
 from ._support import bench_module, row_lists
@@ -28,6 +34,19 @@ def test_a_sequence_reads_back_as_written(values: list[int | None]) -> None:
     text = format_sequence(values)
     assert parse_sequence(text, what="t", length=len(values)) == values
     assert parse_sequence(text, what="t", length=None, limit=len(values)) == values
+
+
+@PROPERTIES
+@given(st.lists(st.tuples(st.integers(-2, 6), st.integers(1, 4)), max_size=30))
+def test_runs_are_spelled_as_their_expansion(runs: list[tuple[int, int]]) -> None:
+    merged: list[tuple[int, int]] = []
+    for value, count in runs:  # neighbouring runs hold different values
+        if merged and merged[-1][0] == value:
+            merged[-1] = (value, merged[-1][1] + count)
+        else:
+            merged.append((value, count))
+    expanded: list[int | None] = [value for value, count in merged for _ in range(count)]
+    assert format_runs(merged) == format_sequence(expanded)
 
 
 @pytest.mark.parametrize(

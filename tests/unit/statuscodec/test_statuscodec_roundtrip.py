@@ -253,3 +253,21 @@ def test_dense_size_is_the_size_of_the_list(rows: list[dict[str, Any]]) -> None:
     encoded = encode(rows)
     assert encoded.dense_size == encoded_size(rows)
     assert encoded.dense_size_at_least() <= encoded.dense_size
+
+
+def test_the_encoding_does_not_depend_on_key_order() -> None:
+    rows = [{"index": 0, "phase": "Ready", "operation": {"id": "a", "type": "Update"}}]
+    reordered = [{"operation": {"type": "Update", "id": "a"}, "phase": "Ready", "index": 0}]
+    assert encode_columnar(rows) == encode_columnar(reordered)
+
+
+def test_a_row_equal_to_a_checked_row_is_stored_as_that_row() -> None:
+    # Documented: classes are found with ==, so True where 1 belongs is normalized, not
+    # refused, once a row with 1 was checked. validate_rows checks each row on its own.
+    rows: list[dict[str, Any]] = [{"index": 0, "podCount": 1}, {"index": 1, "podCount": True}]
+    decoded = decode_columnar(encode_columnar(rows), max_rows=2)
+    assert canonical(decoded) == canonical(
+        [{"index": 0, "podCount": 1}, {"index": 1, "podCount": 1}]
+    )
+    with pytest.raises(EncodeError):
+        encode_columnar(rows[::-1])
