@@ -79,6 +79,29 @@ class DeletePods:
 
 
 @dataclass(frozen=True, slots=True)
+class PatchPodImages:
+    """Change the container images (and the revision label) of one live pod, in place.
+
+    ``containers`` are (position in spec.containers, name, image); the patch tests the
+    pod's uid and each container's name first, so it never hits a newer pod of the name.
+    """
+
+    index: int
+    operation_id: str
+    pod: PodRef
+    revision: str
+    containers: tuple[tuple[int, str, str], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveReleaseAnnotation:
+    """Delete ome.io/release-held-revision from the InferenceReplica (a metadata patch),
+    only while it still holds ``value``."""
+
+    value: str
+
+
+@dataclass(frozen=True, slots=True)
 class RemoveFinalizer:
     """The InferenceReplica is being deleted and no pod of it is left."""
 
@@ -100,6 +123,8 @@ Action = (
     | DeletePods
     | RemoveFinalizer
     | RecordEvent
+    | PatchPodImages
+    | RemoveReleaseAnnotation
 )
 
 

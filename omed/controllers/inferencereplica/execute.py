@@ -32,15 +32,17 @@ from typing import Any, Protocol
 
 from omed.api.constants import API_VERSION, KIND_INFERENCE_SERVICE, READINESS_GATE_SERVING
 from omed.clock import Clock, rfc3339
-from omed.controllers.inferencereplica import names, statusmetrics
+from omed.controllers.inferencereplica import execute_updates, names, statusmetrics
 from omed.controllers.inferencereplica.actions import (
     AddFinalizer,
     CreatePods,
     DeletePods,
+    PatchPodImages,
     Plan,
     PodRef,
     RecordEvent,
     RemoveFinalizer,
+    RemoveReleaseAnnotation,
     SetServingGate,
     WriteStatus,
 )
@@ -189,7 +191,17 @@ class Executor:
         involved = event_object(target)
         for event in plan.of_type(RecordEvent):
             self._record(involved, event)
+        for release in plan.of_type(RemoveReleaseAnnotation):
+            if not await execute_updates.remove_release_annotation(
+                self._client, namespace=target.namespace, name=target.name, action=release
+            ):
+                outcome.retry_soon = True
         await self.run_pod_actions(outcome, key=key, namespace=target.namespace, plan=plan)
+        for patch in plan.of_type(PatchPodImages):
+            if not await execute_updates.patch_pod_images(
+                self._client, namespace=target.namespace, action=patch
+            ):
+                outcome.retry_soon = True
         if plan.of_type(RemoveFinalizer) and not outcome.errors:
             await self._remove_finalizer(outcome, current, target)
         return outcome

@@ -25,6 +25,7 @@ from typing import Any, Literal
 from omed.api.inferencereplica import InferenceReplicaStatus, InstanceStatus
 from omed.config import BatchSize, LifecycleScaleConfig
 from omed.controllers.inferencereplica.names import RUNNER_ORDER, pod_name
+from omed.controllers.inferencereplica.policy import UpdatePolicy
 
 ReadyPolicy = Literal["AllPodReady", "None"]
 
@@ -69,6 +70,8 @@ class PodView:
     """A container is crash-looping or can't start, or the pod has failed."""
     failure: ContainerFailure | None = None
     """The failure shown now, or the last termination of a restarted container."""
+    images: tuple[tuple[str, str], ...] = ()
+    """(container, image) of the pod's spec.containers, in order (in-place updates)."""
 
     @property
     def routed(self) -> bool:
@@ -122,6 +125,9 @@ class ReplicaTarget:
     has_finalizer: bool = True
     ready_policy: ReadyPolicy = "AllPodReady"
     min_ready_seconds: int = 0
+    update: UpdatePolicy = field(default_factory=UpdatePolicy)
+    release_held: str | None = None
+    """The ome.io/release-held-revision annotation, when set."""
 
     @property
     def pods_per_instance(self) -> int:

@@ -29,6 +29,7 @@ from typing import Any, Final
 from pydantic import ValidationError
 
 from omed.api.constants import (
+    ANNOTATION_RELEASE_HELD_REVISION,
     KIND_INFERENCE_REPLICA,
     KIND_INFERENCE_SERVICE,
     LABEL_INCARNATION,
@@ -52,6 +53,7 @@ from omed.controllers.inferencereplica.names import (
     parse_pod_name,
 )
 from omed.controllers.inferencereplica.podtemplate import revision_of
+from omed.controllers.inferencereplica.policy import update_policy
 from omed.controllers.inferencereplica.status import decode_rows_from_status, status_summary
 
 FAILING_WAITING_REASONS: Final = frozenset(
@@ -182,6 +184,10 @@ def pod_view(pod: Mapping[str, Any], *, replica: str) -> PodView:
         serving=None if gate is None else gate == "True",
         failing=failing,
         failure=failure,
+        images=tuple(
+            (str(c.get("name") or ""), str(c.get("image") or ""))
+            for c in (pod.get("spec") or {}).get("containers") or ()
+        ),
     )
 
 
@@ -234,6 +240,8 @@ def replica_target(irep: Mapping[str, Any]) -> ReplicaTarget:
         has_finalizer=FINALIZER in (meta.finalizers or ()),
         ready_policy=(lifecycle.ready_policy if lifecycle else None) or "AllPodReady",
         min_ready_seconds=min_ready or 0,
+        update=update_policy(lifecycle),
+        release_held=(meta.annotations or {}).get(ANNOTATION_RELEASE_HELD_REVISION),
     )
 
 

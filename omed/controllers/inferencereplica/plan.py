@@ -32,10 +32,8 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
-from omed.api.inferencereplica import InstanceStatus, Operation
-from omed.controllers.inferencereplica import names, operations
+from omed.controllers.inferencereplica import names, operations, updates
 from omed.controllers.inferencereplica.actions import (
     Action,
     AddFinalizer,
@@ -44,7 +42,6 @@ from omed.controllers.inferencereplica.actions import (
     Plan,
     PodRef,
     PodToCreate,
-    RecordEvent,
     RemoveFinalizer,
     ScaleDownWave,
     SetServingGate,
@@ -62,9 +59,10 @@ from omed.controllers.inferencereplica.model import (
     PodView,
     ReplicaTarget,
 )
+from omed.controllers.inferencereplica.passstate import InstanceWork as _Instance
+from omed.controllers.inferencereplica.passstate import PassWork as _Pass
 from omed.controllers.inferencereplica.podtemplate import render_pod
 from omed.controllers.inferencereplica.rows import (
-    InstanceFacts,
     build_row,
     instance_facts,
     next_available_in,
@@ -74,44 +72,17 @@ from omed.controllers.inferencereplica.summary import summarize
 from omed.controllers.inferencereplica.transitions import transition_events
 
 
-@dataclass(slots=True)
-class _Instance:
-    """One Instance while the pass decides about it."""
-
-    facts: InstanceFacts
-    previous: InstanceStatus | None
-    incarnation: int
-    op: Operation | None
-    wanted: bool
-    keep: bool = True
-    created_now: bool = False
-
-    @property
-    def index(self) -> int:
-        return self.facts.index
-
-
-@dataclass(slots=True)
-class _Pass:
-    target: ReplicaTarget
-    settings: PlanSettings
-    now: dt.datetime
-    act: bool
-    gates: list[SetServingGate] = field(default_factory=list)
-    creates: list[CreatePods] = field(default_factory=list)
-    deletes: list[DeletePods] = field(default_factory=list)
-    events: list[RecordEvent] = field(default_factory=list)
-    requeue: list[float] = field(default_factory=list)
-
-
 def plan(
     *, target: ReplicaTarget, observed: ObservedState, settings: PlanSettings, now: dt.datetime
 ) -> Plan:
     """Decide one pass for one InferenceReplica; see the module docstring."""
     wanted = 0 if target.deleting else target.replicas
     work = _Pass(target, settings, now, act=target.deleting or not target.paused)
-    indexes = sorted(set(observed.rows) | set(observed.pods) | set(range(wanted)))
+    surges = updates.surge_indexes({i: row.operation for i, row in observed.rows.items()})
+    indexes = sorted(set(observed.rows) | set(observed.pods) | set(range(wanted)) | set(surges))
     instances = [_instance(target, observed, index, wanted) for index in indexes]
+    for inst in instances:
+        inst.surge_of = surges.get(inst.index)
 
     wave = _scale_down(work, instances)
     for inst in instances:
@@ -120,10 +91,11 @@ def plan(
     if target.deleting and observed.stray_pods:
         _drain_strays(work, observed.stray_pods)
     deferred_up = _scale_up(work, instances, wanted)
+    updates.plan_updates(work, instances, observed.status)
     for inst in instances:
         if inst.keep and operations.is_create(inst.op):
             _drive_create(inst, now)
-        if inst.keep and not operations.is_delete(inst.op) and work.act:
+        if inst.keep and not operations.is_delete(inst.op) and not inst.draining and work.act:
             _serving_gates(work, inst)
 
     rows = tuple(
@@ -160,14 +132,24 @@ def plan(
         progress=progress,
         now=now,
     )
+    status = status.model_copy(
+        update={
+            "retry_blocks": work.blocks or None,
+            "conditions": [*(status.conditions or ()), *work.conditions],
+        }
+    )
     actions: list[Action] = []
     if not target.deleting and not target.has_finalizer:
         actions.append(AddFinalizer())
     if status_body(status, rows) != status_body(observed.status, list(observed.rows.values())):
         actions.append(WriteStatus(status=status, rows=rows))
         actions.extend(work.events)
+    if work.release is not None:
+        actions.append(work.release)
+        actions.extend(work.release_events)
     actions.extend(work.gates)
     actions.extend(work.creates)
+    actions.extend(work.patches)
     actions.extend(work.deletes)
     if _may_remove_finalizer(target, instances, observed):
         actions.append(RemoveFinalizer())
@@ -211,7 +193,11 @@ def _instance(target: ReplicaTarget, observed: ObservedState, index: int, wanted
 def _scale_down(work: _Pass, instances: list[_Instance]) -> ScaleDownWave | None:
     """Start this pass's Delete operations; describe the wave (None when none runs)."""
     in_flight = [inst for inst in instances if operations.is_delete(inst.op)]
-    victims = [inst for inst in instances if not inst.wanted and not operations.is_delete(inst.op)]
+    victims = [
+        inst
+        for inst in instances
+        if not inst.wanted and not operations.is_delete(inst.op) and inst.surge_of is None
+    ]
     for inst in victims:
         if not inst.facts.pods:
             inst.keep = False  # nothing to drain: the row (and any Create) simply ends
@@ -439,6 +425,11 @@ def _progress(
         return names.PROGRESS_SCALING_DOWN
     if deferred_up or any(operations.is_create(inst.op) for inst in kept):
         return names.PROGRESS_SCALING_UP
+    if any(inst.op is not None and inst.op.type == "Update" for inst in kept) or any(
+        inst.wanted and any(p.revision != target.update_revision for p in inst.facts.live)
+        for inst in kept
+    ):
+        return names.PROGRESS_UPDATING
     if any(inst.wanted and not inst.facts.ready for inst in kept):
         return names.PROGRESS_WAITING
     return names.PROGRESS_COMPLETE

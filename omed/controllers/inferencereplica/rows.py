@@ -9,7 +9,8 @@ Row fields (decisions the product pages leave open are marked *omed*):
 * ``phase``: Deleting while a Delete operation runs; Pending while nothing of the Instance
   exists yet, or none of its pods is bound to a node; Failed while a pod fails (a container
   crash-loops or can't pull its image, or the pod failed), Create operation or not; Ready when
-  every pod it should have exists and is Ready; Creating otherwise (pods coming up). *omed*:
+  every pod it should have exists and is Ready; Updating while an Update operation runs and
+  it isn't Ready; Creating otherwise (pods coming up). *omed*:
   an Instance that was Ready and lost readiness without failing shows Creating.
 * ``podCount``: every pod of the Instance, Terminating ones included; ``servingPodCount``:
   pods whose ome.io/serving gate is True; ``availablePodCount``: live pods Ready for at
@@ -171,6 +172,8 @@ def _phase(facts: InstanceFacts, op: Operation | None) -> InstancePhase:
         return "Failed"
     if facts.ready:
         return "Ready"
+    if op is not None and op.type == "Update":
+        return "Updating"
     if op is not None and op.type == "Create":
         return "Creating"
     if not any(pod.node for pod in facts.pods):

@@ -118,4 +118,5 @@ def _progress_message(reason: str) -> str:
         names.PROGRESS_WAITING: "waiting for Instances to become Ready",
         names.PROGRESS_PAUSED: "paused: pods are left as they are",
         names.PROGRESS_COMPLETE: "every Instance is as wanted",
+        names.PROGRESS_UPDATING: "moving Instances to the update revision",
     }.get(reason, reason)

@@ -1,0 +1,76 @@
+"""The executor's part of updates: in-place image patches and the release annotation.
+
+Why apart from :mod:`.execute`: these two writes exist only for updates and retry blocks,
+and keeping them here keeps the executor's core small. Both are JSON patches that *test*
+before they write, so a stale plan never hits a newer object:
+
+* :class:`~.actions.PatchPodImages` tests the pod's uid and each container's name at its
+  position, then replaces the images and the ``ome.io/revision`` label (pod name kept);
+* :class:`~.actions.RemoveReleaseAnnotation` tests that the annotation still holds the
+  released value, then removes it (a metadata patch; the status write that removed the
+  Held block came first).
+
+A failed test, a missing object or a conflict is not an error: the next pass looks again.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Protocol
+
+from omed.api.constants import ANNOTATION_RELEASE_HELD_REVISION, LABEL_REVISION
+from omed.controllers.inferencereplica.actions import PatchPodImages, RemoveReleaseAnnotation
+from omed.kube.client import JSON_PATCH, Resource
+from omed.kube.errors import ApiError
+from omed.kube.resources import INFERENCE_REPLICAS, PODS
+
+log = logging.getLogger("omed.controllers.inferencereplica")
+
+
+class Patcher(Protocol):
+    async def patch(
+        self,
+        resource: Resource,
+        name: str,
+        patch: Any,
+        namespace: str | None = None,
+        *,
+        content_type: str = ...,
+        subresource: str | None = None,
+        **params: Any,
+    ) -> Any: ...
+
+
+def _pointer(key: str) -> str:
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+async def patch_pod_images(client: Patcher, *, namespace: str, action: PatchPodImages) -> bool:
+    """Send one in-place patch; False when it didn't apply (look again soon)."""
+    ops: list[dict[str, Any]] = [{"op": "test", "path": "/metadata/uid", "value": action.pod.uid}]
+    for position, name, image in action.containers:
+        path = f"/spec/containers/{position}"
+        ops.append({"op": "test", "path": f"{path}/name", "value": name})
+        ops.append({"op": "replace", "path": f"{path}/image", "value": image})
+    label = f"/metadata/labels/{_pointer(LABEL_REVISION)}"
+    ops.append({"op": "add", "path": label, "value": action.revision})
+    try:
+        await client.patch(PODS, action.pod.name, ops, namespace, content_type=JSON_PATCH)
+    except ApiError as err:
+        log.info("in-place patch of pod %s not applied: %s", action.pod.name, err)
+        return False
+    return True
+
+
+async def remove_release_annotation(
+    client: Patcher, *, namespace: str, name: str, action: RemoveReleaseAnnotation
+) -> bool:
+    """Delete the release annotation while it still holds the released value."""
+    path = f"/metadata/annotations/{_pointer(ANNOTATION_RELEASE_HELD_REVISION)}"
+    ops = [{"op": "test", "path": path, "value": action.value}, {"op": "remove", "path": path}]
+    try:
+        await client.patch(INFERENCE_REPLICAS, name, ops, namespace, content_type=JSON_PATCH)
+    except ApiError as err:
+        log.info("release annotation of %s/%s not removed: %s", namespace, name, err)
+        return False
+    return True

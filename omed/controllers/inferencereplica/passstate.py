@@ -1,0 +1,71 @@
+"""The mutable working state of one planning pass: its Instances and what it decided.
+
+Why a module of its own: the planner (:mod:`.plan`) and the update logic (:mod:`.updates`)
+both move Instances along within one pass; they share these two records so that each stays
+a readable size. Nothing here outlives the pass, and nothing does I/O.
+
+Invariant: an :class:`InstanceWork`'s ``op`` is what the row written by this pass records;
+every pod action collected on the :class:`PassWork` belongs to such an operation.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+
+from omed.api.base import Condition
+from omed.api.inferencereplica import InstanceStatus, Operation, RetryBlock
+from omed.controllers.inferencereplica.actions import (
+    CreatePods,
+    DeletePods,
+    PatchPodImages,
+    RecordEvent,
+    RemoveReleaseAnnotation,
+    SetServingGate,
+)
+from omed.controllers.inferencereplica.model import PlanSettings, ReplicaTarget
+from omed.controllers.inferencereplica.rows import InstanceFacts
+
+
+@dataclass(slots=True)
+class InstanceWork:
+    """One Instance while the pass decides about it."""
+
+    facts: InstanceFacts
+    previous: InstanceStatus | None
+    incarnation: int
+    op: Operation | None
+    wanted: bool
+    keep: bool = True
+    created_now: bool = False
+    surge_of: int | None = None
+    """Index of the Instance whose Update created this surge Instance (SurgeThenDrain)."""
+    draining: bool = False
+    """This pass sets the Instance's gates False (an update drains it): leave its gates."""
+
+    @property
+    def index(self) -> int:
+        return self.facts.index
+
+
+@dataclass(slots=True)
+class PassWork:
+    """What one pass has decided so far."""
+
+    target: ReplicaTarget
+    settings: PlanSettings
+    now: dt.datetime
+    act: bool
+    gates: list[SetServingGate] = field(default_factory=list)
+    creates: list[CreatePods] = field(default_factory=list)
+    deletes: list[DeletePods] = field(default_factory=list)
+    patches: list[PatchPodImages] = field(default_factory=list)
+    events: list[RecordEvent] = field(default_factory=list)
+    requeue: list[float] = field(default_factory=list)
+    blocks: list[RetryBlock] = field(default_factory=list)
+    """The retry blocks this pass leaves in status."""
+    conditions: list[Condition] = field(default_factory=list)
+    """Conditions beyond Ready and Progressing (UpdateBlocked, RetryBlockMalformed)."""
+    release: RemoveReleaseAnnotation | None = None
+    release_events: list[RecordEvent] = field(default_factory=list)
+    """Events of a release: recorded with the annotation's removal, status change or not."""

@@ -1,0 +1,81 @@
+"""The update and retry settings of one InferenceReplica, resolved for the planner.
+
+Why: ``lifecycle.updateStrategy`` and ``lifecycle.updateRetry`` leave every field optional
+and the user's object keeps what the user wrote. The planner must never guess a default, so
+:mod:`.observe` resolves them here once per pass into frozen values with every default
+applied, and unit tests build them by hand.
+
+Defaults (*omed* where the product pages leave them open):
+
+* strategy SurgeThenDrain; partition 0;
+* maxSurge 1 and maxUnavailable 0 under SurgeThenDrain (capacity never dips); maxUnavailable
+  1 and maxSurge 0 under the other strategies (one Instance at a time);
+* updateRetry: maxAttempts 3, initialDelay 10s, maxDelay 5m, multiplier 2 (*omed*).
+
+Invariant: pure data, no I/O; durations are seconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Final
+
+from omed.api.base import parse_duration
+from omed.api.lifecycle import Lifecycle, UpdateStrategyType
+
+DEFAULT_MAX_ATTEMPTS: Final = 3
+DEFAULT_INITIAL_DELAY: Final = 10.0
+DEFAULT_MAX_DELAY: Final = 300.0
+DEFAULT_MULTIPLIER: Final = 2.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RetryPolicy:
+    """``lifecycle.updateRetry`` with its defaults applied."""
+
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    initial_delay: float = DEFAULT_INITIAL_DELAY
+    max_delay: float = DEFAULT_MAX_DELAY
+    multiplier: float = DEFAULT_MULTIPLIER
+
+    def delay_after(self, attempts: int) -> float:
+        """Seconds of backoff after ``attempts`` failed attempts (1 -> initialDelay)."""
+        exponent = max(attempts - 1, 0)
+        return float(min(self.initial_delay * self.multiplier**exponent, self.max_delay))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UpdatePolicy:
+    """``lifecycle.updateStrategy`` with its defaults applied."""
+
+    strategy: UpdateStrategyType = "SurgeThenDrain"
+    partition: int = 0
+    max_unavailable: int | str | None = None
+    """As written (a count or a percentage of ``replicas``); None for the default."""
+    max_surge: int | str | None = None
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+
+
+def update_policy(lifecycle: Lifecycle | None) -> UpdatePolicy:
+    """The resolved policy of a ``lifecycle`` block (None: every default)."""
+    if lifecycle is None:
+        return UpdatePolicy()
+    strategy = lifecycle.update_strategy
+    rolling = strategy.rolling_update if strategy is not None else None
+    retry = lifecycle.update_retry
+    return UpdatePolicy(
+        strategy=lifecycle.effective_update_strategy_type,
+        partition=(rolling.partition if rolling is not None else None) or 0,
+        max_unavailable=rolling.max_unavailable if rolling is not None else None,
+        max_surge=rolling.max_surge if rolling is not None else None,
+        retry=RetryPolicy(
+            max_attempts=lifecycle.effective_max_attempts,
+            initial_delay=_seconds(retry.initial_delay if retry else None, DEFAULT_INITIAL_DELAY),
+            max_delay=_seconds(retry.max_delay if retry else None, DEFAULT_MAX_DELAY),
+            multiplier=(retry.multiplier if retry else None) or DEFAULT_MULTIPLIER,
+        ),
+    )
+
+
+def _seconds(text: str | None, default: float) -> float:
+    return default if text is None else parse_duration(text).total_seconds()

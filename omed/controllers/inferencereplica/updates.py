@@ -1,0 +1,620 @@
+"""Updates: moving Instances to the update revision, one durable Update operation each.
+
+Why: a pod template change makes a new revision; every Instance must end up on it without
+serving capacity dipping more than the strategy allows, and a manager that dies between
+any two steps must resume, not repeat. Each Instance's move is an ``Update`` operation in
+its row, recorded before its first side effect and re-derived from the pods every pass.
+
+Which Instances move, per pass (nothing while paused or deleted):
+
+* an Instance is *stale* when a live pod runs another revision; one whose pods all run the
+  update revision but fail because of it (see :mod:`.retry`) gets another attempt when its
+  retry block allows (or when no block exists, after a release);
+* Instances with an index below ``rollingUpdate.partition`` stay where they are;
+* not-Ready Instances go first (they serve nothing), then the highest index first;
+* SurgeThenDrain: at most ``maxSurge`` (default 1, at least 1) Updates in flight, each
+  holding one surge Instance; the others: Ready Instances start only while fewer than
+  ``maxUnavailable`` (default 1) wanted Instances are unavailable;
+* a retry block of the update revision in Backoff (not due) or Held stops new Updates; a
+  due block starts exactly one attempt (RetryInProgress).
+
+Strategies (steps are names in :mod:`.names`):
+
+* RecreatePod: Drain -> DeletePods -> WaitPodsGone -> CreatePods (a new incarnation on the
+  update revision) -> WaitReady -> done;
+* SurgeThenDrain: SurgeCreate (a surge Instance at a fresh index, ``surgeIndex``, on the
+  update revision) -> SurgeWaitReady -> the RecreatePod steps on the Instance itself ->
+  SurgeDrain (the surge drains and goes) -> done. *omed*: Instance indexes are stable
+  identities (pod names derive from them), so the surge is a stand-in: it serves while the
+  Instance drains and is rebuilt under its own index, and leaves after. Serving capacity
+  never drops below the wanted count. A surge that fails on the revision drains
+  (SurgeAbort) and the Instance keeps serving the old revision;
+* InPlaceIfPossible: when only container images differ (the current templates with the
+  pods' images hash to the pods' revision), PatchImages (images and revision label, pod
+  names kept; the kubelet restarts the containers) -> WaitReady; otherwise RecreatePod;
+* InPlaceOnly: in place, or no Update at all and condition UpdateBlocked
+  (InPlaceUpdateImpossible) on the InferenceReplica.
+
+An attempt fails when its pods on the revision fail for a revision cause: the operation
+ends and the revision's retry block moves up the ladder (:mod:`.retry`).
+
+Invariants: pure (``now`` is injected); every pod action belongs to an operation stored in
+this pass's rows; a surge index is recorded in the row before any of its pods is created.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+from omed.api.base import resolve_int_or_percent
+from omed.api.inferencereplica import InferenceReplicaStatus, Operation, RetryBlock
+from omed.controllers.inferencereplica import names, operations, retry
+from omed.controllers.inferencereplica.actions import (
+    CreatePods,
+    DeletePods,
+    PatchPodImages,
+    PodRef,
+    PodToCreate,
+    RecordEvent,
+    RemoveReleaseAnnotation,
+    SetServingGate,
+)
+from omed.controllers.inferencereplica.model import PodView, ReplicaTarget, RunnerShape
+from omed.controllers.inferencereplica.passstate import InstanceWork, PassWork
+from omed.controllers.inferencereplica.podtemplate import render_pod, revision_of
+from omed.controllers.inferencereplica.rows import condition, instance_facts
+
+_RECREATE_DRAIN = (names.STEP_DRAIN, names.STEP_DELETE_PODS, names.STEP_WAIT_PODS_GONE)
+
+
+def surge_indexes(ops: Mapping[int, Operation | None]) -> dict[int, int]:
+    """surge index -> index of the Instance whose Update holds it."""
+    return {
+        op.surge_index: index
+        for index, op in ops.items()
+        if op is not None and op.type == "Update" and op.surge_index is not None
+    }
+
+
+def plan_updates(
+    work: PassWork, instances: list[InstanceWork], previous: InferenceReplicaStatus
+) -> None:
+    """Drive the Updates in flight, keep the retry blocks, start new Updates."""
+    target = work.target
+    revision = target.update_revision
+    sorted_out = retry.sort_out(
+        previous.retry_blocks, update_revision=revision, release=target.release_held, now=work.now
+    )
+    _release(work, sorted_out.released)
+    if sorted_out.bad is not None:
+        _report_malformed(work, sorted_out.bad)
+    block = sorted_out.current
+    ran = _revision_ran(instances, revision)
+    by_index = {inst.index: inst for inst in instances}
+
+    failure: str | None = None
+    for inst in list(instances):
+        if inst.keep and inst.op is not None and inst.op.type == "Update":
+            failure = _drive(work, inst, by_index, instances, ran=ran) or failure
+    if failure is not None:
+        block = retry.failed(
+            block, revision=revision, reason=failure, policy=target.update.retry, now=work.now
+        )
+        work.events.append(
+            RecordEvent(
+                type="Warning",
+                reason=names.EVENT_UPDATE_FAILED,
+                message=f"update of {target.component} to {revision} failed: retry block "
+                f"{retry.describe(block)}",
+            )
+        )
+    elif block is not None and block.state != "Held" and ran:
+        block = None  # an Instance is Ready on the revision: the ladder is done
+
+    if sorted_out.bad is None and work.act and not target.deleting:
+        block = _start(work, instances, by_index, block, ran=ran)
+    if sorted_out.bad is not None:
+        work.blocks = list(sorted_out.kept)
+    else:
+        work.blocks = [block] if block is not None else []
+    _block_condition(work, block)
+    work.conditions = [  # transition times move only when a condition's status changes
+        condition(
+            previous.conditions,
+            type=c.type,
+            status=c.status,
+            reason=c.reason,
+            message=c.message,
+            now=work.now,
+        )
+        for c in work.conditions
+    ]
+
+
+# -- starting ---------------------------------------------------------------------------------
+
+
+def _start(
+    work: PassWork,
+    instances: list[InstanceWork],
+    by_index: dict[int, InstanceWork],
+    block: RetryBlock | None,
+    *,
+    ran: bool,
+) -> RetryBlock | None:
+    target = work.target
+    policy = target.update
+    revision = target.update_revision
+    in_flight = [i for i in instances if i.keep and i.op is not None and i.op.type == "Update"]
+    if block is not None and block.state == "Held":
+        return block
+    if block is not None and block.state == "Backoff" and not retry.due(block, work.now):
+        if block.next_retry_at is not None:
+            work.requeue.append(max((block.next_retry_at - work.now).total_seconds(), 0.1))
+        return block
+    candidates = [
+        inst
+        for inst in instances
+        if inst.wanted
+        and inst.keep
+        and inst.op is None
+        and inst.surge_of is None
+        and not inst.created_now
+        and inst.index >= policy.partition
+        and inst.facts.live
+        and (_stale(inst, revision) or _failed_on(inst, revision, ran=ran))
+    ]
+    candidates.sort(key=lambda inst: (inst.facts.ready, -inst.index))
+    if block is not None:  # a due Backoff, or an attempt whose operation is gone
+        if in_flight or not candidates:
+            return block
+        if block.state == "Backoff":
+            block = retry.retrying(block)
+        candidates = candidates[:1]
+    chosen = _within_budget(work, instances, candidates, in_flight)
+    for inst in chosen:
+        _begin(work, inst, instances, by_index, retrying=block is not None)
+    return block
+
+
+def _within_budget(
+    work: PassWork,
+    instances: list[InstanceWork],
+    candidates: list[InstanceWork],
+    in_flight: list[InstanceWork],
+) -> list[InstanceWork]:
+    policy = work.target.update
+    replicas = work.target.replicas
+    if policy.strategy == "SurgeThenDrain":
+        surge = resolve_int_or_percent(
+            policy.max_surge if policy.max_surge is not None else 1, total=replicas, round_up=True
+        )
+        room = max(surge, 1) - len(in_flight)
+        return candidates[: max(room, 0)]
+    limit = resolve_int_or_percent(
+        policy.max_unavailable if policy.max_unavailable is not None else 1,
+        total=replicas,
+        round_up=False,
+    )
+    unavailable = sum(
+        1
+        for inst in instances
+        if inst.wanted and inst.keep and (not inst.facts.ready or inst.op is not None)
+    )
+    room = max(limit, 1) - unavailable
+    chosen = []
+    for inst in candidates:
+        if not inst.facts.ready:
+            chosen.append(inst)  # serves nothing now: updating it costs no capacity
+        elif room > 0:
+            chosen.append(inst)
+            room -= 1
+    return chosen
+
+
+def _begin(
+    work: PassWork,
+    inst: InstanceWork,
+    instances: list[InstanceWork],
+    by_index: dict[int, InstanceWork],
+    *,
+    retrying: bool,
+) -> None:
+    target = work.target
+    strategy = target.update.strategy
+    step = names.STEP_DRAIN
+    surge: int | None = None
+    if strategy in ("InPlaceIfPossible", "InPlaceOnly"):
+        if in_place_patches(target, inst, operation_id="") is not None:
+            step = names.STEP_PATCH_IMAGES
+        elif strategy == "InPlaceOnly":
+            if any(c.type == names.CONDITION_UPDATE_BLOCKED for c in work.conditions):
+                return
+            work.conditions.append(
+                condition(
+                    None,
+                    type=names.CONDITION_UPDATE_BLOCKED,
+                    status="True",
+                    reason=names.BLOCKED_IN_PLACE_IMPOSSIBLE,
+                    message=f"Instance {inst.index} can't move to {target.update_revision} in "
+                    "place: the pod template changed beyond container images "
+                    "(updateStrategy InPlaceOnly)",
+                    now=work.now,
+                )
+            )
+            return
+    elif strategy == "SurgeThenDrain":
+        surge = max([*by_index, target.replicas - 1]) + 1
+        step = names.STEP_SURGE_CREATE
+    op = operations.start(
+        type="Update",
+        index=inst.index,
+        incarnation=inst.incarnation,
+        step=step,
+        reason=names.OP_REASON_RETRY if retrying else names.OP_REASON_REVISION_CHANGED,
+        target_revision=target.update_revision,
+        now=work.now,
+    )
+    inst.op = op.model_copy(update={"surge_index": surge}) if surge is not None else op
+    if surge is not None:
+        stand_in = InstanceWork(
+            facts=instance_facts(target, surge, ()),
+            previous=None,
+            incarnation=1,
+            op=None,
+            wanted=False,
+            surge_of=inst.index,
+        )
+        instances.append(stand_in)
+        by_index[surge] = stand_in
+    running = inst.previous.running_revision if inst.previous is not None else None
+    work.events.append(
+        RecordEvent(
+            type="Normal",
+            reason=names.EVENT_UPDATE_STARTED,
+            message=f"Updating Instance {inst.index} of {target.component} from "
+            f"{running or '-'} to {target.update_revision} ({strategy})",
+        )
+    )
+    _drive(work, inst, by_index, instances, ran=False)
+
+
+# -- driving ----------------------------------------------------------------------------------
+
+
+def _drive(
+    work: PassWork,
+    inst: InstanceWork,
+    by_index: dict[int, InstanceWork],
+    instances: list[InstanceWork],
+    *,
+    ran: bool,
+) -> str | None:
+    """Move one Update on; return the revision failure that ended its attempt, if any."""
+    op = inst.op
+    assert op is not None
+    revision = op.target_revision or work.target.update_revision
+    if op.surge_index is not None:
+        return _drive_surge(work, inst, by_index, instances, ran=ran)
+    if op.step == names.STEP_PATCH_IMAGES:
+        patches = in_place_patches(work.target, inst, operation_id=op.id or "")
+        if patches:
+            if work.act:
+                work.patches.extend(patches)
+            return None
+        if patches is None and not _on(inst, revision):  # no longer possible: recreate
+            inst.op = op = operations.at_step(op, names.STEP_DRAIN, work.now)
+    failure = retry.revision_failure(inst.facts.live, revision=revision, revision_ran=ran)
+    if failure is not None and op.step in (names.STEP_CREATE_PODS, names.STEP_WAIT_READY):
+        inst.op = None
+        return failure
+    if op.step == names.STEP_PATCH_IMAGES:
+        inst.op = operations.at_step(op, names.STEP_WAIT_READY, work.now)
+    if _recreate(work, inst):
+        _completed(work, inst)
+    return None
+
+
+def _drive_surge(
+    work: PassWork,
+    inst: InstanceWork,
+    by_index: dict[int, InstanceWork],
+    instances: list[InstanceWork],
+    *,
+    ran: bool,
+) -> str | None:
+    op = inst.op
+    assert op is not None and op.surge_index is not None
+    target = work.target
+    revision = op.target_revision or target.update_revision
+    surge = by_index.get(op.surge_index)
+    if surge is None:
+        surge = InstanceWork(
+            facts=instance_facts(target, op.surge_index, ()),
+            previous=None,
+            incarnation=1,
+            op=None,
+            wanted=False,
+            surge_of=inst.index,
+        )
+        instances.append(surge)
+        by_index[op.surge_index] = surge
+    step = op.step
+    failure: str | None = None
+    if step in (names.STEP_SURGE_CREATE, names.STEP_SURGE_WAIT_READY):
+        failure = retry.revision_failure(surge.facts.live, revision=revision, revision_ran=ran)
+        if failure is not None:
+            step = names.STEP_SURGE_ABORT
+        elif surge.facts.missing:
+            _create(work, surge, op.id or "")
+            inst.op = operations.at_step(op, names.STEP_SURGE_CREATE, work.now)
+            return None
+        elif not surge.facts.ready:
+            inst.op = operations.at_step(op, names.STEP_SURGE_WAIT_READY, work.now)
+            return None
+        else:
+            step = names.STEP_DRAIN
+            inst.op = operations.at_step(op, step, work.now)
+    if step not in (names.STEP_SURGE_ABORT, names.STEP_SURGE_DRAIN):
+        if step in (names.STEP_CREATE_PODS, names.STEP_WAIT_READY):
+            failure = retry.revision_failure(inst.facts.live, revision=revision, revision_ran=ran)
+        if failure is None and not _recreate(work, inst):
+            return None
+        step = names.STEP_SURGE_DRAIN
+    assert inst.op is not None
+    inst.op = operations.at_step(inst.op, step, work.now)
+    surge.draining = True
+    if _drain(work, surge, inst.op):
+        surge.keep = False
+        if step == names.STEP_SURGE_ABORT:
+            inst.op = None
+        else:
+            _completed(work, inst)
+    return failure
+
+
+def _recreate(work: PassWork, inst: InstanceWork) -> bool:
+    """The RecreatePod steps; True once the Instance is Ready on the update revision."""
+    op = inst.op
+    assert op is not None
+    step = op.step
+    if step in _RECREATE_DRAIN:
+        inst.draining = True
+        if not _drain(work, inst, op):
+            return False
+        if not work.act:
+            return False
+        inst.incarnation += 1
+        inst.draining = False
+        inst.op = op = operations.at_step(op, names.STEP_CREATE_PODS, work.now)
+        step = op.step
+    if step == names.STEP_CREATE_PODS and inst.facts.missing:
+        if inst.facts.pods and not _on(inst, work.target.update_revision):
+            return False  # pods of the earlier incarnation still shown: wait for the cache
+        _create(work, inst, op.id or "")
+        return False
+    inst.op = operations.at_step(op, names.STEP_WAIT_READY, work.now)
+    return inst.facts.ready and _on(inst, work.target.update_revision)
+
+
+def _drain(work: PassWork, inst: InstanceWork, op: Operation) -> bool:
+    """Gates False, delete once unrouted; True when no pod of ``inst`` is left."""
+    pods = inst.facts.pods
+    step = operations.delete_step(pods)
+    if step is None:
+        return True
+    if inst.surge_of is None and inst.op is not None:
+        inst.op = operations.at_step(inst.op, step, work.now)
+    state = operations.drain(pods)
+    if work.act:
+        for pod in state.gate_off:
+            work.gates.append(
+                SetServingGate(
+                    index=inst.index,
+                    pod=PodRef(pod.name, pod.uid),
+                    serving=False,
+                    reason="Updating",
+                )
+            )
+        if state.deletable:
+            work.deletes.append(
+                DeletePods(
+                    index=inst.index,
+                    operation_id=op.id or "",
+                    pods=tuple(PodRef(pod.name, pod.uid) for pod in state.live),
+                )
+            )
+    return False
+
+
+def _create(work: PassWork, inst: InstanceWork, op_id: str) -> None:
+    if not work.act or not inst.facts.missing:
+        return
+    work.creates.append(
+        CreatePods(
+            index=inst.index,
+            operation_id=op_id,
+            pods=tuple(
+                PodToCreate(
+                    slot.name,
+                    render_pod(
+                        work.target,
+                        index=inst.index,
+                        incarnation=inst.incarnation,
+                        slot=slot,
+                        operation_id=op_id,
+                    ),
+                )
+                for slot in inst.facts.missing
+            ),
+        )
+    )
+    inst.created_now = True
+
+
+def _completed(work: PassWork, inst: InstanceWork) -> None:
+    inst.op = None
+    work.events.append(
+        RecordEvent(
+            type="Normal",
+            reason=names.EVENT_UPDATE_COMPLETED,
+            message=f"Instance {inst.index} of {work.target.component} runs "
+            f"{work.target.update_revision}: incarnation {inst.incarnation}",
+        )
+    )
+
+
+# -- in place ---------------------------------------------------------------------------------
+
+
+def in_place_patches(
+    target: ReplicaTarget, inst: InstanceWork, *, operation_id: str
+) -> tuple[PatchPodImages, ...] | None:
+    """The image patches that move ``inst`` in place; None when more than images changed."""
+    live = inst.facts.live
+    if not live or not inst.facts.complete:
+        return None
+    revisions = {pod.revision for pod in live}
+    if len(revisions) != 1:
+        return None
+    (pod_revision,) = revisions
+    shapes: list[RunnerShape] = []
+    for runner in target.runners:
+        sample = next((pod for pod in live if pod.runner == runner.name), None)
+        if sample is None:
+            return None
+        swapped = _with_images(runner.template, dict(sample.images))
+        if swapped is None:
+            return None
+        shapes.append(RunnerShape(runner.name, runner.size, swapped))
+    if revision_of(isvc=target.isvc, component=target.component, runners=tuple(shapes)) != (
+        pod_revision
+    ):
+        return None
+    patches = []
+    for pod in live:
+        if pod.revision == target.update_revision:
+            continue
+        runner_shape = target.runner(pod.runner or "")
+        wanted = _images(runner_shape.template) if runner_shape is not None else {}
+        changes = tuple(
+            (position, name, wanted[name])
+            for position, (name, image) in enumerate(pod.images)
+            if name in wanted and wanted[name] != image
+        )
+        patches.append(
+            PatchPodImages(
+                index=inst.index,
+                operation_id=operation_id,
+                pod=PodRef(pod.name, pod.uid),
+                revision=target.update_revision,
+                containers=changes,
+            )
+        )
+    return tuple(patches)
+
+
+def _images(template: Mapping[str, Any]) -> dict[str, str]:
+    containers = (template.get("spec") or {}).get("containers") or ()
+    return {str(c.get("name")): str(c.get("image") or "") for c in containers}
+
+
+def _with_images(template: Mapping[str, Any], images: dict[str, str]) -> dict[str, Any] | None:
+    swapped = copy.deepcopy(dict(template))
+    containers = (swapped.get("spec") or {}).get("containers") or []
+    if {str(c.get("name")) for c in containers} != set(images):
+        return None
+    for container in containers:
+        container["image"] = images[str(container.get("name"))]
+    return swapped
+
+
+# -- facts and status -------------------------------------------------------------------------
+
+
+def _on(inst: InstanceWork, revision: str) -> bool:
+    live = inst.facts.live
+    return bool(live) and all(pod.revision == revision for pod in live)
+
+
+def _stale(inst: InstanceWork, revision: str) -> bool:
+    return any(pod.revision != revision for pod in inst.facts.live)
+
+
+def _failed_on(inst: InstanceWork, revision: str, *, ran: bool) -> bool:
+    pods: tuple[PodView, ...] = inst.facts.live
+    return _on(inst, revision) and (
+        retry.revision_failure(pods, revision=revision, revision_ran=ran) is not None
+    )
+
+
+def _revision_ran(instances: list[InstanceWork], revision: str) -> bool:
+    return any(
+        (inst.previous is not None and inst.previous.running_revision == revision)
+        or (inst.facts.ready and _on(inst, revision))
+        for inst in instances
+    )
+
+
+def _release(work: PassWork, released: bool) -> None:
+    value = work.target.release_held
+    if value is None:
+        return
+    work.release = RemoveReleaseAnnotation(value)
+    if released:
+        work.release_events.append(
+            RecordEvent(
+                type="Normal",
+                reason=names.EVENT_REVISION_RELEASED,
+                message=f"released held revision {value}: updating to it again",
+            )
+        )
+    else:
+        work.release_events.append(
+            RecordEvent(
+                type="Warning",
+                reason=names.EVENT_RELEASE_IGNORED,
+                message=f"ome.io/release-held-revision={value} names no Held retry block of "
+                f"the update revision {work.target.update_revision}; annotation removed",
+            )
+        )
+
+
+def _report_malformed(work: PassWork, why: str) -> None:
+    message = (
+        f"the retry block of {work.target.update_revision} is malformed ({why}); "
+        "it is left as is and the update waits"
+    )
+    work.conditions.append(
+        condition(
+            None,
+            type=names.CONDITION_RETRY_BLOCK_MALFORMED,
+            status="True",
+            reason="Malformed",
+            message=message,
+            now=work.now,
+        )
+    )
+    work.events.append(
+        RecordEvent(type="Warning", reason=names.EVENT_RETRY_BLOCK_MALFORMED, message=message)
+    )
+
+
+def _block_condition(work: PassWork, block: RetryBlock | None) -> None:
+    if any(c.type == names.CONDITION_UPDATE_BLOCKED for c in work.conditions):
+        return
+    if block is None or block.state == "RetryInProgress":
+        return
+    reason = names.BLOCKED_REVISION_HELD if block.state == "Held" else names.BLOCKED_RETRY_BACKOFF
+    work.conditions.append(
+        condition(
+            None,
+            type=names.CONDITION_UPDATE_BLOCKED,
+            status="True",
+            reason=reason,
+            message=f"revision {block.target_revision}: retry block {retry.describe(block)}",
+            now=work.now,
+        )
+    )
