@@ -87,6 +87,11 @@ class Fleet:
         assert fields(line) == block  # the block this replica loaded
         await self.manager.wait_ready(timeout=60)
 
+    def metric(self, sample: str) -> float:
+        """A sample of the running manager's /metrics (0 when absent or unreachable)."""
+        samples = self.manager.metrics() if self.manager is not None else None
+        return (samples or {}).get(sample, 0.0)
+
     async def get(self, name: str) -> dict[str, Any]:
         found: dict[str, Any] = await self.kube.get(INFERENCE_REPLICAS, name, self.namespace)
         return found
@@ -209,6 +214,20 @@ async def test_restarts_convert_the_fleet_and_a_repaired_status_comes_back(
             what=message,
         )
     assert await fleet.pods() == pods  # the Instances and their pods carried on
+    await eventually(
+        lambda: (
+            fleet.metric(
+                'omed_inferencereplica_status_conversions_total{from="dense_v1",to="columnar_v2"}'
+            )
+            >= 2
+            and fleet.metric('omed_inferencereplica_status_encoding{encoding="columnar_v2"}') >= 2
+            and fleet.metric(
+                'omed_inferencereplica_status_bytes_written_total{encoding="columnar_v2"}'
+            )
+            > 0
+        ),
+        what="the leader's status-encoding metrics",
+    )
 
     # A damaged status: the manager leaves pool-b alone; the preflight says NO-GO.
     stored = await fleet.get("pool-b")
@@ -223,6 +242,8 @@ async def test_restarts_convert_the_fleet_and_a_repaired_status_comes_back(
     await eventually(
         lambda: _has(fleet, "InstanceStatusDecodeFailed", failed), what="the decode failure"
     )
+    coverage = 'omed_inferencereplica_status_decode_failures_total{reason="coverage"}'
+    await eventually(lambda: fleet.metric(coverage) >= 1, what="the decode failure metric")
     await kube.patch(INFERENCE_REPLICAS, "pool-b", {"spec": {"replicas": 6}}, namespace)
     await asyncio.sleep(2.0)  # a while, for work the manager must not do
     assert await fleet.pods() == pods
