@@ -51,6 +51,7 @@ import os
 import re
 import shutil
 import signal
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -342,19 +343,47 @@ async def event_writes(client: KubeClient) -> int:
 # -- the phases ----------------------------------------------------------------------------------
 
 
+def apiserver_metrics(plane: ControlPlane) -> Metrics:
+    """The API server's own ``/metrics`` (admin client certificate)."""
+    assert plane.ca_path and plane.client_cert_path and plane.client_key_path
+    context = ssl.create_default_context(cafile=str(plane.ca_path))
+    context.load_cert_chain(str(plane.client_cert_path), str(plane.client_key_path))
+    with urllib.request.urlopen(plane.url + "/metrics", timeout=30, context=context) as answer:
+        return Metrics(answer.read().decode())
+
+
+def server_writes(after: Metrics, before: Metrics) -> dict[str, int]:
+    """Writes the API server served, by ``VERB resource[/subresource]`` (every client)."""
+
+    def by_target(metrics: Metrics) -> dict[str, float]:
+        out: dict[str, float] = defaultdict(float)
+        for sample in metrics.samples:
+            verb = sample.labels.get("verb", "")
+            if sample.name == "apiserver_request_total" and verb in (*WRITE_METHODS, "APPLY"):
+                target = sample.labels.get("resource", "")
+                if sample.labels.get("subresource"):
+                    target += "/" + sample.labels["subresource"]
+                out[f"{verb} {target}"] += sample.value
+        return out
+
+    return delta(by_target(after), by_target(before))
+
+
 @dataclass
 class Window:
-    """What the manager had done by one point in time."""
+    """What the manager (and the API server) had done by one point in time."""
 
     at: float
     metrics: Metrics
     cpu: float
     events: int
+    server: Metrics
 
     @classmethod
-    async def take(cls, client: KubeClient, manager: Manager) -> Window:
+    async def take(cls, client: KubeClient, manager: Manager, plane: ControlPlane) -> Window:
         events = await event_writes(client)
-        return cls(time.monotonic(), manager.metrics(), manager.cpu_seconds(), events)
+        server = await asyncio.to_thread(apiserver_metrics, plane)
+        return cls(time.monotonic(), manager.metrics(), manager.cpu_seconds(), events, server)
 
     def requests(self, before: Window) -> dict[str, int]:
         return delta(
@@ -373,10 +402,16 @@ class Window:
 
 
 async def converge(
-    client: KubeClient, manager: Manager, *, services: int, engines: int, timeout: float
+    client: KubeClient,
+    manager: Manager,
+    plane: ControlPlane,
+    *,
+    services: int,
+    engines: int,
+    timeout: float,
 ) -> dict[str, Any]:
     names = [f"svc-{i:04d}" for i in range(services)]
-    before = await Window.take(client, manager)
+    before = await Window.take(client, manager, plane)
     start = time.monotonic()
     await bounded(
         [client.create(INFERENCE_SERVICES, service_body(n, engines), NAMESPACE) for n in names], 50
@@ -393,7 +428,7 @@ async def converge(
         return len(ready_at) == services
 
     done = await until(all_ready, timeout=timeout, what=f"{services} InferenceServices Ready")
-    at_ready = await Window.take(client, manager)
+    at_ready = await Window.take(client, manager, plane)
 
     # The Event recorder writes on after the last Ready; wait until the manager writes
     # nothing more (its write count unchanged for 5 s), so the counts below are complete.
@@ -409,7 +444,7 @@ async def converge(
     last_write = next(
         (at for at, count in reversed(writes_seen) if count != writes_seen[-1][1]), done
     )
-    settled = await Window.take(client, manager)
+    settled = await Window.take(client, manager, plane)
 
     seconds = done - start
     instances = services * engines
@@ -443,6 +478,12 @@ async def converge(
         "minimum_writes_per_instance": round(minimum / instances, 2),
         "bound_of_controller_writes_made_seconds": round(
             max(0.0, controller_writes - BURST) / QPS, 2
+        ),
+        "api_server_writes_by_target": server_writes(settled.server, before.server),
+        "request_seconds_mean_until_ready": round(
+            at_ready.counter(before, "rest_client_request_duration_seconds_sum")
+            / max(1.0, at_ready.counter(before, "rest_client_request_duration_seconds_count")),
+            3,
         ),
         "limiter_wait_seconds_until_ready": round(
             at_ready.counter(before, "rest_client_rate_limiter_duration_seconds_sum"), 1
@@ -571,6 +612,7 @@ async def run(args: argparse.Namespace, plane: ControlPlane, workdir: Path) -> d
             converged = await converge(
                 client,
                 manager,
+                plane,
                 services=args.services,
                 engines=args.engines,
                 timeout=args.timeout,
