@@ -117,15 +117,12 @@ def choose_form(
     if settings.encoding == COLUMNAR_V2:
         return choose_encoding(rows, configured=COLUMNAR_V2, max_rows=bound)
     listed = list(rows)
-    if (
-        _safe_stored(stored) == COLUMNAR_V2
-        and bound is not None
-        and 0 < len(listed) <= bound
-        and overhead + encoded_size(listed) > size_limit
-    ):
-        columns = encode_columnar(listed)
-        if encoded_size(columns) < encoded_size(listed):
-            return COLUMNAR_V2, columns
+    if _safe_stored(stored) == COLUMNAR_V2 and bound is not None and 0 < len(listed) <= bound:
+        list_size = encoded_size(listed)
+        if overhead + list_size > size_limit:
+            columns = encode_columnar(listed)
+            if encoded_size(columns) < list_size:
+                return COLUMNAR_V2, columns
     encoding, payload = choose_encoding(listed, configured=DENSE_V1, max_rows=bound)
     return encoding, payload
 
