@@ -37,6 +37,7 @@ def round_trip(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     assert decoded == rows
     shared = decode_columnar(stored, max_rows=max(len(rows), 1), share_nested=True)
     assert canonical(shared) == canonical(rows)
+    assert encode_columnar(decoded) == columns  # a pass that changes nothing writes nothing
     return decoded
 
 
