@@ -54,6 +54,8 @@ class UpdatePolicy:
     """As written (a count or a percentage of ``replicas``); None for the default."""
     max_surge: int | str | None = None
     retry: RetryPolicy = field(default_factory=RetryPolicy)
+    ready_timeout: float | None = None
+    """``lifecycle.instanceReadyTimeout`` in seconds; None: an Update may wait forever."""
 
 
 def update_policy(lifecycle: Lifecycle | None) -> UpdatePolicy:
@@ -73,6 +75,11 @@ def update_policy(lifecycle: Lifecycle | None) -> UpdatePolicy:
             initial_delay=_seconds(retry.initial_delay if retry else None, DEFAULT_INITIAL_DELAY),
             max_delay=_seconds(retry.max_delay if retry else None, DEFAULT_MAX_DELAY),
             multiplier=(retry.multiplier if retry else None) or DEFAULT_MULTIPLIER,
+        ),
+        ready_timeout=(
+            None
+            if lifecycle.instance_ready_timeout is None
+            else _seconds(lifecycle.instance_ready_timeout, 0.0)
         ),
     )
 

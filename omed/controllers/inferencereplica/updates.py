@@ -44,26 +44,23 @@ this pass's rows; a surge index is recorded in the row before any of its pods is
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
-from typing import Any
 
 from omed.api.base import resolve_int_or_percent
 from omed.api.inferencereplica import InferenceReplicaStatus, Operation, RetryBlock
-from omed.controllers.inferencereplica import names, operations, retry
+from omed.controllers.inferencereplica import names, operations, retry, retryreport
 from omed.controllers.inferencereplica.actions import (
     CreatePods,
     DeletePods,
-    PatchPodImages,
     PodRef,
     PodToCreate,
     RecordEvent,
-    RemoveReleaseAnnotation,
     SetServingGate,
 )
-from omed.controllers.inferencereplica.model import PodView, ReplicaTarget, RunnerShape
+from omed.controllers.inferencereplica.inplace import in_place_patches
+from omed.controllers.inferencereplica.model import PodView
 from omed.controllers.inferencereplica.passstate import InstanceWork, PassWork
-from omed.controllers.inferencereplica.podtemplate import render_pod, revision_of
+from omed.controllers.inferencereplica.podtemplate import render_pod
 from omed.controllers.inferencereplica.rows import condition, instance_facts
 
 _RECREATE_DRAIN = (names.STEP_DRAIN, names.STEP_DELETE_PODS, names.STEP_WAIT_PODS_GONE)
@@ -87,9 +84,9 @@ def plan_updates(
     sorted_out = retry.sort_out(
         previous.retry_blocks, update_revision=revision, release=target.release_held, now=work.now
     )
-    _release(work, sorted_out.released)
+    retryreport.release(work, sorted_out.released)
     if sorted_out.bad is not None:
-        _report_malformed(work, sorted_out.bad)
+        retryreport.report_malformed(work, sorted_out.bad)
     block = sorted_out.current
     ran = _revision_ran(instances, revision)
     by_index = {inst.index: inst for inst in instances}
@@ -119,7 +116,7 @@ def plan_updates(
         work.blocks = list(sorted_out.kept)
     else:
         work.blocks = [block] if block is not None else []
-    _block_condition(work, block)
+    retryreport.block_condition(work, block)
     work.conditions = [  # transition times move only when a condition's status changes
         condition(
             previous.conditions,
@@ -466,71 +463,6 @@ def _completed(work: PassWork, inst: InstanceWork) -> None:
     )
 
 
-# -- in place ---------------------------------------------------------------------------------
-
-
-def in_place_patches(
-    target: ReplicaTarget, inst: InstanceWork, *, operation_id: str
-) -> tuple[PatchPodImages, ...] | None:
-    """The image patches that move ``inst`` in place; None when more than images changed."""
-    live = inst.facts.live
-    if not live or not inst.facts.complete:
-        return None
-    revisions = {pod.revision for pod in live}
-    if len(revisions) != 1:
-        return None
-    (pod_revision,) = revisions
-    shapes: list[RunnerShape] = []
-    for runner in target.runners:
-        sample = next((pod for pod in live if pod.runner == runner.name), None)
-        if sample is None:
-            return None
-        swapped = _with_images(runner.template, dict(sample.images))
-        if swapped is None:
-            return None
-        shapes.append(RunnerShape(runner.name, runner.size, swapped))
-    if revision_of(isvc=target.isvc, component=target.component, runners=tuple(shapes)) != (
-        pod_revision
-    ):
-        return None
-    patches = []
-    for pod in live:
-        if pod.revision == target.update_revision:
-            continue
-        runner_shape = target.runner(pod.runner or "")
-        wanted = _images(runner_shape.template) if runner_shape is not None else {}
-        changes = tuple(
-            (position, name, wanted[name])
-            for position, (name, image) in enumerate(pod.images)
-            if name in wanted and wanted[name] != image
-        )
-        patches.append(
-            PatchPodImages(
-                index=inst.index,
-                operation_id=operation_id,
-                pod=PodRef(pod.name, pod.uid),
-                revision=target.update_revision,
-                containers=changes,
-            )
-        )
-    return tuple(patches)
-
-
-def _images(template: Mapping[str, Any]) -> dict[str, str]:
-    containers = (template.get("spec") or {}).get("containers") or ()
-    return {str(c.get("name")): str(c.get("image") or "") for c in containers}
-
-
-def _with_images(template: Mapping[str, Any], images: dict[str, str]) -> dict[str, Any] | None:
-    swapped = copy.deepcopy(dict(template))
-    containers = (swapped.get("spec") or {}).get("containers") or []
-    if {str(c.get("name")) for c in containers} != set(images):
-        return None
-    for container in containers:
-        container["image"] = images[str(container.get("name"))]
-    return swapped
-
-
 # -- facts and status -------------------------------------------------------------------------
 
 
@@ -555,66 +487,4 @@ def _revision_ran(instances: list[InstanceWork], revision: str) -> bool:
         (inst.previous is not None and inst.previous.running_revision == revision)
         or (inst.facts.ready and _on(inst, revision))
         for inst in instances
-    )
-
-
-def _release(work: PassWork, released: bool) -> None:
-    value = work.target.release_held
-    if value is None:
-        return
-    work.release = RemoveReleaseAnnotation(value)
-    if released:
-        work.release_events.append(
-            RecordEvent(
-                type="Normal",
-                reason=names.EVENT_REVISION_RELEASED,
-                message=f"released held revision {value}: updating to it again",
-            )
-        )
-    else:
-        work.release_events.append(
-            RecordEvent(
-                type="Warning",
-                reason=names.EVENT_RELEASE_IGNORED,
-                message=f"ome.io/release-held-revision={value} names no Held retry block of "
-                f"the update revision {work.target.update_revision}; annotation removed",
-            )
-        )
-
-
-def _report_malformed(work: PassWork, why: str) -> None:
-    message = (
-        f"the retry block of {work.target.update_revision} is malformed ({why}); "
-        "it is left as is and the update waits"
-    )
-    work.conditions.append(
-        condition(
-            None,
-            type=names.CONDITION_RETRY_BLOCK_MALFORMED,
-            status="True",
-            reason="Malformed",
-            message=message,
-            now=work.now,
-        )
-    )
-    work.events.append(
-        RecordEvent(type="Warning", reason=names.EVENT_RETRY_BLOCK_MALFORMED, message=message)
-    )
-
-
-def _block_condition(work: PassWork, block: RetryBlock | None) -> None:
-    if any(c.type == names.CONDITION_UPDATE_BLOCKED for c in work.conditions):
-        return
-    if block is None or block.state == "RetryInProgress":
-        return
-    reason = names.BLOCKED_REVISION_HELD if block.state == "Held" else names.BLOCKED_RETRY_BACKOFF
-    work.conditions.append(
-        condition(
-            None,
-            type=names.CONDITION_UPDATE_BLOCKED,
-            status="True",
-            reason=reason,
-            message=f"revision {block.target_revision}: retry block {retry.describe(block)}",
-            now=work.now,
-        )
     )
