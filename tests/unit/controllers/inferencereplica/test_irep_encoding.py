@@ -14,7 +14,7 @@ from test_irep_execute import FakeKube
 from omed.api.inferencereplica import InferenceReplicaStatus, InstanceStatus
 from omed.clock import FakeClock
 from omed.config import OMENativeStatusConfig
-from omed.controllers.inferencereplica import names
+from omed.controllers.inferencereplica import names, statusmetrics
 from omed.controllers.inferencereplica.actions import Plan, WriteStatus
 from omed.controllers.inferencereplica.controller import InferenceReplicaReconciler
 from omed.controllers.inferencereplica.encoding import (
@@ -35,6 +35,7 @@ from omed.controllers.inferencereplica.status import (
 )
 from omed.informers.transform import Obj
 from omed.kube.errors import TooLarge
+from omed.metrics import REGISTRY
 from omed.statuscodec import COLUMNAR_V2, DENSE_V1, encode_columnar, encoded_size
 from omed.workqueue import Result
 
@@ -340,3 +341,37 @@ async def test_a_write_that_converts_records_one_normal_event() -> None:
             "from DenseV1 to ColumnarV2",
         )
     ]
+
+
+# -- metrics -----------------------------------------------------------------------------------
+
+
+def sample(name: str, **labels: str) -> float:
+    value = REGISTRY.get_sample_value(name, labels)
+    return 0.0 if value is None else value
+
+
+def test_the_encoding_gauge_counts_each_replica_once_by_its_stored_encoding() -> None:
+    gauge = statusmetrics.ENCODING_GAUGE
+    dense0 = sample(gauge, encoding="dense_v1")
+    columnar0 = sample(gauge, encoding="columnar_v2")
+    statusmetrics.stored("metrics-test/a", DENSE_V1)
+    statusmetrics.stored("metrics-test/a", DENSE_V1)
+    statusmetrics.stored("metrics-test/b", DENSE_V1)
+    assert sample(gauge, encoding="dense_v1") == dense0 + 2
+    statusmetrics.stored("metrics-test/a", COLUMNAR_V2)
+    assert sample(gauge, encoding="dense_v1") == dense0 + 1
+    assert sample(gauge, encoding="columnar_v2") == columnar0 + 1
+    statusmetrics.stored("metrics-test/a", None)
+    statusmetrics.stored("metrics-test/b", None)
+    assert (sample(gauge, encoding="dense_v1"), sample(gauge, encoding="columnar_v2")) == (
+        dense0,
+        columnar0,
+    )
+
+
+def test_conversions_are_counted_with_the_codecs_labels() -> None:
+    name = statusmetrics.CONVERSIONS
+    before = sample(name, **{"from": "columnar_v2", "to": "dense_v1"})
+    statusmetrics.converted(COLUMNAR_V2, DENSE_V1)
+    assert sample(name, **{"from": "columnar_v2", "to": "dense_v1"}) == before + 1
