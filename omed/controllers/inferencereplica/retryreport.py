@@ -61,6 +61,18 @@ def report_malformed(work: PassWork, why: str) -> None:
 
 
 def block_condition(work: PassWork, block: RetryBlock | None) -> None:
+    if block is not None and block.reason == names.REASON_PROGRESS_DEADLINE:
+        work.conditions.append(
+            condition(
+                None,
+                type=names.CONDITION_PROGRESS_DEADLINE,
+                status="True",
+                reason=names.REASON_PROGRESS_DEADLINE,
+                message=f"an Instance was not Ready on {block.target_revision} within "
+                f"instanceReadyTimeout: retry block {retry.describe(block)}",
+                now=work.now,
+            )
+        )
     if any(c.type == names.CONDITION_UPDATE_BLOCKED for c in work.conditions):
         return
     if block is None or block.state == "RetryInProgress":

@@ -44,6 +44,7 @@ this pass's rows; a surge index is recorded in the row before any of its pods is
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Mapping
 
 from omed.api.base import resolve_int_or_percent
@@ -254,7 +255,7 @@ def _begin(
         target_revision=target.update_revision,
         now=work.now,
     )
-    inst.op = op.model_copy(update={"surge_index": surge}) if surge is not None else op
+    inst.op = op.model_copy(update={"surge_index": surge, "deadline": _deadline(work)})
     if surge is not None:
         stand_in = InstanceWork(
             facts=instance_facts(target, surge, ()),
@@ -304,7 +305,10 @@ def _drive(
         if patches is None and not _on(inst, revision):  # no longer possible: recreate
             inst.op = op = operations.at_step(op, names.STEP_DRAIN, work.now)
     failure = retry.revision_failure(inst.facts.live, revision=revision, revision_ran=ran)
-    if failure is not None and op.step in (names.STEP_CREATE_PODS, names.STEP_WAIT_READY):
+    waiting = op.step in (names.STEP_CREATE_PODS, names.STEP_WAIT_READY)
+    if failure is None and waiting and _expired(work, inst, inst.index):
+        failure = names.REASON_PROGRESS_DEADLINE
+    if failure is not None and waiting:
         inst.op = None
         return failure
     if op.step == names.STEP_PATCH_IMAGES:
@@ -342,6 +346,8 @@ def _drive_surge(
     failure: str | None = None
     if step in (names.STEP_SURGE_CREATE, names.STEP_SURGE_WAIT_READY):
         failure = retry.revision_failure(surge.facts.live, revision=revision, revision_ran=ran)
+        if failure is None and not surge.facts.ready and _expired(work, inst, surge.index):
+            failure = names.REASON_PROGRESS_DEADLINE
         if failure is not None:
             step = names.STEP_SURGE_ABORT
         elif surge.facts.missing:
@@ -357,6 +363,8 @@ def _drive_surge(
     if step not in (names.STEP_SURGE_ABORT, names.STEP_SURGE_DRAIN):
         if step in (names.STEP_CREATE_PODS, names.STEP_WAIT_READY):
             failure = retry.revision_failure(inst.facts.live, revision=revision, revision_ran=ran)
+            if failure is None and not inst.facts.ready and _expired(work, inst, inst.index):
+                failure = names.REASON_PROGRESS_DEADLINE
         if failure is None and not _recreate(work, inst):
             return None
         step = names.STEP_SURGE_DRAIN
@@ -385,7 +393,9 @@ def _recreate(work: PassWork, inst: InstanceWork) -> bool:
             return False
         inst.incarnation += 1
         inst.draining = False
-        inst.op = op = operations.at_step(op, names.STEP_CREATE_PODS, work.now)
+        inst.op = op = operations.at_step(op, names.STEP_CREATE_PODS, work.now).model_copy(
+            update={"deadline": _deadline(work)}
+        )
         step = op.step
     if step == names.STEP_CREATE_PODS and inst.facts.missing:
         if inst.facts.pods and not _on(inst, work.target.update_revision):
@@ -461,6 +471,33 @@ def _completed(work: PassWork, inst: InstanceWork) -> None:
             f"{work.target.update_revision}: incarnation {inst.incarnation}",
         )
     )
+
+
+def _deadline(work: PassWork) -> dt.datetime | None:
+    timeout = work.target.update.ready_timeout
+    return None if timeout is None else work.now + dt.timedelta(seconds=timeout)
+
+
+def _expired(work: PassWork, inst: InstanceWork, waiting_on: int) -> bool:
+    """The Update's deadline passed with Instance ``waiting_on`` not Ready (a Warning event);
+    else a requeue at the deadline."""
+    op = inst.op
+    if op is None or op.deadline is None:
+        return False
+    left = (op.deadline - work.now).total_seconds()
+    if left > 0:
+        work.requeue.append(left)
+        return False
+    work.events.append(
+        RecordEvent(
+            type="Warning",
+            reason=names.EVENT_PROGRESS_DEADLINE,
+            message=f"Instance {waiting_on} of {work.target.component} was not Ready within "
+            f"instanceReadyTimeout ({work.target.update.ready_timeout:g}s) on "
+            f"{work.target.update_revision}; the update attempt failed",
+        )
+    )
+    return True
 
 
 # -- facts and status -------------------------------------------------------------------------

@@ -284,3 +284,30 @@ async def test_a_killed_controller_resumes_the_update_without_duplicate_instance
     created = {name: len(uids) for name, uids in world.watch.uids.items()}
     assert created == {f"{NAME}-{i}-default-0": 2 for i in range(3)}  # old and rebuilt, once
     assert world.watch.routed_deletions == []
+
+
+async def test_instance_ready_timeout_fails_the_attempt_and_reports_it(world: World) -> None:
+    irep = body(2)
+    irep["spec"]["lifecycle"]["instanceReadyTimeout"] = "2s"
+    old = await start(world, irep, 2)
+    serving = Serving(world)
+    serving.arm()
+    never = template("ome/serving:1.0")
+    never["metadata"]["annotations"] = {"sim.omed.dev/fail": "NeverReady"}
+    await world.set_template(never)
+
+    async def timed_out() -> bool:
+        status = await world.status()
+        blocks = status.get("retryBlocks") or []
+        conditions = {c["type"] for c in status.get("conditions") or []}
+        return (
+            any(b.get("reason") == names.REASON_PROGRESS_DEADLINE for b in blocks)
+            and names.CONDITION_PROGRESS_DEADLINE in conditions
+        )
+
+    await eventually(timed_out, timeout=60, what="a ProgressDeadlineExceeded attempt")
+    reasons = [reason for _kind, _name, reason in world.events.seen]
+    assert names.EVENT_PROGRESS_DEADLINE in reasons
+    assert serving.low is not None and serving.low >= 2
+    live = await world.live()
+    assert {p["metadata"]["labels"][LABEL_REVISION] for p in live if ready(p)} == {old}

@@ -221,3 +221,42 @@ def test_sort_out_drops_other_revisions_blocks() -> None:
     old = RetryBlock(target_revision="r-aaaaaaaa", state="Held", attempts_started=3)
     out = retry.sort_out([old], update_revision="r-bbbbbbbb", release=None, now=now)
     assert out.kept == () and out.current is None and not out.released
+
+
+def test_instance_ready_timeout_fails_the_attempt_with_a_condition_and_an_event() -> None:
+    world = converged(2)
+    old = world.spec.update_revision
+    world.spec = spec(2, image="ome/serving:never-ready", retry=FAST, ready_timeout=30.0)
+    first = world.plan()
+    (op,) = [r.operation for r in first.rows if r.operation]
+    assert op is not None and op.deadline == world.now + dt.timedelta(seconds=30)
+    plans = [first]
+    world.apply(first)
+    world.tick()
+    for _ in range(40):
+        decided = world.plan()
+        plans.append(decided)
+        world.apply(decided)
+        assert world.serving() >= 2
+        world.tick()
+        if world.status.retry_blocks:
+            break
+    (block,) = world.status.retry_blocks or []
+    assert (block.state, block.reason) == ("Backoff", names.REASON_PROGRESS_DEADLINE)
+    assert block.first_failure_at is not None
+    assert op.deadline is not None and block.first_failure_at >= op.deadline
+    assert len(events(plans, names.EVENT_PROGRESS_DEADLINE)) == 1
+    deadline = world.status.condition(names.CONDITION_PROGRESS_DEADLINE)
+    assert deadline is not None and deadline.status == "True"
+    world.run(6)  # the surge that never got Ready drains within the 10s backoff
+    assert revisions(world) == {0: old, 1: old}
+    assert world.serving() == 2
+
+
+def test_without_a_timeout_an_update_waits_for_readiness() -> None:
+    world = converged(1)
+    world.spec = spec(1, image="ome/serving:never-ready", retry=FAST)
+    world.run(200)
+    assert not world.status.retry_blocks
+    (row,) = [r for r in world.rows.values() if r.operation]
+    assert row.operation is not None and row.operation.step == names.STEP_SURGE_WAIT_READY

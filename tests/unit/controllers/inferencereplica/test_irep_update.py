@@ -103,6 +103,10 @@ class UpdateWorld(World):
     def tick(self, seconds: float = 1.0) -> None:
         super().tick(seconds)
         for name, item in list(self.pods.items()):
+            if any("never-ready" in image for _, image in self.images.get(name, ())):
+                self.pods[name] = dataclasses.replace(
+                    item, ready=False, containers_ready=False, ready_since=None
+                )
             if any("bad-image" in image for _, image in self.images.get(name, ())):
                 self.pods[name] = dataclasses.replace(
                     item,
