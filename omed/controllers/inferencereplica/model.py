@@ -70,6 +70,8 @@ class PodView:
     """A container is crash-looping or can't start, or the pod has failed."""
     failure: ContainerFailure | None = None
     """The failure shown now, or the last termination of a restarted container."""
+    restarts: int = 0
+    """Sum of the restartCount of the pod's (non-init) containers."""
     images: tuple[tuple[str, str], ...] = ()
     """(container, image) of the pod's spec.containers, in order (in-place updates)."""
 

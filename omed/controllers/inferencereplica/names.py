@@ -65,6 +65,7 @@ OP_REASON_SCALE_DOWN: Final = "ScaleDown"
 OP_REASON_TEARDOWN: Final = "InferenceReplicaDeleted"
 OP_REASON_REVISION_CHANGED: Final = "RevisionChanged"
 OP_REASON_RETRY: Final = "RetryRevision"
+OP_REASON_POD_RESTARTED: Final = "PodRestarted"
 
 # -- Events -----------------------------------------------------------------------------------
 
@@ -83,6 +84,9 @@ EVENT_REVISION_RELEASED: Final = "RevisionReleased"
 """Normal: a Held revision was released by ome.io/release-held-revision."""
 EVENT_RELEASE_IGNORED: Final = "ReleaseHeldIgnored"
 """Warning: ome.io/release-held-revision named no Held block of the update revision."""
+EVENT_INSTANCE_RESTARTED: Final = "InstanceRecreated"
+"""Normal: a container of the Instance restarted (RecreateInstanceOnPodRestart): it is rebuilt
+as a new incarnation."""
 EVENT_PROGRESS_DEADLINE: Final = "ProgressDeadlineExceeded"
 """Warning: an Instance wasn't Ready within instanceReadyTimeout; its Update attempt failed."""
 EVENT_RETRY_BLOCK_MALFORMED: Final = "RetryBlockMalformed"

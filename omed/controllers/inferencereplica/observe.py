@@ -184,6 +184,10 @@ def pod_view(pod: Mapping[str, Any], *, replica: str) -> PodView:
         serving=None if gate is None else gate == "True",
         failing=failing,
         failure=failure,
+        restarts=sum(
+            int(c.get("restartCount") or 0)
+            for c in (pod.get("status") or {}).get("containerStatuses") or ()
+        ),
         images=tuple(
             (str(c.get("name") or ""), str(c.get("image") or ""))
             for c in (pod.get("spec") or {}).get("containers") or ()

@@ -56,6 +56,10 @@ class UpdatePolicy:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     ready_timeout: float | None = None
     """``lifecycle.instanceReadyTimeout`` in seconds; None: an Update may wait forever."""
+    recreate_on_restart: bool = False
+    """``restartPolicy: RecreateInstanceOnPodRestart``."""
+    repair_batch_size: int | str | None = None
+    """``lifecycle.repairBatchSize`` as written: Restart operations in flight (default 1)."""
 
 
 def update_policy(lifecycle: Lifecycle | None) -> UpdatePolicy:
@@ -76,6 +80,8 @@ def update_policy(lifecycle: Lifecycle | None) -> UpdatePolicy:
             max_delay=_seconds(retry.max_delay if retry else None, DEFAULT_MAX_DELAY),
             multiplier=(retry.multiplier if retry else None) or DEFAULT_MULTIPLIER,
         ),
+        recreate_on_restart=lifecycle.restart_policy == "RecreateInstanceOnPodRestart",
+        repair_batch_size=lifecycle.repair_batch_size,
         ready_timeout=(
             None
             if lifecycle.instance_ready_timeout is None

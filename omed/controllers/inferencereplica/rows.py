@@ -174,6 +174,8 @@ def _phase(facts: InstanceFacts, op: Operation | None) -> InstancePhase:
         return "Ready"
     if op is not None and op.type == "Update":
         return "Updating"
+    if op is not None and op.type == "Restart":
+        return "Restarting"
     if op is not None and op.type == "Create":
         return "Creating"
     if not any(pod.node for pod in facts.pods):

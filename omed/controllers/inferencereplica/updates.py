@@ -44,27 +44,25 @@ this pass's rows; a surge index is recorded in the row before any of its pods is
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Mapping
 
 from omed.api.base import resolve_int_or_percent
 from omed.api.inferencereplica import InferenceReplicaStatus, Operation, RetryBlock
-from omed.controllers.inferencereplica import names, operations, retry, retryreport
+from omed.controllers.inferencereplica import (
+    names,
+    operations,
+    restarts,
+    retry,
+    retryreport,
+    steps,
+)
 from omed.controllers.inferencereplica.actions import (
-    CreatePods,
-    DeletePods,
-    PodRef,
-    PodToCreate,
     RecordEvent,
-    SetServingGate,
 )
 from omed.controllers.inferencereplica.inplace import in_place_patches
 from omed.controllers.inferencereplica.model import PodView
 from omed.controllers.inferencereplica.passstate import InstanceWork, PassWork
-from omed.controllers.inferencereplica.podtemplate import render_pod
 from omed.controllers.inferencereplica.rows import condition, instance_facts
-
-_RECREATE_DRAIN = (names.STEP_DRAIN, names.STEP_DELETE_PODS, names.STEP_WAIT_PODS_GONE)
 
 
 def surge_indexes(ops: Mapping[int, Operation | None]) -> dict[int, int]:
@@ -94,7 +92,9 @@ def plan_updates(
 
     failure: str | None = None
     for inst in list(instances):
-        if inst.keep and inst.op is not None and inst.op.type == "Update":
+        if inst.keep and inst.op is not None and inst.op.type == "Restart":
+            restarts.drive_restart(work, inst)
+        elif inst.keep and inst.op is not None and inst.op.type == "Update":
             failure = _drive(work, inst, by_index, instances, ran=ran) or failure
     if failure is not None:
         block = retry.failed(
@@ -113,6 +113,8 @@ def plan_updates(
 
     if sorted_out.bad is None and work.act and not target.deleting:
         block = _start(work, instances, by_index, block, ran=ran)
+    if work.act and not target.deleting and target.update.recreate_on_restart:
+        restarts.start_restarts(work, instances)
     if sorted_out.bad is not None:
         work.blocks = list(sorted_out.kept)
     else:
@@ -255,7 +257,7 @@ def _begin(
         target_revision=target.update_revision,
         now=work.now,
     )
-    inst.op = op.model_copy(update={"surge_index": surge, "deadline": _deadline(work)})
+    inst.op = op.model_copy(update={"surge_index": surge, "deadline": steps.deadline(work)})
     if surge is not None:
         stand_in = InstanceWork(
             facts=instance_facts(target, surge, ()),
@@ -302,18 +304,20 @@ def _drive(
             if work.act:
                 work.patches.extend(patches)
             return None
-        if patches is None and not _on(inst, revision):  # no longer possible: recreate
+        if patches is None and not steps.on_revision(
+            inst, revision
+        ):  # no longer possible: recreate
             inst.op = op = operations.at_step(op, names.STEP_DRAIN, work.now)
     failure = retry.revision_failure(inst.facts.live, revision=revision, revision_ran=ran)
     waiting = op.step in (names.STEP_CREATE_PODS, names.STEP_WAIT_READY)
-    if failure is None and waiting and _expired(work, inst, inst.index):
+    if failure is None and waiting and steps.expired(work, inst, inst.index):
         failure = names.REASON_PROGRESS_DEADLINE
     if failure is not None and waiting:
         inst.op = None
         return failure
     if op.step == names.STEP_PATCH_IMAGES:
         inst.op = operations.at_step(op, names.STEP_WAIT_READY, work.now)
-    if _recreate(work, inst):
+    if steps.recreate(work, inst):
         _completed(work, inst)
     return None
 
@@ -346,12 +350,12 @@ def _drive_surge(
     failure: str | None = None
     if step in (names.STEP_SURGE_CREATE, names.STEP_SURGE_WAIT_READY):
         failure = retry.revision_failure(surge.facts.live, revision=revision, revision_ran=ran)
-        if failure is None and not surge.facts.ready and _expired(work, inst, surge.index):
+        if failure is None and not surge.facts.ready and steps.expired(work, inst, surge.index):
             failure = names.REASON_PROGRESS_DEADLINE
         if failure is not None:
             step = names.STEP_SURGE_ABORT
         elif surge.facts.missing:
-            _create(work, surge, op.id or "")
+            steps.create(work, surge, op.id or "")
             inst.op = operations.at_step(op, names.STEP_SURGE_CREATE, work.now)
             return None
         elif not surge.facts.ready:
@@ -363,102 +367,21 @@ def _drive_surge(
     if step not in (names.STEP_SURGE_ABORT, names.STEP_SURGE_DRAIN):
         if step in (names.STEP_CREATE_PODS, names.STEP_WAIT_READY):
             failure = retry.revision_failure(inst.facts.live, revision=revision, revision_ran=ran)
-            if failure is None and not inst.facts.ready and _expired(work, inst, inst.index):
+            if failure is None and not inst.facts.ready and steps.expired(work, inst, inst.index):
                 failure = names.REASON_PROGRESS_DEADLINE
-        if failure is None and not _recreate(work, inst):
+        if failure is None and not steps.recreate(work, inst):
             return None
         step = names.STEP_SURGE_DRAIN
     assert inst.op is not None
     inst.op = operations.at_step(inst.op, step, work.now)
     surge.draining = True
-    if _drain(work, surge, inst.op):
+    if steps.drain(work, surge, inst.op):
         surge.keep = False
         if step == names.STEP_SURGE_ABORT:
             inst.op = None
         else:
             _completed(work, inst)
     return failure
-
-
-def _recreate(work: PassWork, inst: InstanceWork) -> bool:
-    """The RecreatePod steps; True once the Instance is Ready on the update revision."""
-    op = inst.op
-    assert op is not None
-    step = op.step
-    if step in _RECREATE_DRAIN:
-        inst.draining = True
-        if not _drain(work, inst, op):
-            return False
-        if not work.act:
-            return False
-        inst.incarnation += 1
-        inst.draining = False
-        inst.op = op = operations.at_step(op, names.STEP_CREATE_PODS, work.now).model_copy(
-            update={"deadline": _deadline(work)}
-        )
-        step = op.step
-    if step == names.STEP_CREATE_PODS and inst.facts.missing:
-        if inst.facts.pods and not _on(inst, work.target.update_revision):
-            return False  # pods of the earlier incarnation still shown: wait for the cache
-        _create(work, inst, op.id or "")
-        return False
-    inst.op = operations.at_step(op, names.STEP_WAIT_READY, work.now)
-    return inst.facts.ready and _on(inst, work.target.update_revision)
-
-
-def _drain(work: PassWork, inst: InstanceWork, op: Operation) -> bool:
-    """Gates False, delete once unrouted; True when no pod of ``inst`` is left."""
-    pods = inst.facts.pods
-    step = operations.delete_step(pods)
-    if step is None:
-        return True
-    if inst.surge_of is None and inst.op is not None:
-        inst.op = operations.at_step(inst.op, step, work.now)
-    state = operations.drain(pods)
-    if work.act:
-        for pod in state.gate_off:
-            work.gates.append(
-                SetServingGate(
-                    index=inst.index,
-                    pod=PodRef(pod.name, pod.uid),
-                    serving=False,
-                    reason="Updating",
-                )
-            )
-        if state.deletable:
-            work.deletes.append(
-                DeletePods(
-                    index=inst.index,
-                    operation_id=op.id or "",
-                    pods=tuple(PodRef(pod.name, pod.uid) for pod in state.live),
-                )
-            )
-    return False
-
-
-def _create(work: PassWork, inst: InstanceWork, op_id: str) -> None:
-    if not work.act or not inst.facts.missing:
-        return
-    work.creates.append(
-        CreatePods(
-            index=inst.index,
-            operation_id=op_id,
-            pods=tuple(
-                PodToCreate(
-                    slot.name,
-                    render_pod(
-                        work.target,
-                        index=inst.index,
-                        incarnation=inst.incarnation,
-                        slot=slot,
-                        operation_id=op_id,
-                    ),
-                )
-                for slot in inst.facts.missing
-            ),
-        )
-    )
-    inst.created_now = True
 
 
 def _completed(work: PassWork, inst: InstanceWork) -> None:
@@ -473,39 +396,7 @@ def _completed(work: PassWork, inst: InstanceWork) -> None:
     )
 
 
-def _deadline(work: PassWork) -> dt.datetime | None:
-    timeout = work.target.update.ready_timeout
-    return None if timeout is None else work.now + dt.timedelta(seconds=timeout)
-
-
-def _expired(work: PassWork, inst: InstanceWork, waiting_on: int) -> bool:
-    """The Update's deadline passed with Instance ``waiting_on`` not Ready (a Warning event);
-    else a requeue at the deadline."""
-    op = inst.op
-    if op is None or op.deadline is None:
-        return False
-    left = (op.deadline - work.now).total_seconds()
-    if left > 0:
-        work.requeue.append(left)
-        return False
-    work.events.append(
-        RecordEvent(
-            type="Warning",
-            reason=names.EVENT_PROGRESS_DEADLINE,
-            message=f"Instance {waiting_on} of {work.target.component} was not Ready within "
-            f"instanceReadyTimeout ({work.target.update.ready_timeout:g}s) on "
-            f"{work.target.update_revision}; the update attempt failed",
-        )
-    )
-    return True
-
-
 # -- facts and status -------------------------------------------------------------------------
-
-
-def _on(inst: InstanceWork, revision: str) -> bool:
-    live = inst.facts.live
-    return bool(live) and all(pod.revision == revision for pod in live)
 
 
 def _stale(inst: InstanceWork, revision: str) -> bool:
@@ -514,7 +405,7 @@ def _stale(inst: InstanceWork, revision: str) -> bool:
 
 def _failed_on(inst: InstanceWork, revision: str, *, ran: bool) -> bool:
     pods: tuple[PodView, ...] = inst.facts.live
-    return _on(inst, revision) and (
+    return steps.on_revision(inst, revision) and (
         retry.revision_failure(pods, revision=revision, revision_ran=ran) is not None
     )
 
@@ -522,6 +413,6 @@ def _failed_on(inst: InstanceWork, revision: str, *, ran: bool) -> bool:
 def _revision_ran(instances: list[InstanceWork], revision: str) -> bool:
     return any(
         (inst.previous is not None and inst.previous.running_revision == revision)
-        or (inst.facts.ready and _on(inst, revision))
+        or (inst.facts.ready and steps.on_revision(inst, revision))
         for inst in instances
     )

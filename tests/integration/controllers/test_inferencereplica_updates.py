@@ -311,3 +311,25 @@ async def test_instance_ready_timeout_fails_the_attempt_and_reports_it(world: Wo
     assert serving.low is not None and serving.low >= 2
     live = await world.live()
     assert {p["metadata"]["labels"][LABEL_REVISION] for p in live if ready(p)} == {old}
+
+
+async def test_a_container_restart_recreates_the_instance_when_the_policy_asks(
+    world: World,
+) -> None:
+    irep = body(2)
+    irep["spec"]["lifecycle"]["restartPolicy"] = "RecreateInstanceOnPodRestart"
+    await start(world, irep, 2)
+    pod = f"{NAME}-1-default-0"
+    (before,) = [p["metadata"]["uid"] for p in await world.live() if p["metadata"]["name"] == pod]
+    await world.sim.restart_container(world.namespace, pod)
+
+    async def rebuilt() -> bool:
+        rows = (await world.status()).get("instanceStatuses") or []
+        incarnations = {r["index"]: r.get("incarnation") for r in rows}
+        return incarnations == {0: 1, 1: 2} and await world.on_revision(2)
+
+    await eventually(rebuilt, timeout=60, what="Instance 1 rebuilt as incarnation 2")
+    after = {p["metadata"]["name"]: p["metadata"]["uid"] for p in await world.live()}
+    assert after[pod] != before
+    reasons = [reason for _kind, _name, reason in world.events.seen]
+    assert reasons.count(names.EVENT_INSTANCE_RESTARTED) == 1

@@ -1,0 +1,143 @@
+"""The steps Update and Restart operations share: drain, delete, recreate, deadlines.
+
+Why: SurgeThenDrain, RecreatePod and RecreateInstanceOnPodRestart all drain an Instance
+(gates False, delete once unrouted, wait until gone) and rebuild it under its own index as
+a new incarnation; they differ only in what comes before and after. These functions are
+those shared steps.
+
+Invariants: pure (``now`` comes from the pass); the incarnation is bumped only in the pass
+that observes every old pod gone, and the row records it (step CreatePods) before the new
+pods are created, so a restarted manager neither skips nor repeats an incarnation.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from omed.api.inferencereplica import Operation
+from omed.controllers.inferencereplica import names, operations
+from omed.controllers.inferencereplica.actions import (
+    CreatePods,
+    DeletePods,
+    PodRef,
+    PodToCreate,
+    RecordEvent,
+    SetServingGate,
+)
+from omed.controllers.inferencereplica.passstate import InstanceWork, PassWork
+from omed.controllers.inferencereplica.podtemplate import render_pod
+
+_RECREATE_DRAIN = (names.STEP_DRAIN, names.STEP_DELETE_PODS, names.STEP_WAIT_PODS_GONE)
+
+
+def recreate(work: PassWork, inst: InstanceWork) -> bool:
+    """The RecreatePod steps; True once the Instance is Ready on the update revision."""
+    op = inst.op
+    assert op is not None
+    step = op.step
+    if step in _RECREATE_DRAIN:
+        inst.draining = True
+        if not drain(work, inst, op):
+            return False
+        if not work.act:
+            return False
+        inst.incarnation += 1
+        inst.draining = False
+        inst.op = op = operations.at_step(op, names.STEP_CREATE_PODS, work.now).model_copy(
+            update={"deadline": deadline(work)}
+        )
+        step = op.step
+    if step == names.STEP_CREATE_PODS and inst.facts.missing:
+        if inst.facts.pods and not on_revision(inst, work.target.update_revision):
+            return False  # pods of the earlier incarnation still shown: wait for the cache
+        create(work, inst, op.id or "")
+        return False
+    inst.op = operations.at_step(op, names.STEP_WAIT_READY, work.now)
+    return inst.facts.ready and on_revision(inst, work.target.update_revision)
+
+
+def drain(work: PassWork, inst: InstanceWork, op: Operation) -> bool:
+    """Gates False, delete once unrouted; True when no pod of ``inst`` is left."""
+    pods = inst.facts.pods
+    step = operations.delete_step(pods)
+    if step is None:
+        return True
+    if inst.surge_of is None and inst.op is not None:
+        inst.op = operations.at_step(inst.op, step, work.now)
+    state = operations.drain(pods)
+    if work.act:
+        for pod in state.gate_off:
+            work.gates.append(
+                SetServingGate(
+                    index=inst.index,
+                    pod=PodRef(pod.name, pod.uid),
+                    serving=False,
+                    reason="Updating",
+                )
+            )
+        if state.deletable:
+            work.deletes.append(
+                DeletePods(
+                    index=inst.index,
+                    operation_id=op.id or "",
+                    pods=tuple(PodRef(pod.name, pod.uid) for pod in state.live),
+                )
+            )
+    return False
+
+
+def create(work: PassWork, inst: InstanceWork, op_id: str) -> None:
+    if not work.act or not inst.facts.missing:
+        return
+    work.creates.append(
+        CreatePods(
+            index=inst.index,
+            operation_id=op_id,
+            pods=tuple(
+                PodToCreate(
+                    slot.name,
+                    render_pod(
+                        work.target,
+                        index=inst.index,
+                        incarnation=inst.incarnation,
+                        slot=slot,
+                        operation_id=op_id,
+                    ),
+                )
+                for slot in inst.facts.missing
+            ),
+        )
+    )
+    inst.created_now = True
+
+
+def deadline(work: PassWork) -> dt.datetime | None:
+    timeout = work.target.update.ready_timeout
+    return None if timeout is None else work.now + dt.timedelta(seconds=timeout)
+
+
+def expired(work: PassWork, inst: InstanceWork, waiting_on: int) -> bool:
+    """The Update's deadline passed with Instance ``waiting_on`` not Ready (a Warning event);
+    else a requeue at the deadline."""
+    op = inst.op
+    if op is None or op.deadline is None:
+        return False
+    left = (op.deadline - work.now).total_seconds()
+    if left > 0:
+        work.requeue.append(left)
+        return False
+    work.events.append(
+        RecordEvent(
+            type="Warning",
+            reason=names.EVENT_PROGRESS_DEADLINE,
+            message=f"Instance {waiting_on} of {work.target.component} was not Ready within "
+            f"instanceReadyTimeout ({work.target.update.ready_timeout:g}s) on "
+            f"{work.target.update_revision}; its {op.type} operation failed",
+        )
+    )
+    return True
+
+
+def on_revision(inst: InstanceWork, revision: str) -> bool:
+    live = inst.facts.live
+    return bool(live) and all(pod.revision == revision for pod in live)
