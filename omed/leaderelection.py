@@ -17,13 +17,15 @@ Invariants:
 * Every write is optimistic: a PUT carrying the ``resourceVersion`` this candidate last read
   (or wrote), or a create that fails when the Lease already exists. Two candidates can't both
   succeed from the same observed state.
-* The leader stops leading (``is_leader`` false, ``leader_election_master_status`` 0,
-  ``on_stopped_leading``, :class:`LeaderElectionLost`) no later than ``renew_deadline`` after
-  the *start* of its last successful renew: the write may have landed at any point of that
-  attempt, and a standby starts its ``lease_duration`` only once it sees the write. With
-  ``renew_deadline < lease_duration`` the old leader has given up before a standby may take
-  over (given monotonic clocks that run at about the same rate). It also stops at once when
-  it reads a Lease held by someone else.
+* The leader renews as client-go does: a renew cycle starts one retry period after the last
+  success and retries every retry period until it succeeds; the leader stops leading
+  (``is_leader`` false, ``leader_election_master_status`` 0, ``on_stopped_leading``,
+  :class:`LeaderElectionLost`) when a cycle has run ``renew_deadline`` without success. On
+  top of client-go, it also stops no later than ``lease_duration`` after the *start* of its
+  last successful renew: a standby starts its ``lease_duration`` only once it sees that write,
+  so the old leader has given up before a standby may take over, whatever the timings
+  (given monotonic clocks that run at about the same rate). It also stops at once when it
+  reads a Lease held by someone else.
 * :meth:`LeaderElector.release` writes ``holderIdentity: ""`` with the resourceVersion of
   this candidate's last write, so it never clobbers a Lease that someone else has taken.
 
@@ -344,11 +346,23 @@ class LeaderElector:
             self._on_stopped_leading()
 
     async def _renew_within_deadline(self) -> str | None:
-        """Retry the renew until it succeeds (None) or the deadline passes (the reason)."""
+        """One renew cycle, as client-go's ``renew``: retry every retry period until a renew
+        succeeds (None) or ``renew_deadline`` has passed since this cycle began (the reason).
+
+        The deadline runs from the start of the cycle, not from the last success: a slow
+        but successful renew (an API server just back from a restart) must not cost the
+        next cycle its time.
+        """
+        # Safety cap: never lead past one lease duration after the start of the last
+        # successful renew, which is before any standby may take over (it starts counting
+        # only once it has seen that write).
+        deadline = min(
+            self._clock.monotonic() + self.renew_deadline, self._last_renew + self.lease_duration
+        )
         while True:
             if not self._leading:
                 return None
-            remaining = self._last_renew + self.renew_deadline - self._clock.monotonic()
+            remaining = deadline - self._clock.monotonic()
             if remaining <= 0:
                 return "renew deadline exceeded"
             started = self._clock.monotonic()
@@ -357,7 +371,7 @@ class LeaderElector:
                 return None
             if self.leader != self.identity and self.lease_valid():
                 return f"lease is held by {self.leader}"
-            remaining = self._last_renew + self.renew_deadline - self._clock.monotonic()
+            remaining = deadline - self._clock.monotonic()
             await self._pause(min(self.retry_period, max(0.0, remaining)))
 
     async def _attempt(self, *, timeout: float) -> bool:

@@ -345,7 +345,9 @@ async def test_leader_gives_up_at_the_renew_deadline(caplog: pytest.LogCaptureFi
     await advance(clock, 0.5)  # one renew at t=0.5
     store.failure = ServerError(503, "ServiceUnavailable", "etcd is down")
     last_renew = clock.monotonic()
-    await advance(clock, 1.9)
+    # client-go: the next renew cycle starts one retry period later (t=1.0) and has the
+    # renew deadline (2 s) from its own start.
+    await advance(clock, 2.4)
     assert not holding.done() and a.is_leader
     await advance(clock, 0.2)
     assert holding.done()
@@ -354,7 +356,7 @@ async def test_leader_gives_up_at_the_renew_deadline(caplog: pytest.LogCaptureFi
     assert not a.is_leader
     assert master_status(name) == 0
     assert len(stopped) == 1
-    assert last_renew + 2.0 <= stopped[0] <= last_renew + 2.0 + 0.1
+    assert last_renew + 0.5 + 2.0 <= stopped[0] <= last_renew + 0.5 + 2.0 + 0.1
     assert MSG_RENEW_FAILED in [r.getMessage() for r in caplog.records]
 
 
@@ -366,12 +368,35 @@ async def test_a_hanging_renew_is_cut_off_at_the_deadline() -> None:
     store.hang = True
     holding = asyncio.create_task(a.hold())
     await settle()
-    await advance(clock, 1.95)
+    # The cycle starts after one retry period (0.5 s); its renew hangs until the cycle's
+    # deadline (2 s later) cuts it off.
+    await advance(clock, 2.45)
     assert not holding.done()
     await advance(clock, 0.1)
     with pytest.raises(LeaderElectionLost):
         await asyncio.wait_for(holding, 1)
-    assert clock.monotonic() - started <= 2.05 + 1e-9
+    assert clock.monotonic() - started <= 2.55 + 1e-9
+
+
+async def test_the_leader_never_outlives_a_lease_after_its_last_renew() -> None:
+    """Timings the start-up check allows (3 > 2.75 > 1.2 x 2) but where a client-go renew
+    cycle (starting a retry period after the last success) would end past the lease: the
+    leader stops one lease duration after the start of its last successful renew."""
+    store, clock, name = FakeLeases(), FakeClock(), lease_name()
+    a = elector(store, clock, name, "pod-a_1", renew_deadline=2.75, retry_period=2.0)
+    await a.acquire()
+    holding = asyncio.create_task(a.hold())
+    await settle()
+    await advance(clock, 2.0)  # renewed at t=2
+    last_renew = clock.monotonic()
+    store.failure = ServerError(503, "ServiceUnavailable", "etcd is down")
+    await advance(clock, 2.9)  # client-go would hold on until t=6.75
+    assert not holding.done()
+    await advance(clock, 0.2)
+    assert holding.done()
+    with pytest.raises(LeaderElectionLost):
+        await holding
+    assert clock.monotonic() - last_renew <= 3.0 + 0.1
 
 
 async def test_a_short_outage_within_the_deadline_keeps_leadership() -> None:
