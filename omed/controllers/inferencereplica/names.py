@@ -66,6 +66,9 @@ OP_REASON_TEARDOWN: Final = "InferenceReplicaDeleted"
 OP_REASON_REVISION_CHANGED: Final = "RevisionChanged"
 OP_REASON_RETRY: Final = "RetryRevision"
 OP_REASON_POD_RESTARTED: Final = "PodRestarted"
+OP_REASON_CRASH_LOOP: Final = "CrashLoopRepair"
+WAITING_PAUSED: Final = "Paused"
+"""operation.waiting while the InferenceReplica is paused (a token the CLI knows)."""
 
 # -- Events -----------------------------------------------------------------------------------
 

@@ -20,7 +20,9 @@ Row fields (decisions the product pages leave open are marked *omed*):
 * ``admitted`` (*omed*): True when every pod is bound to a node; absent without pods.
 * ``readySince`` (*omed*): the latest Ready transition of its pods while the Instance is
   Ready; absent when it isn't.
-* ``lastFailure``: the newest failure seen on its pods; kept after recovery.
+* ``lastFailure``: the newest failure seen on its pods; kept after recovery. While the
+  operation waits on a token (``operation.waiting``, such as Paused), the failure is
+  recorded under that token.
 * ``conditions``: one ``Ready`` condition whose transition time moves only when it flips.
 
 Invariant: for the same pods, operation, previous row and ``now``, :func:`build_row` returns
@@ -211,6 +213,21 @@ def _last_failure(
     )
 
 
+def _waiting_failure(
+    failure: LastFailure | None,
+    op: Operation | None,
+    previous: LastFailure | None,
+    now: dt.datetime,
+) -> LastFailure | None:
+    """A held operation records the Instance's last failure under its waiting token."""
+    if op is None or not op.waiting:
+        return failure
+    if previous is not None and previous.reason == op.waiting:
+        return previous
+    base = failure or LastFailure()
+    return base.model_copy(update={"reason": op.waiting, "time": now})
+
+
 def build_row(
     *,
     target: ReplicaTarget,
@@ -271,6 +288,11 @@ def build_row(
         conditions=[ready_condition],
         ready_since=max(ready_times) if ready and ready_times else None,
         active_ordinal=0,
-        last_failure=_last_failure(facts, previous.last_failure if previous else None, now),
+        last_failure=_waiting_failure(
+            _last_failure(facts, previous.last_failure if previous else None, now),
+            op,
+            previous.last_failure if previous else None,
+            now,
+        ),
         operation=op,
     )

@@ -113,8 +113,9 @@ def plan_updates(
 
     if sorted_out.bad is None and work.act and not target.deleting:
         block = _start(work, instances, by_index, block, ran=ran)
-    if work.act and not target.deleting and target.update.recreate_on_restart:
-        restarts.start_restarts(work, instances)
+    if work.act and not target.deleting:
+        restarts.start_restarts(work, instances, ran=ran)
+    restarts.mark_paused(work, instances)
     if sorted_out.bad is not None:
         work.blocks = list(sorted_out.kept)
     else:

@@ -8,6 +8,7 @@ from test_irep_update import converged, events, spec
 
 from omed.controllers.inferencereplica import names
 from omed.controllers.inferencereplica.actions import CreatePods, DeletePods
+from omed.controllers.inferencereplica.model import ContainerFailure, PodView
 
 
 def test_a_container_restart_recreates_the_whole_instance_as_a_new_incarnation() -> None:
@@ -49,3 +50,57 @@ def test_recreations_are_paced_by_the_repair_batch_size() -> None:
         decided = world.plan()
         restarting = [r for r in decided.rows if r.operation and r.operation.type == "Restart"]
         assert len(restarting) == expected, batch
+
+
+def crash(item: PodView) -> PodView:
+    return dataclasses.replace(
+        item,
+        ready=False,
+        containers_ready=False,
+        failing=True,
+        failure=ContainerFailure("ome-container", "Error", 1),
+    )
+
+
+def test_a_crash_loop_on_a_revision_that_ran_is_repaired_as_a_new_incarnation() -> None:
+    world = converged(2)
+    name = "chat-engine-0-default-0"
+    world.pods[name] = crash(world.pods[name])
+    decided = world.plan()
+    (row,) = [r for r in decided.rows if r.operation]
+    assert row.index == 0 and row.operation is not None
+    assert (row.operation.type, row.operation.reason) == ("Restart", names.OP_REASON_CRASH_LOOP)
+    world.apply(decided)
+    world.tick()
+    world.run(20)
+    assert {r.index: r.incarnation for r in world.rows.values()} == {0: 2, 1: 1}
+    assert world.serving() == 2
+
+
+def test_a_crash_loop_on_a_revision_that_never_ran_is_not_repaired() -> None:
+    world = converged(1)
+    name = "chat-engine-0-default-0"
+    world.pods[name] = crash(world.pods[name])
+    world.rows = {i: r.model_copy(update={"running_revision": None}) for i, r in world.rows.items()}
+    world.pods[name] = dataclasses.replace(world.pods[name], revision="chat-engine-aaaaaaaa")
+    world.spec = dataclasses.replace(world.spec, update_revision="chat-engine-aaaaaaaa")
+    decided = world.plan()
+    assert not [r for r in decided.rows if r.operation and r.operation.type == "Restart"]
+
+
+def test_a_paused_replica_holds_operations_on_the_paused_token() -> None:
+    world = converged(2, strategy="RecreatePod")
+    world.spec = spec(2, image="ome/serving:2.0", strategy="RecreatePod")
+    world.run(2)
+    world.spec = spec(2, image="ome/serving:2.0", strategy="RecreatePod", paused=True)
+    world.run(2)
+    (row,) = [r for r in world.rows.values() if r.operation]
+    assert row.operation is not None and row.operation.waiting == names.WAITING_PAUSED
+    assert row.last_failure is not None and row.last_failure.reason == names.WAITING_PAUSED
+    stamp = row.last_failure.time
+    world.run(2)
+    (again,) = [r for r in world.rows.values() if r.operation]
+    assert again.last_failure is not None and again.last_failure.time == stamp
+    world.spec = spec(2, image="ome/serving:2.0", strategy="RecreatePod")
+    world.run(1)
+    assert all(r.operation is None or r.operation.waiting is None for r in world.rows.values())
