@@ -333,3 +333,28 @@ async def test_a_container_restart_recreates_the_instance_when_the_policy_asks(
     assert after[pod] != before
     reasons = [reason for _kind, _name, reason in world.events.seen]
     assert reasons.count(names.EVENT_INSTANCE_RESTARTED) == 1
+
+
+async def test_a_crash_loop_on_a_revision_that_ran_is_repaired(world: World) -> None:
+    await start(world, body(2), 2)
+    pod = f"{NAME}-0-default-0"
+    injection = world.sim.inject(world.namespace, pod, "CrashLoopBackOff", crash_after=0.2)
+
+    async def repairing() -> bool:
+        rows = (await world.status()).get("instanceStatuses") or []
+        return any(
+            (r.get("operation") or {}).get("reason") == names.OP_REASON_CRASH_LOOP for r in rows
+        )
+
+    await eventually(repairing, timeout=60, what="a CrashLoopRepair operation", interval=0.05)
+    world.sim.clear_injection(injection)
+
+    async def repaired() -> bool:
+        rows = (await world.status()).get("instanceStatuses") or []
+        incarnations = {r["index"]: r.get("incarnation") for r in rows}
+        # >= 2: a repair already under way when the injection is cleared may run once more
+        return incarnations.get(0, 0) >= 2 and incarnations.get(1) == 1
+
+    await eventually(repaired, timeout=60, what="Instance 0 rebuilt")
+    await eventually(lambda: world.on_revision(2), timeout=60, what="2 Ready Instances")
+    assert world.watch.routed_deletions == []
