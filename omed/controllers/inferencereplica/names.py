@@ -111,6 +111,7 @@ PROGRESS_WAITING: Final = "WaitingForInstances"
 PROGRESS_PAUSED: Final = "Paused"
 PROGRESS_COMPLETE: Final = "Complete"
 PROGRESS_UPDATING: Final = "Updating"
+PROGRESS_UPDATE_BLOCKED: Final = "UpdateBlocked"
 
 CONDITION_UPDATE_BLOCKED: Final = "UpdateBlocked"
 CONDITION_RETRY_BLOCK_MALFORMED: Final = "RetryBlockMalformed"

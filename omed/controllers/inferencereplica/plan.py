@@ -123,6 +123,8 @@ def plan(
         )
 
     progress = _progress(target, instances, wave, deferred_up)
+    if progress == names.PROGRESS_UPDATING and updates.stalled(work, instances):
+        progress = names.PROGRESS_UPDATE_BLOCKED
     facts = {inst.index: inst.facts for inst in instances}
     status = summarize(
         target=target,

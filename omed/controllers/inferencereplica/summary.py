@@ -13,7 +13,8 @@ read these fields rather than the rows, so each count has one definition:
   most Instances not yet updated run (the previous value while nothing runs);
 * ``labelSelector``: ``ome.io/inferenceservice=<isvc>,component=<component>``;
 * conditions ``Ready`` (every wanted Instance is Ready) and ``Progressing`` (work in flight,
-  or waiting for budget, or paused with work left).
+  or waiting for budget, or paused with work left; False with reason UpdateBlocked while
+  stale Instances wait on a Held revision or an impossible in-place update).
 
 Retry blocks and migrations are other passes' business and are carried over untouched.
 Invariant: pure, and stable on its own output like :mod:`.rows`.
@@ -83,7 +84,10 @@ def summarize(
         generation=target.generation,
     )
     progressing_status: ConditionStatus = (
-        "False" if progress in (names.PROGRESS_COMPLETE, names.PROGRESS_PAUSED) else "True"
+        "False"
+        if progress
+        in (names.PROGRESS_COMPLETE, names.PROGRESS_PAUSED, names.PROGRESS_UPDATE_BLOCKED)
+        else "True"
     )
     progressing = condition(
         previous.conditions,
@@ -119,4 +123,5 @@ def _progress_message(reason: str) -> str:
         names.PROGRESS_PAUSED: "paused: pods are left as they are",
         names.PROGRESS_COMPLETE: "every Instance is as wanted",
         names.PROGRESS_UPDATING: "moving Instances to the update revision",
+        names.PROGRESS_UPDATE_BLOCKED: "the update is blocked: see condition UpdateBlocked",
     }.get(reason, reason)

@@ -134,6 +134,18 @@ def plan_updates(
     ]
 
 
+def stalled(work: PassWork, instances: list[InstanceWork]) -> bool:
+    """Nothing moves and nothing will by itself: no operation in flight, and the update is
+    blocked by a Held revision or an impossible in-place update."""
+    if any(inst.keep and inst.op is not None for inst in instances):
+        return False
+    return any(
+        c.type == names.CONDITION_UPDATE_BLOCKED
+        and c.reason in (names.BLOCKED_REVISION_HELD, names.BLOCKED_IN_PLACE_IMPOSSIBLE)
+        for c in work.conditions
+    )
+
+
 # -- starting ---------------------------------------------------------------------------------
 
 

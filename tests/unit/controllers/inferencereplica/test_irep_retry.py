@@ -260,3 +260,11 @@ def test_without_a_timeout_an_update_waits_for_readiness() -> None:
     assert not world.status.retry_blocks
     (row,) = [r for r in world.rows.values() if r.operation]
     assert row.operation is not None and row.operation.step == names.STEP_SURGE_WAIT_READY
+
+
+def test_a_held_revision_stops_progressing() -> None:
+    world = held_world()
+    world.run(10)  # the last surge drains
+    progressing = world.status.condition(names.CONDITION_PROGRESSING)
+    assert progressing is not None
+    assert (progressing.status, progressing.reason) == ("False", names.PROGRESS_UPDATE_BLOCKED)
