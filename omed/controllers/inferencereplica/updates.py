@@ -108,8 +108,8 @@ def plan_updates(
                 f"{retry.describe(block)}",
             )
         )
-    elif block is not None and block.state != "Held" and ran:
-        block = None  # an Instance is Ready on the revision: the ladder is done
+    elif block is not None and block.state != "Held" and _ready_since(instances, block):
+        block = None  # an Instance became Ready on the revision after it failed: done
 
     if sorted_out.bad is None and work.act and not target.deleting:
         block = _start(work, instances, by_index, block, ran=ran)
@@ -421,6 +421,17 @@ def _failed_on(inst: InstanceWork, revision: str, *, ran: bool) -> bool:
     return steps.on_revision(inst, revision) and (
         retry.revision_failure(pods, revision=revision, revision_ran=ran) is not None
     )
+
+
+def _ready_since(instances: list[InstanceWork], block: RetryBlock) -> bool:
+    """An Instance is Ready on the block's revision, and became so after its last failure."""
+    for inst in instances:
+        if not (inst.facts.ready and steps.on_revision(inst, block.target_revision)):
+            continue
+        times = [pod.ready_since for pod in inst.facts.live if pod.ready_since is not None]
+        if block.last_failure_at is None or (times and max(times) > block.last_failure_at):
+            return True
+    return False
 
 
 def _revision_ran(instances: list[InstanceWork], revision: str) -> bool:

@@ -225,6 +225,12 @@ async def test_surge_then_drain_never_serves_fewer_instances_than_wanted(world: 
     assert [(r["index"], r["incarnation"], r["runningRevision"]) for r in rows] == [
         (i, 2, status["updateRevision"]) for i in range(3)
     ]
+
+    async def all_reported() -> bool:  # the last one follows the status write just seen
+        reasons = [reason for _kind, _name, reason in world.events.seen]
+        return reasons.count(names.EVENT_UPDATE_COMPLETED) == 3
+
+    await eventually(all_reported, timeout=10, what="3 InstanceUpdated events")
     reasons = [reason for _kind, _name, reason in world.events.seen]
     assert reasons.count(names.EVENT_UPDATE_STARTED) == 3
     assert reasons.count(names.EVENT_UPDATE_COMPLETED) == 3
@@ -310,8 +316,11 @@ async def test_instance_ready_timeout_fails_the_attempt_and_reports_it(world: Wo
         )
 
     await eventually(timed_out, timeout=60, what="a ProgressDeadlineExceeded attempt")
-    reasons = [reason for _kind, _name, reason in world.events.seen]
-    assert names.EVENT_PROGRESS_DEADLINE in reasons
+
+    async def reported() -> bool:  # recorded just after the status write that stored it
+        return any(r == names.EVENT_PROGRESS_DEADLINE for _k, _n, r in world.events.seen)
+
+    await eventually(reported, timeout=10, what="the ProgressDeadlineExceeded event")
     assert serving.low is not None and serving.low >= 2
     live = await world.live()
     assert {p["metadata"]["labels"][LABEL_REVISION] for p in live if ready(p)} == {old}

@@ -268,3 +268,26 @@ def test_a_held_revision_stops_progressing() -> None:
     progressing = world.status.condition(names.CONDITION_PROGRESSING)
     assert progressing is not None
     assert (progressing.status, progressing.reason) == ("False", names.PROGRESS_UPDATE_BLOCKED)
+
+
+def test_a_block_clears_only_when_an_instance_gets_ready_after_the_failure() -> None:
+    world = converged(1)
+    revision = world.spec.update_revision
+
+    def block(failed_at: dt.datetime) -> RetryBlock:
+        return RetryBlock(
+            target_revision=revision,
+            state="Backoff",
+            attempts_started=1,
+            next_retry_at=world.now + dt.timedelta(minutes=5),
+            first_failure_at=failed_at,
+            last_failure_at=failed_at,
+            reason="ImagePullBackOff",
+        )
+
+    recent = block(world.now)  # the Instance was Ready before this failure
+    world.status = world.status.model_copy(update={"retry_blocks": [recent]})
+    assert world.plan().status.retry_blocks == [recent]
+    old = block(world.now - dt.timedelta(hours=1))  # Ready since: the revision works
+    world.status = world.status.model_copy(update={"retry_blocks": [old]})
+    assert not world.plan().status.retry_blocks
