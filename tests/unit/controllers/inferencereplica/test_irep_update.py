@@ -344,3 +344,17 @@ def test_retry_policy_defaults() -> None:
     policy = RetryPolicy()
     assert (policy.max_attempts, policy.initial_delay, policy.max_delay) == (3, 10.0, 300.0)
     assert [policy.delay_after(n) for n in (1, 2, 3, 9)] == [10.0, 20.0, 40.0, 300.0]
+
+
+def test_scaling_during_a_surge_then_drain_update_ends_with_the_wanted_instances() -> None:
+    for replicas in (1, 5):
+        world = converged(3)
+        world.spec = spec(3, image="ome/serving:2.0")
+        world.run(3)  # the first surge is up
+        assert any(r.operation and r.operation.surge_index for r in world.rows.values())
+        world.spec = spec(replicas, image="ome/serving:2.0")
+        world.run(150)
+        assert sorted(revisions(world)) == list(range(replicas)), replicas
+        assert set(revisions(world).values()) == {world.spec.update_revision}
+        assert sorted(world.rows) == list(range(replicas))
+        assert all(r.operation is None for r in world.rows.values())
