@@ -33,7 +33,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Sequence
 
-from omed.controllers.inferencereplica import names, operations, updates
+from omed.controllers.inferencereplica import names, operations, steps, updates
 from omed.controllers.inferencereplica.actions import (
     Action,
     AddFinalizer,
@@ -256,25 +256,9 @@ def _drive_delete(work: _Pass, inst: _Instance) -> None:
         else:
             inst.keep = False
         return
-    state = operations.drain(pods)
-    if work.act:
-        for pod in state.gate_off:
-            work.gates.append(
-                SetServingGate(
-                    index=inst.index,
-                    pod=PodRef(pod.name, pod.uid),
-                    serving=False,
-                    reason="Draining",
-                )
-            )
-        if state.deletable:
-            work.deletes.append(
-                DeletePods(
-                    index=inst.index,
-                    operation_id=inst.op.id or "",
-                    pods=tuple(PodRef(pod.name, pod.uid) for pod in state.live),
-                )
-            )
+    steps.queue_drain(
+        work, inst, operations.drain(pods), reason="Draining", operation_id=inst.op.id or ""
+    )
     if work.act or step == names.STEP_WAIT_PODS_GONE:
         inst.op = operations.at_step(inst.op, step, work.now)
 

@@ -64,26 +64,35 @@ def drain(work: PassWork, inst: InstanceWork, op: Operation) -> bool:
         return True
     if inst.surge_of is None and inst.op is not None:
         inst.op = operations.at_step(inst.op, step, work.now)
-    state = operations.drain(pods)
-    if work.act:
-        for pod in state.gate_off:
-            work.gates.append(
-                SetServingGate(
-                    index=inst.index,
-                    pod=PodRef(pod.name, pod.uid),
-                    serving=False,
-                    reason="Updating",
-                )
-            )
-        if state.deletable:
-            work.deletes.append(
-                DeletePods(
-                    index=inst.index,
-                    operation_id=op.id or "",
-                    pods=tuple(PodRef(pod.name, pod.uid) for pod in state.live),
-                )
-            )
+    queue_drain(work, inst, operations.drain(pods), reason="Updating", operation_id=op.id or "")
     return False
+
+
+def queue_drain(
+    work: PassWork,
+    inst: InstanceWork,
+    state: operations.Drain,
+    *,
+    reason: str,
+    operation_id: str,
+) -> None:
+    """Gate off the pods that still serve; delete the live pods once none is routed."""
+    if not work.act:
+        return
+    for pod in state.gate_off:
+        work.gates.append(
+            SetServingGate(
+                index=inst.index, pod=PodRef(pod.name, pod.uid), serving=False, reason=reason
+            )
+        )
+    if state.deletable:
+        work.deletes.append(
+            DeletePods(
+                index=inst.index,
+                operation_id=operation_id,
+                pods=tuple(PodRef(pod.name, pod.uid) for pod in state.live),
+            )
+        )
 
 
 def create(work: PassWork, inst: InstanceWork, op_id: str) -> None:
