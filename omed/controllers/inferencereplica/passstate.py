@@ -42,6 +42,8 @@ class InstanceWork:
     """Index of the Instance whose Update created this surge Instance (SurgeThenDrain)."""
     draining: bool = False
     """This pass sets the Instance's gates False (an update drains it): leave its gates."""
+    deadline_failed: bool = False
+    """This pass failed the Instance's Create at instanceReadyTimeout (its row says so)."""
 
     @property
     def index(self) -> int:

@@ -94,7 +94,7 @@ def plan(
     updates.plan_updates(work, instances, observed.status)
     for inst in instances:
         if inst.keep and operations.is_create(inst.op):
-            _drive_create(inst, now)
+            _drive_create(work, inst)
         if inst.keep and not operations.is_delete(inst.op) and not inst.draining and work.act:
             _serving_gates(work, inst)
 
@@ -106,6 +106,7 @@ def plan(
             op=inst.op,
             previous=inst.previous,
             now=now,
+            deadline_failed=inst.deadline_failed,
         )
         for inst in instances
         if inst.keep
@@ -134,10 +135,11 @@ def plan(
         progress=progress,
         now=now,
     )
+    conditions = [*work.conditions, *steps.create_deadline_condition(work, rows, observed.status)]
     status = status.model_copy(
         update={
             "retry_blocks": work.blocks or None,
-            "conditions": [*(status.conditions or ()), *work.conditions],
+            "conditions": [*(status.conditions or ()), *conditions],
         }
     )
     actions: list[Action] = []
@@ -327,7 +329,7 @@ def _scale_up(work: _Pass, instances: list[_Instance], wanted: int) -> int:
                 else names.OP_REASON_SCALE_UP,
                 target_revision=target.update_revision,
                 now=work.now,
-            )
+            ).model_copy(update={"deadline": steps.deadline(work)})
         op_id = (inst.op.id if inst.op is not None else None) or ""
         work.creates.append(
             CreatePods(
@@ -352,14 +354,19 @@ def _scale_up(work: _Pass, instances: list[_Instance], wanted: int) -> int:
     return len(deferred)
 
 
-def _drive_create(inst: _Instance, now: dt.datetime) -> None:
+def _drive_create(work: _Pass, inst: _Instance) -> None:
+    """CreatePods -> WaitReady -> done; failed at instanceReadyTimeout (while not paused: a
+    paused replica's Create fails when it resumes, its deadline having kept running)."""
     assert inst.op is not None
-    if inst.facts.missing:
-        inst.op = operations.at_step(inst.op, names.STEP_CREATE_PODS, now)
-    elif inst.facts.ready:
+    if inst.facts.ready:
         inst.op = None
-    else:
-        inst.op = operations.at_step(inst.op, names.STEP_WAIT_READY, now)
+        return
+    if work.act and steps.expired(work, inst, inst.index):
+        inst.op = None  # the pods stay; the row and a condition say the Create failed
+        inst.deadline_failed = True
+        return
+    step = names.STEP_CREATE_PODS if inst.facts.missing else names.STEP_WAIT_READY
+    inst.op = operations.at_step(inst.op, step, work.now)
 
 
 def _serving_gates(work: _Pass, inst: _Instance) -> None:

@@ -228,6 +228,19 @@ def _waiting_failure(
     return base.model_copy(update={"reason": op.waiting, "time": now})
 
 
+def _deadline_marked(
+    previous: InstanceStatus | None, *, op: Operation | None, ready: bool
+) -> RowCondition | None:
+    """The previous Ready condition when it says an earlier pass failed the Instance's Create
+    at instanceReadyTimeout, and that still holds: not Ready, and no operation since."""
+    if previous is None or op is not None or ready:
+        return None
+    old = next((c for c in previous.conditions or () if c.type == names.CONDITION_READY), None)
+    if old is None or old.status != "False" or old.reason != names.REASON_PROGRESS_DEADLINE:
+        return None
+    return old
+
+
 def build_row(
     *,
     target: ReplicaTarget,
@@ -236,8 +249,10 @@ def build_row(
     op: Operation | None,
     previous: InstanceStatus | None,
     now: dt.datetime,
+    deadline_failed: bool = False,
 ) -> InstanceStatus:
-    """The row of one Instance after this pass's decisions."""
+    """The row of one Instance after this pass's decisions; ``deadline_failed``: this pass
+    failed its Create at instanceReadyTimeout (see :func:`_deadline_marked`)."""
     phase = _phase(facts, op)
     live = facts.live
     ready = phase == "Ready"
@@ -264,6 +279,22 @@ def build_row(
     else:
         ready_status = "False"
         reason, message = names.INSTANCE_PODS_NOT_READY, "a pod of the Instance is not Ready"
+    last_failure = _last_failure(facts, previous.last_failure if previous else None, now)
+    marked = _deadline_marked(previous, op=op, ready=ready) if not deadline_failed else None
+    if deadline_failed or marked is not None:
+        reason = names.REASON_PROGRESS_DEADLINE
+        message = (
+            marked.message or ""
+            if marked is not None
+            else f"not Ready within instanceReadyTimeout; its Create operation failed at "
+            f"{now.isoformat()}"
+        )
+    if deadline_failed:
+        stuck = next((pod.name for pod in facts.live if not pod.ready), None)
+        slot = facts.missing[0].name if facts.missing else None
+        last_failure = LastFailure(
+            pod=stuck or slot, reason=names.REASON_PROGRESS_DEADLINE, time=now
+        )
     ready_condition = row_condition(
         previous.conditions if previous else None,
         type=names.CONDITION_READY,
@@ -289,7 +320,7 @@ def build_row(
         ready_since=max(ready_times) if ready and ready_times else None,
         active_ordinal=0,
         last_failure=_waiting_failure(
-            _last_failure(facts, previous.last_failure if previous else None, now),
+            last_failure,
             op,
             previous.last_failure if previous else None,
             now,

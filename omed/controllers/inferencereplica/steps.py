@@ -13,8 +13,10 @@ pods are created, so a restarted manager neither skips nor repeats an incarnatio
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 
-from omed.api.inferencereplica import Operation
+from omed.api.base import Condition
+from omed.api.inferencereplica import InferenceReplicaStatus, InstanceStatus, Operation
 from omed.controllers.inferencereplica import names, operations
 from omed.controllers.inferencereplica.actions import (
     CreatePods,
@@ -26,6 +28,7 @@ from omed.controllers.inferencereplica.actions import (
 )
 from omed.controllers.inferencereplica.passstate import InstanceWork, PassWork
 from omed.controllers.inferencereplica.podtemplate import render_pod
+from omed.controllers.inferencereplica.rows import condition
 
 _RECREATE_DRAIN = (names.STEP_DRAIN, names.STEP_DELETE_PODS, names.STEP_WAIT_PODS_GONE)
 
@@ -145,6 +148,38 @@ def expired(work: PassWork, inst: InstanceWork, waiting_on: int) -> bool:
         )
     )
     return True
+
+
+def create_deadline_condition(
+    work: PassWork, rows: Sequence[InstanceStatus], previous: InferenceReplicaStatus
+) -> list[Condition]:
+    """Condition ProgressDeadlineExceeded while an Instance whose Create failed at
+    instanceReadyTimeout is still not Ready (its Ready condition keeps that reason); none when
+    a retry block already sets it."""
+    if any(c.type == names.CONDITION_PROGRESS_DEADLINE for c in work.conditions):
+        return []
+    late = [
+        row.index
+        for row in rows
+        if any(
+            c.type == names.CONDITION_READY and c.reason == names.REASON_PROGRESS_DEADLINE
+            for c in row.conditions or ()
+        )
+    ]
+    if not late:
+        return []
+    which = ", ".join(str(index) for index in late)
+    return [
+        condition(
+            previous.conditions,
+            type=names.CONDITION_PROGRESS_DEADLINE,
+            status="True",
+            reason=names.REASON_PROGRESS_DEADLINE,
+            message=f"Instance(s) {which} of {work.target.component} were not Ready within "
+            "instanceReadyTimeout: their Create operation failed; their pods are kept",
+            now=work.now,
+        )
+    ]
 
 
 def on_revision(inst: InstanceWork, revision: str) -> bool:
