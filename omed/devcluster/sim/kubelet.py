@@ -3,6 +3,7 @@
 A :class:`PodRuntime` is what a kubelet knows about one pod it runs: the sandbox, each
 container's state, restarts and back-offs. It changes only through :meth:`PodRuntime.advance`
 (time passes), :meth:`PodRuntime.set_plans` (failures injected or cleared),
+:meth:`PodRuntime.set_images` (a container's image was patched in place),
 :meth:`PodRuntime.begin_termination` (the pod was deleted), :meth:`PodRuntime.kill`
 (a container restart was injected) and :meth:`PodRuntime.shift` (the node was down).
 :mod:`.podstatus` turns it into the pod's API status.
@@ -22,6 +23,16 @@ container's ``ready_delay``) ready. Failures bend that path: ``ErrImagePull`` al
 with ``ImagePullBackOff`` (back-off growing from ``backoff_base`` to ``backoff_max``);
 ``CrashLoopBackOff`` runs ``crash_after``, exits, restarts once at once and then after a
 growing back-off; ``NeverReady`` runs and never turns ready.
+
+An image patched into a running container (``spec.containers[*].image``, what an in-place
+update does) changes the container's spec hash, and the kubelet restarts it whatever the
+restart policy: the old container gets SIGTERM and exits 0 (``Completed``) after
+``termination_delay`` (at most the pod's grace period), ready turns False; the new image
+is pulled for ``image_pull_delay``, then the container starts with ``restartCount`` + 1,
+the old run in ``lastState.terminated``, and is ready after its ``ready_delay``. The new
+image follows its own plan: an image that cannot be pulled goes ``ErrImagePull`` /
+``ImagePullBackOff``, a crash-looping one crash-loops, back-offs counted afresh (the
+kubelet keys them by the spec hash).
 """
 
 from __future__ import annotations
@@ -63,6 +74,9 @@ class Timings:
     """Unschedulable pods are retried at least this often (and whenever capacity frees)."""
     not_ready_eviction: float | None = None
     """Pods on a NotReady node are evicted (deleted at once) after this long; None: never."""
+    image_pull_delay: float = 0.25
+    """From a container whose image was patched in place exiting to the new image's container
+    starting (the pull and create; ``running_delay`` less ``start_delay`` by default)."""
 
     @classmethod
     def realistic(cls) -> Timings:
@@ -78,6 +92,7 @@ class Timings:
             pull_error_duration=2.0,
             unschedulable_retry=60.0,
             not_ready_eviction=300.0,
+            image_pull_delay=2.5,
         )
 
     def backoff(self, attempt: int) -> float:
@@ -128,13 +143,20 @@ class ContainerSim:
     crash_at: dt.datetime | None = None
     backoff_at: dt.datetime | None = None
     """When ErrImagePull turns into ImagePullBackOff."""
+    stop_at: dt.datetime | None = None
+    """When a container whose image was patched in place has exited (SIGTERM, exit 0)."""
+    next_image: str | None = None
+    """The image the container runs when it starts next (patched in place, not yet running)."""
+    started_image: str | None = None
+    """The image of the container's latest run (its ``imageID``); None before the first."""
 
     @property
     def completed(self) -> bool:
         return self.state == TERMINATED and self.exit_code == 0
 
     def due(self) -> dt.datetime | None:
-        times = [t for t in (self.start_at, self.ready_at, self.crash_at, self.backoff_at) if t]
+        pending = (self.start_at, self.ready_at, self.crash_at, self.backoff_at, self.stop_at)
+        times = [t for t in pending if t]
         return min(times) if times else None
 
     def terminated_record(self) -> dict[str, Any]:
@@ -148,7 +170,7 @@ class ContainerSim:
         }
 
     def clear_timers(self) -> None:
-        self.start_at = self.ready_at = self.crash_at = self.backoff_at = None
+        self.start_at = self.ready_at = self.crash_at = self.backoff_at = self.stop_at = None
 
 
 @dataclasses.dataclass
@@ -298,7 +320,10 @@ class PodRuntime:
                 c.start_at = at
 
     def _step_container(self, c: ContainerSim, at: dt.datetime) -> None:
-        if c.start_at is not None and c.start_at <= at:
+        if c.stop_at is not None and c.stop_at <= at:
+            c.stop_at = None
+            self._stop_for_new_image(c, at)
+        elif c.start_at is not None and c.start_at <= at:
             c.start_at = None
             self._start(c, at)
         elif c.backoff_at is not None and c.backoff_at <= at:
@@ -314,6 +339,8 @@ class PodRuntime:
             c.ready = True
 
     def _start(self, c: ContainerSim, at: dt.datetime) -> None:
+        if c.next_image is not None:
+            c.image, c.next_image = c.next_image, None
         if c.plan.failure is Failure.IMAGE_PULL:
             c.pull_failures += 1
             c.state, c.ready = WAITING, False
@@ -327,6 +354,7 @@ class PodRuntime:
         if c.ever_started:
             c.restart_count += 1
         c.ever_started = True
+        c.started_image = c.image
         c.pull_failures = 0
         c.state, c.reason, c.message, c.exit_code = RUNNING, None, None, None
         c.started_at, c.finished_at = at, None
@@ -352,7 +380,7 @@ class PodRuntime:
         c.reason = "Completed" if exit_code == 0 else "Error"
         c.message = None
         c.finished_at = at
-        c.ready_at = c.crash_at = None
+        c.ready_at = c.crash_at = c.stop_at = None
         if c.init and exit_code == 0:
             self._start_next(at)
             return
@@ -376,6 +404,16 @@ class PodRuntime:
         )
         c.start_at = at + dt.timedelta(seconds=backoff)
 
+    def _stop_for_new_image(self, c: ContainerSim, at: dt.datetime) -> None:
+        """The old image's container has exited on SIGTERM; pull the new image, then start."""
+        c.state, c.ready = TERMINATED, False
+        c.exit_code, c.reason, c.message = 0, "Completed", None
+        c.finished_at = at
+        c.ready_at = c.crash_at = None
+        c.last_terminated = c.terminated_record()
+        c.crashes = c.pull_failures = 0
+        c.start_at = at + dt.timedelta(seconds=self.timings.image_pull_delay)
+
     def _terminate(self, at: dt.datetime) -> None:
         self.terminate_at = None
         self.terminated = True
@@ -387,12 +425,72 @@ class PodRuntime:
             c.ready = False
 
     # -- external events ----------------------------------------------------------------------
+    def set_images(
+        self,
+        images: Mapping[str, str],
+        now: dt.datetime,
+        *,
+        grace: float,
+        delay: float | None = None,
+    ) -> list[str]:
+        """The pod's container images as its spec has them now; returns the containers that
+        will restart because their image changed.
+
+        A running container is stopped (after ``delay``, default ``termination_delay``, at
+        most ``grace``) and started on the new image; a container that is not running (waiting
+        on a pull, a back-off, or its first start) starts on the new image after the pull,
+        without back-off. Regular init containers that already ran are left alone, as the
+        kubelet does; nothing changes once the pod is terminating.
+        """
+        if self.terminated or self.terminate_at is not None:
+            return []
+        changed: list[str] = []
+        for c in self.all_containers():
+            image = images.get(c.name)
+            if not image or image == (c.next_image or c.image):
+                continue
+            if c.state == RUNNING and c.next_image is not None and image == c.image:
+                # Patched back before the old container stopped: the spec hash matches again.
+                c.next_image = c.stop_at = None
+                if c.plan.failure is Failure.CRASH_LOOP:
+                    run = (
+                        self.timings.crash_after
+                        if c.plan.crash_after is None
+                        else c.plan.crash_after
+                    )
+                    c.crash_at = now + dt.timedelta(seconds=run)
+                continue
+            if c.init and (c.ever_started or c.state != WAITING):
+                continue  # a regular init container that ran is not run again
+            if c.state == TERMINATED and c.start_at is None and c.stop_at is None:
+                continue  # exited for good (restartPolicy Never or OnFailure)
+            changed.append(c.name)
+            if not c.ever_started:
+                # Never ran: the next (or a retried) pull is of the new image, at once.
+                c.image, c.next_image = image, None
+                if c.reason in ("ErrImagePull", "ImagePullBackOff"):
+                    c.backoff_at, c.pull_failures = None, 0
+                    c.start_at = now + dt.timedelta(seconds=self.timings.image_pull_delay)
+                continue
+            c.next_image = image
+            if c.state == RUNNING:
+                c.crash_at = None  # SIGTERM comes first
+                if c.stop_at is None:
+                    wait = self.timings.termination_delay if delay is None else delay
+                    c.stop_at = now + dt.timedelta(seconds=max(0.0, min(wait, grace)))
+            else:
+                # Waiting on a pull, a back-off or a restart: the new spec starts afresh.
+                c.backoff_at = None
+                c.crashes = c.pull_failures = 0
+                c.start_at = now + dt.timedelta(seconds=self.timings.image_pull_delay)
+        return changed
+
     def set_plans(self, plans: Mapping[str, ContainerPlan], now: dt.datetime) -> None:
         """Take new plans; a change applies where it can (see :meth:`ContainerSim` fields)."""
         for c in self.all_containers():
             new = plans.get(c.name, ContainerPlan())
             old, c.plan = c.plan, new
-            if new == old or c.state != RUNNING or c.init:
+            if new == old or c.state != RUNNING or c.init or c.next_image is not None:
                 continue
             if new.failure is Failure.NEVER_READY:
                 c.ready, c.ready_at = False, None
@@ -430,7 +528,7 @@ class PodRuntime:
             None,
             now,
         )
-        c.ready_at = c.crash_at = None
+        c.ready_at = c.crash_at = c.stop_at = None
         c.last_terminated = c.terminated_record()
         self._start(c, now)
         return c.restart_count
@@ -452,7 +550,7 @@ class PodRuntime:
         if self.terminate_at is not None:
             self.terminate_at += delta
         for c in self.all_containers():
-            for field in ("start_at", "ready_at", "crash_at", "backoff_at"):
+            for field in ("start_at", "ready_at", "crash_at", "backoff_at", "stop_at"):
                 value = getattr(c, field)
                 if value is not None:
                     setattr(c, field, value + delta)
@@ -478,6 +576,8 @@ class PodRuntime:
             elif "running" in state:
                 c.ever_started = True
                 c.state, c.reason = RUNNING, None
+                c.image = observed.get("image") or c.image  # a newer spec image restarts it
+                c.started_image = c.image
                 c.container_id = observed.get("containerID")
                 c.started_at = _parse_time(state["running"].get("startedAt")) or now
                 c.ready = bool(observed.get("ready"))

@@ -14,6 +14,8 @@ Invariants:
   again until the pod changes;
 - a pod on a node whose kubelet is down (:meth:`Kubelets.set_node_up`) gets only Ready=False;
   its runtime is frozen and resumes where it left off;
+- a container whose image the pod's spec changed (an in-place update) is restarted on the
+  new image (:meth:`~.kubelet.PodRuntime.set_images`), at most once per change;
 - a deleted pod is removed (DELETE, grace 0, uid precondition) only after its containers
   exited and the terminal status was written.
 """
@@ -37,6 +39,7 @@ from omed.log import kv
 log = logging.getLogger("omed.devcluster.simulator")
 
 _RETRY_AFTER_ERROR = 0.5
+_DEFAULT_GRACE = 30.0
 
 
 class Kubelets:
@@ -153,6 +156,7 @@ class Kubelets:
             return
         rt.thaw(now)
         plans = self._plans(pod)
+        self._set_images(rt, pod, now, plans.termination_delay)
         rt.set_plans(plans.containers, now)
         if deleting:
             grace = float(meta.get("deletionGracePeriodSeconds") or 0)
@@ -165,6 +169,24 @@ class Kubelets:
         due = rt.next_due()
         if due is not None:
             self.wakeups.after(key, (due - now).total_seconds())
+
+    def _set_images(
+        self, rt: PodRuntime, pod: Mapping[str, Any], now: dt.datetime, delay: float | None
+    ) -> None:
+        """Restart the containers whose image the pod's spec now names differently."""
+        spec = pod.get("spec") or {}
+        images = {
+            str(c.get("name")): str(c.get("image") or "")
+            for c in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]
+        }
+        grace = spec.get("terminationGracePeriodSeconds")
+        grace = float(_DEFAULT_GRACE if grace is None else grace)
+        changed = rt.set_images(images, now, grace=grace, delay=delay)
+        if changed:
+            log.info(
+                "Container definition changed, will be restarted",
+                extra=kv(pod=pod_key(pod), containers=changed),
+            )
 
     def _new_runtime(self, pod: Mapping[str, Any], node: str, now: dt.datetime) -> PodRuntime:
         key = pod_key(pod)

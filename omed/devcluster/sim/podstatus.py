@@ -81,7 +81,7 @@ def _container_status(c: ContainerSim, *, started_pod: bool) -> dict[str, Any]:
     return {
         "name": c.name,
         "image": c.image,
-        "imageID": _image_id(c.image) if c.ever_started else "",
+        "imageID": _image_id(c.started_image or c.image) if c.ever_started else "",
         "containerID": c.container_id if c.ever_started and started_pod else None,
         "ready": c.ready,
         "started": c.state == RUNNING,

@@ -16,7 +16,7 @@ import pytest
 
 from omed.devcluster.sim.failures import CRASH_AFTER, FAIL, TERMINATION_DELAY
 from omed.devcluster.simulator import POOL_LABEL, Failure, NodeSimulator, Timings
-from omed.kube.client import STRATEGIC_MERGE_PATCH, KubeClient
+from omed.kube.client import JSON_PATCH, STRATEGIC_MERGE_PATCH, KubeClient
 from omed.kube.errors import NotFound
 from omed.kube.resources import NODES, PODS
 
@@ -385,6 +385,96 @@ async def test_restart_container_counts(sim: NodeSimulator, pods: Pods) -> None:
     await pods.wait("restarted", is_ready)
     with pytest.raises(LookupError):
         await sim.restart_container(pods.namespace, "no-such-pod")
+
+
+async def patch_image(pods: Pods, name: str, uid: str, image: str) -> None:
+    """Replace the first container's image as an in-place update does (a JSON patch)."""
+    patch = [
+        {"op": "test", "path": "/metadata/uid", "value": uid},
+        {"op": "replace", "path": "/spec/containers/0/image", "value": image},
+    ]
+    await pods.kube.patch(PODS, name, patch, pods.namespace, content_type=JSON_PATCH)
+
+
+async def test_image_patched_in_place_restarts_the_container(
+    simulators: SimFactory, pods: Pods
+) -> None:
+    timings = Timings(termination_delay=0.3, image_pull_delay=0.4, ready_delay=0.4)
+    sim = await simulators(timings=timings)
+    await pods.create(make_pod("inplace", readinessGates=[{"conditionType": "ome.io/serving"}]))
+    await pods.set_condition("inplace", "ome.io/serving", "True")
+    before = await pods.wait("inplace", is_ready, what="Ready")
+    old = container(before)
+    uid = before["metadata"]["uid"]
+
+    seen: list[tuple[bool, str, int, str]] = []  # Ready, image, restartCount, state
+
+    def record(pod: Mapping[str, Any]) -> None:
+        c = container(pod)
+        sample = (is_ready(pod), c.get("image", ""), c.get("restartCount", 0), *c["state"])
+        if not seen or seen[-1] != sample:
+            seen.append(sample)
+
+    await patch_image(pods, "inplace", uid, "ome/serving:2.0")
+
+    async def restarted() -> bool:
+        pod = await pods.get("inplace")
+        record(pod)
+        return container(pod).get("restartCount") == 1 and is_ready(pod)
+
+    await eventually(restarted, timeout=10)
+    after = await pods.get("inplace")
+    c = container(after)
+    assert after["metadata"]["uid"] == uid  # the same pod: restarted in place
+    assert after["status"]["phase"] == "Running"
+    assert after["status"]["observedGeneration"] == after["metadata"]["generation"] == 2
+    assert (c["image"], c["ready"], c["started"]) == ("ome/serving:2.0", True, True)
+    assert c["imageID"] != old["imageID"] and c["imageID"].startswith("ome/serving@sha256:")
+    assert c["containerID"] != old["containerID"]
+    assert c["state"]["running"]["startedAt"] >= old["state"]["running"]["startedAt"]
+    terminated = c["lastState"]["terminated"]
+    assert (terminated["exitCode"], terminated["reason"]) == (0, "Completed")
+    assert terminated["containerID"] == old["containerID"]
+    # The pod was seen not Ready in between: the old container stopped, the new one started.
+    assert (False, "ome/serving:1.0", 0, "terminated") in seen, seen
+    assert (False, "ome/serving:2.0", 1, "running") in seen, seen
+    ready = conditions(after)["Ready"]
+    assert ready["lastTransitionTime"] >= conditions(before)["Ready"]["lastTransitionTime"]
+    assert conditions(after)["ContainersReady"]["status"] == "True"
+    assert sim.stats.errors == 0
+
+
+async def test_image_patched_to_a_bad_one_backs_off_then_recovers(
+    sim: NodeSimulator, pods: Pods
+) -> None:
+    created = await pods.create(make_pod("repulled"))
+    await pods.wait("repulled", is_ready, what="Ready")
+    uid = created["metadata"]["uid"]
+
+    await patch_image(pods, "repulled", uid, "ome/serving:missing")  # an image rule: no pull
+    pod = await pods.wait(
+        "repulled",
+        lambda p: waiting_reason(p) == "ImagePullBackOff",
+        what="ImagePullBackOff on the patched image",
+    )
+    c = container(pod)
+    assert c["image"] == "ome/serving:missing"
+    assert c["restartCount"] == 0 and c["ready"] is False
+    assert c["lastState"]["terminated"]["reason"] == "Completed"
+    assert c["state"]["waiting"]["message"] == 'Back-off pulling image "ome/serving:missing"'
+    assert pod["status"]["phase"] == "Running"
+    assert conditions(pod)["Ready"]["status"] == "False"
+    assert conditions(pod)["ContainersReady"]["reason"] == "ContainersNotReady"
+
+    await patch_image(pods, "repulled", uid, "ome/serving:2.0")  # corrected, in place again
+    pod = await pods.wait(
+        "repulled",
+        lambda p: is_ready(p) and container(p).get("image") == "ome/serving:2.0",
+        what="Ready on the corrected image",
+    )
+    assert container(pod)["restartCount"] == 1
+    assert pod["metadata"]["uid"] == uid
+    assert sim.stats.errors == 0
 
 
 async def test_deleted_pod_goes_after_containers_stop(sim: NodeSimulator, pods: Pods) -> None:
