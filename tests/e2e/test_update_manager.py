@@ -1,0 +1,417 @@
+"""A ``kill -9`` of the manager (``python -m omed``) in the middle of an update.
+
+An InferenceService with one engine component of :data:`WANTED` single-pod Instances
+converges; its runner image changes, so every Instance has to move to a new revision under
+``lifecycle.updateStrategy``. Once an Instance's row carries an ``Update`` operation and (for
+SurgeThenDrain) a surge pod exists, the manager is killed with SIGKILL and a new one started;
+the new one must finish the update: every Instance on the new revision, exactly the wanted
+pods (no surge or old-revision pod left, no pod created twice), the InferenceReplica's counts
+and conditions those of a converged replica, and the InferenceService Ready.
+
+:class:`PodLog` watches the namespace's pods from its own informer and, on every pod event,
+samples how many Instances serve (every pod Ready and not being deleted): SurgeThenDrain must
+never go below the wanted count, RecreatePod never below it less ``maxUnavailable`` (1).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import time
+from collections import defaultdict
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from omed.api.constants import LABEL_INCARNATION, LABEL_INSTANCE_INDEX, LABEL_REVISION
+from omed.controllers.inferencereplica import names
+from omed.devcluster.simulator import NodeSimulator
+from omed.informers import Handlers, InformerFactory
+from omed.informers.transform import Obj, identity
+from omed.kube.client import KubeClient
+from omed.kube.resources import INFERENCE_REPLICAS, INFERENCE_SERVICES, PODS, SERVING_RUNTIMES
+from omed.statuscodec import decode_status
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+SERVICE = "chat"
+ENGINE = f"{SERVICE}-engine"
+WANTED = 4
+OLD_IMAGE, NEW_IMAGE = "ome/srt:1.0", "ome/srt:2.0"
+LIFECYCLE = {
+    "scaleUpPodBatchSize": 50,
+    "scaleDownPodBatchSize": "10%",
+    "scaleDownRequeueInterval": "5s",
+    "requeue": {"operation": "5s", "gate": "3s"},
+}
+MANAGER_ARGS = (
+    "--zap-encoder=json",
+    "--inferenceservice-max-concurrent-reconciles=4",
+    "--inferencereplica-max-concurrent-reconciles=4",
+    "--kube-api-qps=100",
+    "--kube-api-burst=200",
+)
+RUNTIME = {
+    "apiVersion": "ome.io/v1beta1",
+    "kind": "ServingRuntime",
+    "metadata": {"name": "srt-engine"},
+    "spec": {
+        "supportedModelFormats": [{"name": "safetensors"}],
+        "engineConfig": {
+            "runner": {
+                "name": "ome-container",
+                "image": OLD_IMAGE,
+                "resources": {"limits": {"nvidia.com/gpu": "1"}},
+            },
+        },
+    },
+}
+
+
+def service_body(strategy: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "ome.io/v1beta1",
+        "kind": "InferenceService",
+        "metadata": {"name": SERVICE},
+        "spec": {
+            "deploymentMode": "OMENative",
+            "model": {"name": "llama-3-2-1b-instruct"},
+            "runtime": {"name": "srt-engine"},
+            "engine": {
+                "minReplicas": WANTED,
+                "maxReplicas": WANTED,
+                "lifecycle": {"updateStrategy": {"type": strategy}},
+            },
+        },
+    }
+
+
+def condition(obj: Mapping[str, Any], kind: str) -> str | None:
+    for item in (obj.get("status") or {}).get("conditions") or ():
+        if item.get("type") == kind:
+            return str(item.get("status"))
+    return None
+
+
+def pod_ready(pod: Mapping[str, Any]) -> bool:
+    return condition(pod, "Ready") == "True"
+
+
+def live(pod: Mapping[str, Any]) -> bool:
+    return not pod["metadata"].get("deletionTimestamp")
+
+
+def label(pod: Mapping[str, Any], key: str) -> str:
+    return str((pod["metadata"].get("labels") or {}).get(key, ""))
+
+
+def wanted_pod_names() -> list[str]:
+    return [names.pod_name(ENGINE, i, "default", 0) for i in range(WANTED)]
+
+
+async def eventually(
+    check: Callable[[], Any], *, timeout: float, what: str, interval: float = 0.1
+) -> Any:
+    """Poll ``check`` (sync or async) until it returns something truthy; return that."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if asyncio.iscoroutine(value):
+            value = await value
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
+        await asyncio.sleep(interval)
+
+
+@dataclass
+class PodRecord:
+    name: str
+    uid: str
+    index: str
+    incarnation: str
+    revision: str
+    image: str
+
+
+class PodLog:
+    """Every pod uid ever seen, and the fewest serving Instances since :meth:`arm`."""
+
+    def __init__(self, kube: KubeClient, namespace: str) -> None:
+        self.factory = InformerFactory(kube)
+        self.pods = self.factory.informer(PODS, namespace=namespace, transform=identity)
+        self.records: dict[str, PodRecord] = {}
+        self.low: int | None = None
+        self.low_at: list[str] = []
+        self.samples = 0
+        self.pods.add_event_handler(
+            Handlers(
+                on_add=self._seen,
+                on_update=lambda _o, n: self._seen(n),
+                on_delete=lambda _o: self._sample(),
+            )
+        )
+
+    async def start(self) -> None:
+        self.factory.start()
+        assert await self.factory.wait_for_cache_sync(timeout=30)
+
+    async def stop(self) -> None:
+        await self.factory.stop()
+
+    def _seen(self, pod: Obj) -> None:
+        meta = pod["metadata"]
+        if meta["uid"] not in self.records:
+            self.records[meta["uid"]] = PodRecord(
+                name=meta["name"],
+                uid=meta["uid"],
+                index=label(pod, LABEL_INSTANCE_INDEX),
+                incarnation=label(pod, LABEL_INCARNATION),
+                revision=label(pod, LABEL_REVISION),
+                image=str(pod["spec"]["containers"][0].get("image")),
+            )
+        self._sample()
+
+    def serving(self) -> int:
+        """Instances whose every pod is Ready and not being deleted (one pod each here)."""
+        by_index: dict[str, list[Obj]] = defaultdict(list)
+        for pod in self.pods.store.list():
+            by_index[label(pod, LABEL_INSTANCE_INDEX)].append(pod)
+        return sum(1 for pods in by_index.values() if all(pod_ready(p) and live(p) for p in pods))
+
+    def arm(self) -> None:
+        self.low, self.samples = self.serving(), 0
+
+    def _sample(self) -> None:
+        if self.low is None:
+            return
+        self.samples += 1
+        now = self.serving()
+        if now < self.low:
+            self.low = now
+            self.low_at.append(
+                f"{now} serving: "
+                + ", ".join(
+                    f"{p['metadata']['name']}(ready={pod_ready(p)},live={live(p)})"
+                    for p in sorted(self.pods.store.list(), key=lambda p: p["metadata"]["name"])
+                )
+            )
+
+    def duplicates(self) -> dict[str, list[tuple[str, str]]]:
+        """Pod names seen with two uids of one incarnation (a pod created twice)."""
+        by_name: dict[str, list[tuple[str, str]]] = defaultdict(list)
+        for record in self.records.values():
+            by_name[record.name].append((record.incarnation, record.uid))
+        return {
+            name: seen
+            for name, seen in by_name.items()
+            if len({incarnation for incarnation, _ in seen}) != len(seen)
+        }
+
+
+class World:
+    """The test's namespace: simulator, pod log, and the manager processes."""
+
+    def __init__(self, *, kube: KubeClient, namespace: str, managers: Any) -> None:
+        self.kube = kube
+        self.namespace = namespace
+        self.managers = managers
+        self.pod_log = PodLog(kube, namespace)
+        self.manager: Any = None
+
+    async def start_manager(self, name: str) -> Any:
+        self.manager = self.managers.start(*MANAGER_ARGS, name=name)
+        await self.manager.wait_ready(timeout=90)
+        await eventually(self.manager.is_leader, timeout=30, what=f"{name} leading")
+        return self.manager
+
+    def kill_manager(self) -> None:
+        self.manager.signal(signal.SIGKILL)
+        self.manager.proc.wait(timeout=10)
+
+    async def create_service(self, strategy: str) -> None:
+        await self.kube.create(SERVING_RUNTIMES, RUNTIME, self.namespace)
+        await self.kube.create(INFERENCE_SERVICES, service_body(strategy), self.namespace)
+
+    async def set_image(self, image: str) -> None:
+        patch = {"spec": {"engine": {"runner": {"image": image}}}}
+        await self.kube.patch(INFERENCE_SERVICES, SERVICE, patch, self.namespace)
+
+    async def pods(self) -> list[dict[str, Any]]:
+        return list(await self.kube.list_all(PODS, self.namespace))
+
+    async def replica(self) -> dict[str, Any]:
+        found: dict[str, Any] = await self.kube.get(INFERENCE_REPLICAS, ENGINE, self.namespace)
+        return found
+
+    async def rows(self) -> list[dict[str, Any]]:
+        return list(decode_status((await self.replica()).get("status"), max_rows=20000))
+
+    async def converged(self, image: str) -> bool:
+        """Ready, every Instance idle on the update revision, exactly the wanted pods."""
+        if self.manager is not None and not self.manager.running():
+            raise AssertionError(f"the manager exited:\n{self.manager.log()[-4000:]}")
+        isvc = await self.kube.get(INFERENCE_SERVICES, SERVICE, self.namespace)
+        if condition(isvc, "Ready") != "True":
+            return False
+        if (isvc.get("status") or {}).get("observedGeneration") != isvc["metadata"]["generation"]:
+            return False
+        irep = await self.replica()
+        status = irep.get("status") or {}
+        revision = status.get("updateRevision")
+        if not revision or status.get("currentRevision") != revision:
+            return False
+        if status.get("observedGeneration") != irep["metadata"]["generation"]:
+            return False
+        rows = decode_status(status, max_rows=20000)
+        if len(rows) != WANTED or any(r.get("operation") for r in rows):
+            return False
+        pods = await self.pods()
+        return len(pods) == WANTED and all(
+            live(p)
+            and pod_ready(p)
+            and label(p, LABEL_REVISION) == revision
+            and p["spec"]["containers"][0]["image"] == image
+            for p in pods
+        )
+
+    async def assert_converged(self, image: str) -> str:
+        """Every figure of the converged replica, exactly; returns its revision."""
+        isvc = await self.kube.get(INFERENCE_SERVICES, SERVICE, self.namespace)
+        assert {c["type"]: c["status"] for c in isvc["status"]["conditions"]} == {
+            "EngineReady": "True",
+            "Ready": "True",
+        }
+        summary = isvc["status"]["components"]["engine"]
+        assert (summary["replicas"], summary["readyReplicas"]) == (WANTED, WANTED)
+        assert summary["servingReplicas"] == WANTED
+
+        irep = await self.replica()
+        status = irep["status"]
+        revision = str(status["updateRevision"])
+        assert revision.startswith(f"{SERVICE}-engine-")
+        assert status["currentRevision"] == revision
+        assert status["observedGeneration"] == irep["metadata"]["generation"]
+        assert (
+            status["replicas"],
+            status["readyReplicas"],
+            status["servingReplicas"],
+            status["availableReplicas"],
+            status["updatedReplicas"],
+        ) == (WANTED,) * 5
+        assert {c["type"]: (c["status"], c["reason"]) for c in status["conditions"]} == {
+            "Ready": ("True", names.READY_ALL),
+            "Progressing": ("False", names.PROGRESS_COMPLETE),
+        }
+        assert not status.get("retryBlocks")
+        rows = decode_status(status, max_rows=20000)
+        assert [r["index"] for r in rows] == list(range(WANTED))
+        for row in rows:
+            assert row["phase"] == "Ready", row
+            assert (row["podCount"], row["servingPodCount"]) == (1, 1), row
+            assert "operation" not in row, row
+            assert row["runningRevision"] == revision, row
+
+        pods = await self.pods()
+        assert sorted(p["metadata"]["name"] for p in pods) == sorted(wanted_pod_names())
+        for pod in pods:
+            assert label(pod, LABEL_REVISION) == revision, pod["metadata"]["name"]
+            assert pod["spec"]["containers"][0]["image"] == image
+            gates = {c["type"]: c["status"] for c in pod["status"]["conditions"]}
+            assert gates.get("ome.io/serving") == "True", pod["metadata"]["name"]
+        return revision
+
+
+@pytest.fixture
+async def world(
+    kube: KubeClient, namespace: str, managers: Any, manager_config: Any
+) -> AsyncIterator[World]:
+    await manager_config(lifecycle=LIFECYCLE)
+    simulator = NodeSimulator(
+        kube, nodes=2, gpus_per_node=8, namespaces=[namespace], node_prefix=f"{namespace}-n"
+    )
+    world = World(kube=kube, namespace=namespace, managers=managers)
+    await simulator.start()
+    try:
+        await world.pod_log.start()
+        try:
+            yield world
+        finally:
+            await world.pod_log.stop()
+    finally:
+        managers.stop_all()  # kill -9 before the simulator goes, so nothing acts on a gap
+        await simulator.stop()
+
+
+@pytest.mark.parametrize(
+    ("strategy", "lowest"),
+    [("SurgeThenDrain", WANTED), ("RecreatePod", WANTED - 1)],
+)
+async def test_a_manager_killed_mid_update_is_finished_by_the_next_one(
+    world: World, strategy: str, lowest: int
+) -> None:
+    await world.start_manager("manager-a")
+    await world.create_service(strategy)
+    await eventually(
+        lambda: world.converged(OLD_IMAGE), timeout=120, what=f"{WANTED} Instances Ready"
+    )
+    old_revision = await world.assert_converged(OLD_IMAGE)
+    first = {r.uid for r in world.pod_log.records.values()}
+    assert len(first) == WANTED
+
+    world.pod_log.arm()
+    await world.set_image(NEW_IMAGE)
+    wanted = set(wanted_pod_names())
+    caught: dict[str, Any] = {}
+
+    async def mid_update() -> bool:
+        """An Update in flight, and for SurgeThenDrain a surge pod made for it."""
+        rows = await world.rows()
+        updates = [r for r in rows if (r.get("operation") or {}).get("type") == "Update"]
+        if not updates:
+            return False
+        pods = world.pod_log.pods.store.list()
+        surges = [p for p in pods if p["metadata"]["name"] not in wanted and live(p)]
+        if strategy == "SurgeThenDrain" and not surges:
+            return False
+        caught.update(rows=rows, pods=sorted(p["metadata"]["name"] for p in pods))
+        return True
+
+    await eventually(mid_update, timeout=60, what="an Update in flight", interval=0.02)
+    world.kill_manager()
+    after_kill = await world.pods()
+    revisions = {label(p, LABEL_REVISION) for p in after_kill}
+    assert old_revision in revisions, (revisions, caught)  # not all of it was done
+    print(f"killed mid-update ({strategy}):", json.dumps(caught, indent=1, default=str))
+
+    await world.start_manager("manager-b")
+    await eventually(
+        lambda: world.converged(NEW_IMAGE),
+        timeout=180,
+        what=f"{WANTED} Instances on the new revision",
+    )
+    new_revision = await world.assert_converged(NEW_IMAGE)
+    assert new_revision != old_revision
+
+    log = world.pod_log
+    assert log.duplicates() == {}
+    by_name: dict[str, list[PodRecord]] = defaultdict(list)
+    for record in log.records.values():
+        by_name[record.name].append(record)
+    for name in wanted:  # each Instance: its first pod, then one on the new revision
+        seen = by_name[name]
+        assert [r.revision for r in seen] == [old_revision, new_revision], (name, seen)
+        assert [r.image for r in seen] == [OLD_IMAGE, NEW_IMAGE], (name, seen)
+        assert seen[1].incarnation != seen[0].incarnation, (name, seen)
+    surges = [r for name, seen in by_name.items() if name not in wanted for r in seen]
+    if strategy == "SurgeThenDrain":
+        assert len(surges) == WANTED, surges  # one surge per Instance, none made twice
+        assert {r.revision for r in surges} == {new_revision}
+    else:
+        assert surges == []
+    assert log.samples > 0
+    assert log.low is not None and log.low >= lowest, log.low_at
