@@ -13,11 +13,14 @@ The servers:
 
 * ``bare``: an aiohttp TLS handler that only parses the review and answers allowed: the
   floor that HTTP, TLS and JSON set on this machine;
-* ``full``: omed's :class:`omed.webhooks.WebhookServer` with the InferenceService
-  validator: body checks, metrics, every rule, the model parse, ratcheting.
+* ``full``: the manager's own webhook server, built as ``omed --webhook`` builds it
+  (:func:`omed.manager.webhooks.build_webhook_server` from the parsed flags, all three
+  webhooks, the manager's log setup), only on a free port: body checks, metrics, every rule,
+  the model parse, ratcheting.
 
-Both run on uvloop when it is installed, as the manager does, and freeze the objects made at
-startup out of the garbage collector's way (``gc.freeze()``) once they serve.
+Both run on uvloop when it is installed, on the event loop that ``omed`` itself makes
+(``asyncio.Runner(loop_factory=uvloop.new_event_loop)``), with the collector settings the
+manager runs with (none changed).
 
 Goals: ``full`` p99 within 2x of ``bare`` and under 3 ms at 1,000 requests/s. Each result
 also gives the server process's CPU time per request (``/proc``), which a busy machine
@@ -29,7 +32,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import gc
 import json
 import os
 import platform
@@ -158,6 +160,16 @@ def install_uvloop() -> str:
     return "uvloop"
 
 
+def run_as_omed(coroutine: Any) -> Any:
+    """Run ``coroutine`` on the loop ``omed`` runs on (``omed.__main__._run_loop``)."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(coroutine)
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        return runner.run(coroutine)
+
+
 async def serve_bare(cert_dir: Path) -> int:
     from aiohttp import web
 
@@ -183,28 +195,37 @@ async def serve_bare(cert_dir: Path) -> int:
 
 
 async def serve_full(cert_dir: Path) -> int:
-    from omed.webhooks import InferenceServiceValidator, WebhookServer
+    """The manager's webhook server, as ``omed --webhook --webhook-cert-dir <dir>`` builds
+    it in :func:`omed.manager.process.run`, on a free port instead of 9443."""
+    import dataclasses
 
-    server = WebhookServer(
-        handlers=[InferenceServiceValidator()], port=0, host="127.0.0.1", cert_dir=cert_dir
-    )
+    from omed import log as omed_log
+    from omed.clock import RealClock
+    from omed.config import ConfigCache, parse_flags
+    from omed.manager.startup import log_level
+    from omed.manager.webhooks import build_webhook_server
+    from omed.webhooks import FeatureGates
+
+    options = parse_flags(["--webhook", f"--webhook-cert-dir={cert_dir}"], {})
+    options = dataclasses.replace(options, webhook_port=0)  # the flag takes 1-65535
+    omed_log.setup(encoder=options.zap_encoder, level=log_level(options.zap_log_level))
+
+    async def no_configmap() -> dict[str, str]:
+        return {}
+
+    config = ConfigCache(fetch=no_configmap, ttl=options.config_cache_ttl, clock=RealClock())
+    server = build_webhook_server(options=options, config=config, gates=FeatureGates())
     await server.start()
     return server.port
 
 
 def serve(kind: str, cert_dir: Path) -> None:
-    install_uvloop()
-
     async def run() -> None:
         port = await (serve_bare if kind == "bare" else serve_full)(cert_dir)
-        # As a long-running manager would after start: move the objects of imports and
-        # startup out of the collector's way, so full collections stay short.
-        gc.collect()
-        gc.freeze()
         print(port, flush=True)
         await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)  # until EOF
 
-    asyncio.run(run())
+    run_as_omed(run())
 
 
 # -- Client ----------------------------------------------------------------------------------
