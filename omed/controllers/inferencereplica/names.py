@@ -56,6 +56,24 @@ STEP_SURGE_ABORT: Final = "SurgeAbort"
 """Update (SurgeThenDrain): the surge failed on the revision; it drains, the Instance stays."""
 STEP_PATCH_IMAGES: Final = "PatchImages"
 """Update (in place): the pods' container images are being patched."""
+STEP_REPAIR_PARKED: Final = "RepairParked"
+"""Restart: the rebuilt Instance crash-loops again; the retry ladder re-arms the repair at
+``lastProgressAt`` + the ladder's delay for re-arm ``retryCount`` + 1."""
+STEP_REPAIR_PARKED_CONFIG: Final = "RepairParkedOnConfig"
+"""Restart: the rebuilt Instance waits for its configuration or image (ImagePullBackOff,
+CreateContainerConfigError, ...); the kubelet retries in place, nothing is rebuilt."""
+STEP_REPAIR_PARKED_NO_LADDER: Final = "RepairParkedNoLadder"
+"""Restart: parked for good: no ``lifecycle.updateRetry`` to re-arm it."""
+STEP_REPAIR_PARKED_SPENT: Final = "RepairParkedRetriesSpent"
+"""Restart: parked for good after ``retryCount`` re-arms, every retry spent."""
+PARKED_STEPS: Final = frozenset(
+    {
+        STEP_REPAIR_PARKED,
+        STEP_REPAIR_PARKED_CONFIG,
+        STEP_REPAIR_PARKED_NO_LADDER,
+        STEP_REPAIR_PARKED_SPENT,
+    }
+)
 
 # -- Operation reasons ----------------------------------------------------------------------
 
@@ -90,6 +108,9 @@ EVENT_RELEASE_IGNORED: Final = "ReleaseHeldIgnored"
 EVENT_INSTANCE_RESTARTED: Final = "InstanceRecreated"
 """Normal: a container of the Instance restarted (RecreateInstanceOnPodRestart): it is rebuilt
 as a new incarnation."""
+EVENT_REPAIR_PARKED: Final = "InstanceRepairParked"
+"""Warning: a rebuilt Instance failed again; its repair is parked (the message says until
+what, in the migration page's words)."""
 EVENT_PROGRESS_DEADLINE: Final = "ProgressDeadlineExceeded"
 """Warning: an Instance wasn't Ready within instanceReadyTimeout; its Update attempt failed."""
 EVENT_RETRY_BLOCK_MALFORMED: Final = "RetryBlockMalformed"

@@ -10,7 +10,9 @@ Defaults (*omed* where the product pages leave them open):
 * strategy SurgeThenDrain; partition 0;
 * maxSurge 1 and maxUnavailable 0 under SurgeThenDrain (capacity never dips); maxUnavailable
   1 and maxSurge 0 under the other strategies (one Instance at a time);
-* updateRetry: maxAttempts 3, initialDelay 10s, maxDelay 5m, multiplier 2 (*omed*).
+* updateRetry: maxAttempts 3, initialDelay 10s, maxDelay 5m, multiplier 2 (*omed*);
+* parked crash-loop repairs are re-armed only by an ``updateRetry`` the user wrote (*omed*:
+  without one, "no retry ladder is configured to re-arm it", as the migration page words it).
 
 Invariant: pure data, no I/O; durations are seconds.
 """
@@ -60,6 +62,9 @@ class UpdatePolicy:
     """``restartPolicy: RecreateInstanceOnPodRestart``."""
     repair_batch_size: int | str | None = None
     """``lifecycle.repairBatchSize`` as written: Restart operations in flight (default 1)."""
+    repair_retry: RetryPolicy | None = None
+    """The ladder that re-arms parked crash-loop repairs: ``retry`` when the user wrote a
+    ``lifecycle.updateRetry`` block, None when there is none (parked repairs stay parked)."""
 
 
 def update_policy(lifecycle: Lifecycle | None) -> UpdatePolicy:
@@ -69,17 +74,19 @@ def update_policy(lifecycle: Lifecycle | None) -> UpdatePolicy:
     strategy = lifecycle.update_strategy
     rolling = strategy.rolling_update if strategy is not None else None
     retry = lifecycle.update_retry
+    ladder = RetryPolicy(
+        max_attempts=lifecycle.effective_max_attempts,
+        initial_delay=_seconds(retry.initial_delay if retry else None, DEFAULT_INITIAL_DELAY),
+        max_delay=_seconds(retry.max_delay if retry else None, DEFAULT_MAX_DELAY),
+        multiplier=(retry.multiplier if retry else None) or DEFAULT_MULTIPLIER,
+    )
     return UpdatePolicy(
         strategy=lifecycle.effective_update_strategy_type,
         partition=(rolling.partition if rolling is not None else None) or 0,
         max_unavailable=rolling.max_unavailable if rolling is not None else None,
         max_surge=rolling.max_surge if rolling is not None else None,
-        retry=RetryPolicy(
-            max_attempts=lifecycle.effective_max_attempts,
-            initial_delay=_seconds(retry.initial_delay if retry else None, DEFAULT_INITIAL_DELAY),
-            max_delay=_seconds(retry.max_delay if retry else None, DEFAULT_MAX_DELAY),
-            multiplier=(retry.multiplier if retry else None) or DEFAULT_MULTIPLIER,
-        ),
+        retry=ladder,
+        repair_retry=ladder if retry is not None else None,
         recreate_on_restart=lifecycle.restart_policy == "RecreateInstanceOnPodRestart",
         repair_batch_size=lifecycle.repair_batch_size,
         ready_timeout=(
