@@ -197,6 +197,24 @@ def writes_of(by_method: Mapping[str, float]) -> int:
     return round(sum(by_method.get(method, 0) for method in WRITE_METHODS))
 
 
+def process_cpu_seconds(pid: int) -> float:
+    """utime + stime of a process (fields 14 and 15 of /proc/<pid>/stat); 0 once it's gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return 0.0
+    fields = stat.rpartition(")")[2].split()
+    ticks = int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def pid_of(plane: ControlPlane, child: str) -> int:
+    """The pid of the control plane's ``etcd`` or ``apiserver`` (from its pid file)."""
+    if plane.dir is None:
+        raise RuntimeError("the control plane isn't started")
+    return int((plane.dir / f"{child}.pid").read_text())
+
+
 class Manager:
     """``python -m omed`` with the bench's flags; its metrics and CPU time."""
 
@@ -250,11 +268,7 @@ class Manager:
         return Metrics(answer[1])
 
     def cpu_seconds(self) -> float:
-        """utime + stime of the process (fields 14 and 15 of /proc/<pid>/stat)."""
-        stat = Path(f"/proc/{self.proc.pid}/stat").read_text()
-        fields = stat.rpartition(")")[2].split()
-        ticks = int(fields[11]) + int(fields[12])
-        return ticks / os.sysconf("SC_CLK_TCK")
+        return process_cpu_seconds(self.proc.pid)
 
     def rss_kib(self) -> int:
         for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
@@ -382,12 +396,24 @@ class Window:
     cpu: float
     events: int
     server: Metrics
+    processes: dict[str, float]
 
     @classmethod
-    async def take(cls, client: KubeClient, manager: Manager, plane: ControlPlane) -> Window:
+    async def take(
+        cls, client: KubeClient, manager: Manager, plane: ControlPlane, pids: Mapping[str, int]
+    ) -> Window:
         events = await event_writes(client)
         server = await asyncio.to_thread(apiserver_metrics, plane)
-        return cls(time.monotonic(), manager.metrics(), manager.cpu_seconds(), events, server)
+        processes = {name: process_cpu_seconds(pid) for name, pid in pids.items()}
+        return cls(
+            time.monotonic(), manager.metrics(), manager.cpu_seconds(), events, server, processes
+        )
+
+    def process_cpu(self, before: Window) -> dict[str, float]:
+        return {
+            name: round(seconds - before.processes.get(name, 0.0), 1)
+            for name, seconds in self.processes.items()
+        }
 
     def requests(self, before: Window) -> dict[str, int]:
         return delta(
@@ -413,6 +439,7 @@ async def converge(
     services: int,
     engines: int,
     timeout: float,
+    pids: Mapping[str, int],
 ) -> dict[str, Any]:
     names = [f"svc-{i:04d}" for i in range(services)]
     # A watch, not a poll: every InferenceService's first Ready version, when it arrives,
@@ -440,6 +467,7 @@ async def converge(
             engines=engines,
             timeout=timeout,
             ready_at=ready_at,
+            pids=pids,
         )
     finally:
         await informers.stop()
@@ -454,9 +482,10 @@ async def _converge(
     engines: int,
     timeout: float,
     ready_at: dict[str, float],
+    pids: Mapping[str, int],
 ) -> dict[str, Any]:
     services = len(names)
-    before = await Window.take(client, manager, plane)
+    before = await Window.take(client, manager, plane, pids)
     start = time.monotonic()
     await bounded(
         [client.create(INFERENCE_SERVICES, service_body(n, engines), NAMESPACE) for n in names], 50
@@ -469,7 +498,7 @@ async def _converge(
 
     done = await until(all_ready, timeout=timeout, what=f"{services} InferenceServices Ready")
     done = max(ready_at.values())
-    at_ready = await Window.take(client, manager, plane)
+    at_ready = await Window.take(client, manager, plane, pids)
 
     # The Event recorder writes on after the last Ready; wait until the manager writes
     # nothing more (its write count unchanged for 5 s), so the counts below are complete.
@@ -485,7 +514,7 @@ async def _converge(
     last_write = next(
         (at for at, count in reversed(writes_seen) if count != writes_seen[-1][1]), done
     )
-    settled = await Window.take(client, manager, plane)
+    settled = await Window.take(client, manager, plane, pids)
 
     seconds = done - start
     instances = services * engines
@@ -531,6 +560,7 @@ async def _converge(
         ),
         "reconciles_until_ready": at_ready.reconciles(before),
         "manager_cpu_seconds_until_ready": round(at_ready.cpu - before.cpu, 1),
+        "cpu_seconds_until_ready_by_process": at_ready.process_cpu(before),
         "manager_rss_kib": manager.rss_kib(),
     }
 
@@ -659,6 +689,13 @@ async def run(args: argparse.Namespace, plane: ControlPlane, workdir: Path) -> d
                 services=args.services,
                 engines=args.engines,
                 timeout=args.timeout,
+                pids={
+                    "manager": manager.proc.pid,
+                    "apiserver": pid_of(plane, "apiserver"),
+                    "etcd": pid_of(plane, "etcd"),
+                    "simulator": simulator.pid,
+                    "bench": os.getpid(),
+                },
             )
             quiet = await idle(manager, seconds=args.idle)
             noop = await resync(client, manager, idle_cpu_rate=quiet["manager_cpu_per_second"])

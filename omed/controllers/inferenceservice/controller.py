@@ -40,6 +40,7 @@ from omed.controllers.inferenceservice.status import (
     build_status,
     replica_readiness,
     status_changed,
+    status_urgent,
 )
 from omed.informers import NAMESPACE, Handlers, InformerFactory, SharedInformer, object_key
 from omed.informers.transform import Obj
@@ -60,6 +61,14 @@ CONTROLLER_NAME: Final = "inferenceservice"
 FINALIZER: Final = "ome.io/inferenceservice-cleanup"
 DELETION_POLL: Final = 1.0
 """Seconds between looks at replicas being drained during a deletion (events drive it too)."""
+
+STATUS_PACE: Final = 5.0
+"""Seconds between two status writes of one InferenceService that only move its counts.
+
+A condition that flips, a new observedGeneration, a Ready reason or a revision is written at
+once (:func:`~.status.status_urgent`); the ``components`` counts and the component
+conditions' messages follow at most this often. Each replica status write changes a count,
+and mirroring every one doubled the writes of a converging fleet."""
 
 DefaultMode = Callable[[], Awaitable[str | None]]
 
@@ -101,6 +110,8 @@ class InferenceServiceReconciler:
         self._cluster_runtimes = cluster_runtimes.store
         self._default_mode = default_mode
         self._clock = clock
+        self._status_written: dict[str, float] = {}
+        """monotonic time of each InferenceService's last status write (for the pacing)"""
 
     def _runtime(self, isvc: Mapping[str, Any]) -> Mapping[str, Any] | None:
         ref = (isvc.get("spec") or {}).get("runtime") or {}
@@ -117,6 +128,7 @@ class InferenceServiceReconciler:
     async def reconcile(self, key: str) -> Result:
         isvc = self._services.get(key)
         if isvc is None:
+            self._status_written.pop(key, None)
             return Result()
         meta = isvc.get("metadata") or {}
         if meta.get("deletionTimestamp"):
@@ -178,8 +190,8 @@ class InferenceServiceReconciler:
         ]
         for item, name in zip(fronted, projection.fronted, strict=True):
             item.summary.setdefault("inferenceReplica", name)
-        await self._write_status(isvc, components=readiness, fronted=fronted)
-        return Result()
+        wait = await self._write_status(isvc, components=readiness, fronted=fronted)
+        return Result(requeue_after=wait) if wait else Result()
 
     async def _finalize(self, isvc: Mapping[str, Any]) -> Result:
         meta = isvc.get("metadata") or {}
@@ -245,7 +257,8 @@ class InferenceServiceReconciler:
         components: list[ComponentReadiness] | tuple[()],
         fronted: list[ComponentReadiness] | None = None,
         failure: tuple[str, str] | None = None,
-    ) -> None:
+    ) -> float | None:
+        """Write the status when it changed; the seconds to wait when the write is paced."""
         status = build_status(
             isvc=isvc,
             components=list(components),
@@ -254,8 +267,15 @@ class InferenceServiceReconciler:
             now=self._clock.now(),
         )
         if not status_changed(isvc.get("status"), status):
-            return
+            return None
         meta = isvc.get("metadata") or {}
+        key = f"{meta.get('namespace')}/{meta.get('name')}"
+        now = self._clock.monotonic()
+        last = self._status_written.get(key)
+        if last is not None and not status_urgent(isvc.get("status"), status):
+            wait = last + STATUS_PACE - now
+            if wait > 0:
+                return wait
         body = {
             "apiVersion": isvc.get("apiVersion"),
             "kind": isvc.get("kind"),
@@ -270,6 +290,8 @@ class InferenceServiceReconciler:
         # brings the next pass.
         with contextlib.suppress(Conflict, NotFound):
             await self._client.replace_status(INFERENCE_SERVICES, body, meta.get("namespace"))
+            self._status_written[key] = now
+        return None
 
 
 class InferenceServiceController:

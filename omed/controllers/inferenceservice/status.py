@@ -179,3 +179,48 @@ def status_changed(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> boo
     """Whether ``new`` says anything ``old`` does not (fields omed does not own are kept)."""
     old = old or {}
     return any(old.get(key) != value for key, value in new.items())
+
+
+def _conditions_by_type(status: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    return {str(c.get("type")): c for c in status.get("conditions") or [] if isinstance(c, Mapping)}
+
+
+def _revisions(status: Mapping[str, Any]) -> dict[str, tuple[Any, Any]]:
+    components = status.get("components") or {}
+    return {
+        str(name): (summary.get("currentRevision"), summary.get("updateRevision"))
+        for name, summary in components.items()
+        if isinstance(summary, Mapping)
+    }
+
+
+def status_urgent(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> bool:
+    """Whether a status change must be written now rather than paced.
+
+    Urgent: the first status; a new ``observedGeneration``; a condition that appears,
+    disappears or flips its status; a change of the Ready condition's reason (a failure such
+    as an InferenceReplica conflict, or a projection error, is news); a component's
+    revisions (once both statuses have the component). Not urgent: the counts in
+    ``components`` and the messages and reasons of component conditions that stay False
+    (``InferenceReplicaMissing`` -> ``StatusNotObserved`` -> ``InstancesNotReady`` with
+    ``2/4 Instances ready``), which a paced write carries a moment later.
+    """
+    if not old:
+        return True
+    if old.get("observedGeneration") != new.get("observedGeneration"):
+        return True
+    before, after = _conditions_by_type(old), _conditions_by_type(new)
+    if before.keys() != after.keys():
+        return True
+    for kind, condition in after.items():
+        if before[kind].get("status") != condition.get("status"):
+            return True
+    ready = after.get(CONDITION_READY)  # the keys are equal: both have it or neither
+    if ready is not None and before[CONDITION_READY].get("reason") != ready.get("reason"):
+        return True
+    revisions_before, revisions_after = _revisions(old), _revisions(new)
+    return any(
+        revisions_before[name] != revisions
+        for name, revisions in revisions_after.items()
+        if name in revisions_before
+    )

@@ -1,0 +1,89 @@
+"""Which InferenceService status changes are written at once, and which are paced."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from omed.controllers.inferenceservice.status import (
+    build_status,
+    replica_readiness,
+    status_urgent,
+)
+
+NOW = dt.datetime(2026, 11, 30, 8, 0, tzinfo=dt.UTC)
+
+
+def _irep(*, wanted: int, ready: int, generation: int = 1, observed: int | None = 1) -> Any:
+    status: dict[str, Any] = {"replicas": wanted, "readyReplicas": ready}
+    if observed is not None:
+        status["observedGeneration"] = observed
+    status["currentRevision"] = "chat-engine-0a1b2c3d"
+    return {
+        "metadata": {"name": "chat-engine", "generation": generation},
+        "spec": {"replicas": wanted},
+        "status": status,
+    }
+
+
+def _status(isvc_status: Any, irep: Any, *, generation: int = 3) -> dict[str, Any]:
+    isvc = {"metadata": {"generation": generation}, "status": isvc_status}
+    return build_status(isvc=isvc, components=[replica_readiness("engine", irep)], now=NOW)
+
+
+def test_first_status_is_urgent() -> None:
+    assert status_urgent(None, _status(None, None))
+    assert status_urgent({}, _status(None, None))
+
+
+def test_counts_and_component_reasons_are_paced() -> None:
+    missing = _status(None, None)
+    stale = _status(missing, _irep(wanted=4, ready=0, generation=2, observed=1))
+    two = _status(stale, _irep(wanted=4, ready=2))
+    three = _status(two, _irep(wanted=4, ready=3))
+    # EngineReady stays False (reason InferenceReplicaMissing -> StatusNotObserved ->
+    # InstancesNotReady), the message and counts move: none of it is urgent.
+    assert not status_urgent(missing, stale)
+    assert not status_urgent(stale, two)
+    assert not status_urgent(two, three)
+    assert two["components"] != three["components"]
+
+
+def test_a_condition_flip_is_urgent() -> None:
+    three = _status(None, _irep(wanted=4, ready=3))
+    four = _status(three, _irep(wanted=4, ready=4))
+    assert {c["type"]: c["status"] for c in four["conditions"]} == {
+        "EngineReady": "True",
+        "Ready": "True",
+    }
+    assert status_urgent(three, four)
+    assert status_urgent(four, _status(four, _irep(wanted=4, ready=3)))
+
+
+def test_ready_counts_moving_while_ready_stays_true_are_paced() -> None:
+    twenty = _status(None, _irep(wanted=20, ready=20))
+    two = _status(twenty, _irep(wanted=2, ready=2))
+    assert not status_urgent(twenty, two)
+
+
+def test_new_generation_is_urgent() -> None:
+    before = _status(None, _irep(wanted=4, ready=4), generation=3)
+    after = _status(before, _irep(wanted=4, ready=4), generation=4)
+    assert status_urgent(before, after)
+
+
+def test_ready_reason_change_is_urgent() -> None:
+    before = _status(None, _irep(wanted=4, ready=1))
+    isvc = {"metadata": {"generation": 3}, "status": before}
+    failed = build_status(
+        isvc=isvc, components=[], failure=("InferenceReplicaConflict", "exists"), now=NOW
+    )
+    assert status_urgent(before, failed)
+
+
+def test_revision_change_is_urgent() -> None:
+    before = _status(None, _irep(wanted=4, ready=4))
+    irep = _irep(wanted=4, ready=4)
+    irep["status"]["updateRevision"] = "chat-engine-99999999"
+    after = _status(before, irep)
+    assert status_urgent(before, after)
