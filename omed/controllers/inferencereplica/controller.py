@@ -38,7 +38,7 @@ from omed.api.constants import KIND_INFERENCE_REPLICA
 from omed.api.inferencereplica import InferenceReplicaStatus
 from omed.clock import Clock, RealClock
 from omed.controllers.inferencereplica import names, statusmetrics
-from omed.controllers.inferencereplica.actions import Plan, WriteStatus
+from omed.controllers.inferencereplica.actions import CreatePods, Plan, WriteStatus
 from omed.controllers.inferencereplica.encoding import (
     STATUS_SIZE_LIMIT,
     StatusEncodingSettings,
@@ -46,7 +46,7 @@ from omed.controllers.inferencereplica.encoding import (
 )
 from omed.controllers.inferencereplica.execute import Executor, KubeApi, Outcome
 from omed.controllers.inferencereplica.expectations import DEFAULT_TIMEOUT, Expectations
-from omed.controllers.inferencereplica.model import ObservedState, PlanSettings
+from omed.controllers.inferencereplica.model import CreateRefusal, ObservedState, PlanSettings
 from omed.controllers.inferencereplica.observe import (
     InvalidReplica,
     controller_name,
@@ -92,6 +92,9 @@ log = logging.getLogger("omed.controllers.inferencereplica")
 
 RETRY_SOON: Final = 1.0
 """Seconds before looking again after a step was skipped for safety or lost a race."""
+REFUSED_RETRY: Final = 5.0
+"""Seconds between pod creates refused by quota or an unreachable webhook (no watch event
+tells when the quota or the webhook comes back)."""
 MIN_EXPECTATION_WAIT: Final = 0.05
 
 
@@ -149,6 +152,8 @@ class InferenceReplicaReconciler:
         self._size_warned: dict[str, str] = {}
         self._form_current: dict[str, str] = {}
         """key -> resourceVersion whose stored form was found to be the one a write keeps."""
+        self._refused: dict[str, dict[int, CreateRefusal]] = {}
+        """key -> Instance index -> the last refused create of its pods (a waiting token)."""
 
     async def reconcile(self, key: str) -> Result:
         irep = self._replicas.get(key)
@@ -177,6 +182,9 @@ class InferenceReplicaReconciler:
             self._unreadable(key, irep, err)
             return Result()
         self._warned.pop(key, None)
+        refused = self._refused.get(key, {})
+        if refused:
+            observed = dataclasses.replace(observed, refused=dict(refused))
         decided = plan(
             target=target, observed=observed, settings=self._settings, now=self._clock.now()
         )
@@ -192,13 +200,38 @@ class InferenceReplicaReconciler:
             )
         outcome = await self._executor.execute(key=key, irep=irep, target=target, plan=decided)
         self._expectations.expect_replica_past(key, outcome.superseded)
+        fresh_refusal = self._remember_refusals(key, decided, outcome)
         if outcome.stopped == "too_large":
             self._too_large(key, irep, outcome)
             return Result(requeue=True)  # with the key's backoff, until the status fits
         self._size_warned.pop(key, None)
         if outcome.names_taken:
             await self._free_names(key, target.uid, outcome)
-        return self._result(key, decided, outcome)
+        result = self._result(key, decided, outcome)
+        if outcome.refused:
+            wait = RETRY_SOON if fresh_refusal else REFUSED_RETRY
+            if result.requeue_after is None or result.requeue_after > wait:
+                result = Result(requeue_after=wait)
+        return result
+
+    def _remember_refusals(self, key: str, decided: Plan, outcome: Outcome) -> bool:
+        """Keep the refused creates for the next pass's planner; True when one is new (its
+        token isn't in the rows yet: look again soon, to record it)."""
+        old = self._refused.get(key, {})
+        if outcome.stopped is not None:
+            return False
+        held = {row.index for row in decided.rows if row.operation is not None}
+        attempted = {create.index for create in decided.of_type(CreatePods)}
+        kept = {i: r for i, r in old.items() if i in held and i not in attempted}
+        kept.update(outcome.refused)
+        if kept:
+            self._refused[key] = kept
+        else:
+            self._refused.pop(key, None)
+        return any(
+            old.get(index) is None or old[index].token != refusal.token
+            for index, refusal in outcome.refused.items()
+        )
 
     async def _free_names(self, key: str, uid: str, outcome: Outcome) -> None:
         """Drain pods that hold our pod names for an earlier InferenceReplica of this name.
@@ -307,6 +340,7 @@ class InferenceReplicaReconciler:
             self._warned.pop(key, None)
             self._size_warned.pop(key, None)
             self._form_current.pop(key, None)
+            self._refused.pop(key, None)
             statusmetrics.stored(key, None)
             return Result()
         if not self._expectations.satisfied(key):

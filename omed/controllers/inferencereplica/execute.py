@@ -52,12 +52,13 @@ from omed.controllers.inferencereplica.encoding import (
     status_write,
 )
 from omed.controllers.inferencereplica.expectations import Expectations
-from omed.controllers.inferencereplica.model import ReplicaTarget
+from omed.controllers.inferencereplica.model import CreateRefusal, ReplicaTarget
 from omed.controllers.inferencereplica.observe import controller_uid
 from omed.controllers.inferencereplica.status import encode_rows_into_status
+from omed.controllers.inferencereplica.waiting import refusal_token
 from omed.events import NORMAL, EventSink
 from omed.kube.client import STRATEGIC_MERGE_PATCH, Resource
-from omed.kube.errors import AlreadyExists, Conflict, Invalid, NotFound, TooLarge
+from omed.kube.errors import AlreadyExists, ApiError, Conflict, Invalid, NotFound, TooLarge
 from omed.kube.resources import INFERENCE_REPLICAS, PODS
 from omed.log import kv
 from omed.statuscodec import REASON_CONVERTED, Encoding, converted_message, encoded_size
@@ -136,6 +137,9 @@ class Outcome:
     """resourceVersions of the InferenceReplica that this pass's writes replaced."""
     created: int = 0
     deleted: int = 0
+    refused: dict[int, CreateRefusal] = field(default_factory=dict)
+    """Instance index -> a pod create refused by quota or an unreachable webhook (a hold,
+    not an error: the planner records it as the operation's waiting token)."""
 
 
 def event_object(target: ReplicaTarget) -> dict[str, Any]:
@@ -400,6 +404,14 @@ class Executor:
                 except AlreadyExists:
                     self._expectations.creation_failed(key, name)
                     outcome.names_taken.append(name)
+                except ApiError as err:
+                    self._expectations.creation_failed(key, name)
+                    token = refusal_token(err.status, err.message)
+                    if token is None:
+                        outcome.errors.append(err)
+                    else:
+                        refusal = CreateRefusal(token, name, err.message[:500])
+                        outcome.refused.setdefault(action.index, refusal)
                 except BaseException as err:
                     self._expectations.creation_failed(key, name)
                     if not isinstance(err, Exception):

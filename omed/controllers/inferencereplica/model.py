@@ -74,11 +74,26 @@ class PodView:
     """Sum of the restartCount of the pod's (non-init) containers."""
     images: tuple[tuple[str, str], ...] = ()
     """(container, image) of the pod's spec.containers, in order (in-place updates)."""
+    unschedulable: bool = False
+    """PodScheduled is False with reason Unschedulable: no node fits it."""
+    node_lost: bool = False
+    """Its node stopped reporting: Ready not True with reason NodeNotReady (the node
+    lifecycle controller's mark), or the pod's status reason NodeLost."""
 
     @property
     def routed(self) -> bool:
         """Whether Services may route to the pod now or as soon as its containers are ready."""
         return self.ready or self.serving is True
+
+
+@dataclass(frozen=True, slots=True)
+class CreateRefusal:
+    """A pod create the API server refused for a reason that holds the operation."""
+
+    token: str
+    """The waiting token: QuotaExceeded or AdmissionUnavailable."""
+    pod: str
+    message: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +178,9 @@ class ObservedState:
     status: InferenceReplicaStatus = field(default_factory=InferenceReplicaStatus)
     """The previous status summary (rows are in ``rows``)."""
     stray_pods: tuple[PodView, ...] = ()
+    refused: Mapping[int, CreateRefusal] = field(default_factory=dict)
+    """Instance index -> the last refusal of one of its pod creations (kept by the
+    controller between passes; the API server's answer isn't in any cache)."""
 
     def pods_of(self, index: int) -> tuple[PodView, ...]:
         return self.pods.get(index, ())

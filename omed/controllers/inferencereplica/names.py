@@ -87,6 +87,19 @@ OP_REASON_POD_RESTARTED: Final = "PodRestarted"
 OP_REASON_CRASH_LOOP: Final = "CrashLoopRepair"
 WAITING_PAUSED: Final = "Paused"
 """operation.waiting while the InferenceReplica is paused (a token the CLI knows)."""
+WAITING_QUOTA: Final = "QuotaExceeded"
+"""operation.waiting: a pod create was refused by ResourceQuota admission (403 exceeded quota)."""
+WAITING_NODE_UNKNOWN: Final = "NodeUnknown"
+"""operation.waiting: a pod of the Instance is on a node that is NotReady or unreachable."""
+WAITING_UNSCHEDULABLE: Final = "Unschedulable"
+"""operation.waiting: a pod of the Instance has PodScheduled False, reason Unschedulable."""
+WAITING_ADMISSION: Final = "AdmissionUnavailable"
+"""operation.waiting: a pod create failed because an admission webhook couldn't be called."""
+WAITING_TOKENS: Final = frozenset(
+    {WAITING_PAUSED, WAITING_QUOTA, WAITING_NODE_UNKNOWN, WAITING_UNSCHEDULABLE, WAITING_ADMISSION}
+)
+"""The tokens omed sets (and so clears). SourceUnrouted, PodGroupTerminating and
+CapacityProvisioning belong to migrations, PodGroups and TPU slices, which omed doesn't run."""
 
 # -- Events -----------------------------------------------------------------------------------
 

@@ -165,6 +165,8 @@ def pod_view(pod: Mapping[str, Any], *, replica: str) -> PodView:
     ready = (conditions.get("Ready") or {}).get("status") == "True"
     gate = (conditions.get(READINESS_GATE_SERVING) or {}).get("status")
     failing, failure = _failure(pod)
+    scheduled = conditions.get("PodScheduled") or {}
+    ready_condition = conditions.get("Ready") or {}
     return PodView(
         name=name,
         uid=str(metadata.get("uid") or ""),
@@ -192,6 +194,13 @@ def pod_view(pod: Mapping[str, Any], *, replica: str) -> PodView:
             (str(c.get("name") or ""), str(c.get("image") or ""))
             for c in (pod.get("spec") or {}).get("containers") or ()
         ),
+        unschedulable=scheduled.get("status") == "False"
+        and scheduled.get("reason") == "Unschedulable",
+        node_lost=(
+            ready_condition.get("status") != "True"
+            and ready_condition.get("reason") == "NodeNotReady"
+        )
+        or (pod.get("status") or {}).get("reason") == "NodeLost",
     )
 
 

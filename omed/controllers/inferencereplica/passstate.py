@@ -44,6 +44,8 @@ class InstanceWork:
     """This pass sets the Instance's gates False (an update drains it): leave its gates."""
     deadline_failed: bool = False
     """This pass failed the Instance's Create at instanceReadyTimeout (its row says so)."""
+    waiting_pod: str | None = None
+    """The pod that shows what holds the operation (its waiting token), if one does."""
 
     @property
     def index(self) -> int:

@@ -33,7 +33,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Sequence
 
-from omed.controllers.inferencereplica import names, operations, steps, updates
+from omed.controllers.inferencereplica import names, operations, steps, updates, waiting
 from omed.controllers.inferencereplica.actions import (
     Action,
     AddFinalizer,
@@ -97,6 +97,7 @@ def plan(
             _drive_create(work, inst)
         if inst.keep and not operations.is_delete(inst.op) and not inst.draining and work.act:
             _serving_gates(work, inst)
+    waiting.mark(work, instances, observed.refused)
 
     rows = tuple(
         build_row(
@@ -107,6 +108,7 @@ def plan(
             previous=inst.previous,
             now=now,
             deadline_failed=inst.deadline_failed,
+            waiting_pod=inst.waiting_pod,
         )
         for inst in instances
         if inst.keep

@@ -6,9 +6,8 @@ restart; the policy asks for the whole Instance to be rebuilt as a new incarnati
 ``repairBatchSize`` (default 1, a count or a percentage of ``replicas``) run at once. Only
 Instances on the update revision are restarted: a stale one gets its Update instead. The
 same operation repairs an Instance that crash-loops on a revision that did run (reason
-CrashLoopRepair), whatever the restart policy. While the replica is paused, in-flight
-Update and Restart operations record ``waiting: Paused`` (and the row's last failure is
-recorded under that token).
+CrashLoopRepair), whatever the restart policy. (What holds an operation, such as a pause,
+is :mod:`.waiting`'s business.)
 
 Parked repairs: when a repair's rebuilt pods fail again before the Instance is Ready, the
 Restart stays in the row at a parked step (``names.PARKED_STEPS``) instead of rebuilding at
@@ -247,14 +246,3 @@ def _crash_looping(pod: PodView) -> bool:
     if not pod.failing or failure is None or not failure.container:
         return False
     return failure.reason == retry.CRASH_LOOP or failure.exit_code is not None
-
-
-def mark_paused(work: PassWork, instances: list[InstanceWork]) -> None:
-    """While paused, in-flight Update and Restart operations wait on the token Paused."""
-    for inst in instances:
-        op = inst.op
-        if op is None or op.type not in ("Update", "Restart"):
-            continue
-        token = names.WAITING_PAUSED if not work.act else None
-        if op.waiting != token and (token is not None or op.waiting == names.WAITING_PAUSED):
-            inst.op = op.model_copy(update={"waiting": token})

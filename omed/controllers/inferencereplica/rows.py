@@ -218,12 +218,16 @@ def _waiting_failure(
     op: Operation | None,
     previous: LastFailure | None,
     now: dt.datetime,
+    pod: str | None = None,
 ) -> LastFailure | None:
-    """A held operation records the Instance's last failure under its waiting token."""
+    """A held operation records the Instance's last failure under its waiting token (the
+    pod that shows the hold, when one does), its time kept while the hold lasts."""
     if op is None or not op.waiting:
         return failure
     if previous is not None and previous.reason == op.waiting:
         return previous
+    if pod is not None:
+        return LastFailure(pod=pod, reason=op.waiting, time=now)
     base = failure or LastFailure()
     return base.model_copy(update={"reason": op.waiting, "time": now})
 
@@ -250,6 +254,7 @@ def build_row(
     previous: InstanceStatus | None,
     now: dt.datetime,
     deadline_failed: bool = False,
+    waiting_pod: str | None = None,
 ) -> InstanceStatus:
     """The row of one Instance after this pass's decisions; ``deadline_failed``: this pass
     failed its Create at instanceReadyTimeout (see :func:`_deadline_marked`)."""
@@ -324,6 +329,7 @@ def build_row(
             op,
             previous.last_failure if previous else None,
             now,
+            waiting_pod,
         ),
         operation=op,
     )

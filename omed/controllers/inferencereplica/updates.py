@@ -115,7 +115,6 @@ def plan_updates(
         block = _start(work, instances, by_index, block, ran=ran)
     if work.act and not target.deleting:
         restarts.start_restarts(work, instances, ran=ran)
-    restarts.mark_paused(work, instances)
     if sorted_out.bad is not None:
         work.blocks = list(sorted_out.kept)
     else:
