@@ -7,9 +7,13 @@ acted on. So it checks every count, reference and token against the format and t
 and it bounds its work by what the object declares before it allocates: ``rowCount`` against
 ``max_rows`` first, then every sequence against the size of the table it fills.
 
-Why it is fast: each distinct row (class) is built and checked once; a row is then a copy of
-its class's template with its ``index`` set, and fresh copies of the template's nested objects
-(no two rows share a mutable value).
+Why it is fast: each distinct row (class) is built and checked once, and every check of a
+per-row sequence is a C-level scan (``min``/``max``, a ``~`` search in the text), not a loop.
+A row is then a copy of its class's template with its ``index`` set, made by C-level passes
+over all rows (``map`` of ``dict.copy``, ``operator.setitem``); its nested values are the
+template's, shared by the rows of the class (read-only by contract; ``share_nested=False``
+copies them per row). The rows are acyclic, so they are moved past the young generations of
+the garbage collector rather than walked by it (:func:`_young_rows_promoted`).
 
 Invariant: :func:`decode_columnar` returns rows that satisfy the row schema, or raises
 :class:`DecodeError`; it raises nothing else for any input.
@@ -18,9 +22,12 @@ Invariant: :func:`decode_columnar` returns rows that satisfy the row schema, or 
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from itertools import groupby
+from functools import partial
+from itertools import repeat
+from operator import itemgetter, setitem
 from typing import Any, Final
 
 from omed.statuscodec import layout, timestamps
@@ -38,16 +45,21 @@ _MISSING: Final[Any] = object()
 Row = dict[str, Any]
 
 
-def decode_columnar(columns: Any, *, max_rows: int | None, share_nested: bool = False) -> list[Row]:
+def decode_columnar(columns: Any, *, max_rows: int | None, share_nested: bool = True) -> list[Row]:
     """The rows stored in a ColumnarV2 ``status.instanceStatusColumns``.
 
     ``max_rows`` is maxDecodedInstances: with ``None`` or 0 no bound is set, and nothing is
     decoded (``cardinality_limit``), as with more rows than the bound.
 
-    Each row is a new dict. Its nested values (conditions, lastFailure, operation) are new
-    too, unless ``share_nested``: then the rows of one class share them, which halves the
-    memory and the time of a large decode, for readers that never change a row in place
-    (such as one that validates the rows into models right away).
+    Each row is a new dict (set or delete its keys freely). Its nested values (the
+    ``conditions`` list and its objects, ``lastFailure``, ``operation`` and its
+    ``hintTargetNodes``) are shared by the rows of one class (rows that differ only in
+    ``index``): **treat them as read-only**; to change one, replace it
+    (``row["operation"] = {**row["operation"], "step": ...}``), never edit it in place. That
+    halves the memory and more than halves the time of a large decode; every reader in the
+    manager and the CLI only reads them (``tests/unit/statuscodec/test_statuscodec_readers.py``
+    checks this). A caller that must edit nested values in place passes
+    ``share_nested=False`` and gets fresh copies of them in every row.
     """
     if type(max_rows) is not int or max_rows < 1:
         raise DecodeError(
@@ -92,32 +104,47 @@ def decode_columnar(columns: Any, *, max_rows: int | None, share_nested: bool = 
             raise DecodeError("row_shape", f"columns has an unknown column {describe(path)}")
     space = _string_space(columns, class_count=class_count, column_texts=column_texts)
     row_class = _row_classes(columns, row_count=row_count, class_count=class_count)
-    indexes = parse_sequence(
-        columns.get(layout.KEY_INDEX, ""), what=layout.KEY_INDEX, length=row_count
-    )
-    for position, index in enumerate(indexes):
-        if index is not None and not 0 <= index <= INT64_MAX:
-            raise DecodeError("value", f"index of row {position} is out of range ({index})")
+    index_text = columns.get(layout.KEY_INDEX, "")
+    indexes = _indexes(index_text, row_count=row_count)
     templates = build_templates(column_texts, class_count=class_count, space=space)
-    with _collector_paused():
+    with _young_rows_promoted():
+        if "~" in index_text:
+            return _rows_some_without_index(
+                templates, row_class=row_class, indexes=indexes, share_nested=share_nested
+            )
         return _rows(templates, row_class=row_class, indexes=indexes, share_nested=share_nested)
 
 
 @contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while rows are built.
+def _young_rows_promoted() -> Iterator[None]:
+    """Build the rows with the cyclic garbage collector paused, then move them (and whatever
+    else is young) to the oldest generation, without a collection walking them.
 
-    Building 20,000 rows allocates some 80,000 containers; each 700 allocations start a
-    collection, and the older generations' collections walk every live object of the process
-    (the caller's caches included). That tripled the decode time, to find no garbage: JSON rows
-    have no cycles. The previous state is restored, so a caller that runs with the collector
-    off keeps it off.
+    Why: 20,000 rows are 20,000 container objects that the collector tracks (a row holds its
+    conditions list). Left to the young generations, they are walked by the collections that
+    their own allocation starts: with the collector paused, one collection of everything
+    allocated, as soon as it is enabled again, which took longer than building the rows; with it
+    running, a collection every 700 allocations and, in a process with few long-lived objects,
+    full collections too. Either way the walks find nothing: rows are acyclic JSON, freed by
+    reference counting when the caller drops them. ``gc.freeze()`` followed by ``gc.unfreeze()``
+    moves every tracked object to the oldest generation and resets the young generation's
+    count; rows then cost the collector nothing unless a full collection runs while they live.
+
+    Side effects, process-wide and harmless: objects that other code allocated since the last
+    young collection are promoted too (a garbage cycle among them waits for the next full
+    collection instead of the next young one). The promotion is skipped when the process has
+    frozen objects of its own (``gc.get_freeze_count()`` not 0: ``unfreeze`` would thaw them);
+    then the rows are left to the young generations. The collector's enabled state is restored,
+    so a caller that runs with it off keeps it off.
     """
     was_enabled = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
+        if gc.get_freeze_count() == 0:
+            gc.freeze()
+            gc.unfreeze()
         if was_enabled:
             gc.enable()
 
@@ -171,16 +198,16 @@ def _string_space(
 
 
 def _row_classes(columns: dict[Any, Any], *, row_count: int, class_count: int) -> list[int]:
-    tokens = parse_sequence(
-        columns.get(layout.KEY_ROW_CLASS, ""), what=layout.KEY_ROW_CLASS, length=row_count
-    )
-    for position, cls in enumerate(tokens):
-        if cls is None or not 0 <= cls < class_count:
-            raise DecodeError(
-                "class_ref",
-                f"rowClass gives row {position} class {_token(cls)}, "
-                f"not one of the {class_count} classes",
-            )
+    text = columns.get(layout.KEY_ROW_CLASS, "")
+    tokens = parse_sequence(text, what=layout.KEY_ROW_CLASS, length=row_count)
+    if not _within(tokens, text, low=0, high=class_count - 1):
+        for position, cls in enumerate(tokens):
+            if cls is None or not 0 <= cls < class_count:
+                raise DecodeError(
+                    "class_ref",
+                    f"rowClass gives row {position} class {_token(cls)}, "
+                    f"not one of the {class_count} classes",
+                )
     row_class: list[int] = tokens  # type: ignore[assignment]  # checked: no None left
     overrides = columns.get(layout.KEY_OVERRIDES, {})
     if type(overrides) is not dict:
@@ -191,6 +218,33 @@ def _row_classes(columns: dict[Any, Any], *, row_count: int, class_count: int) -
         for start, end in mark_ranges(text, what=f"overrides[{cls}]", marks=marks):
             row_class[start : end + 1] = [cls] * (end - start + 1)
     return row_class
+
+
+def _indexes(text: Any, *, row_count: int) -> list[Token]:
+    """``index``: ``rowCount`` tokens, each ``~`` or 0 .. INT64_MAX."""
+    indexes = parse_sequence(text, what=layout.KEY_INDEX, length=row_count)
+    if not _within(indexes, text, low=0, high=INT64_MAX, absent=True):
+        for position, index in enumerate(indexes):
+            if index is not None and not 0 <= index <= INT64_MAX:
+                raise DecodeError("value", f"index of row {position} is out of range ({index})")
+    return indexes
+
+
+def _within(tokens: list[Token], text: str, *, low: int, high: int, absent: bool = False) -> bool:
+    """Every token lies in ``low .. high`` (and none is ``~`` unless ``absent``), checked with
+    C-level scans: ``text`` is the sequence ``tokens`` was parsed from, and without a ``~`` in
+    it no token is ``None``. ``False`` means: look for the bad token."""
+    if not tokens:
+        return True
+    if "~" in text:
+        if not absent:
+            return False
+        present = [token for token in tokens if token is not None]
+        if not present:
+            return True
+        return low <= min(present) and max(present) <= high
+    values: list[int] = tokens  # type: ignore[assignment]  # no "~": no None
+    return low <= min(values) and max(values) <= high
 
 
 def _class_key(key: Any, *, class_count: int) -> int:
@@ -216,95 +270,68 @@ def _class_key(key: Any, *, class_count: int) -> int:
 def _rows(
     templates: list[Row], *, row_class: list[int], indexes: list[Token], share_nested: bool
 ) -> list[Row]:
-    """Each row: a copy of its class's template, its index, fresh copies of nested values
-    (unless ``share_nested``).
+    """Each row: a copy of its class's template with its index set; nested values shared
+    within the class, or (``share_nested=False``) fresh copies of them.
 
-    Rows come in runs of one class, so the work per run picks the loop that fits the class
-    (no nested values, only conditions, or anything) and the loop body does no dispatch.
+    Every step is one C-level pass over all the rows (``map`` over the class numbers, the
+    templates' ``dict.copy``, ``operator.setitem`` of the indexes): no Python code runs per row
+    on this path, where every row has an index (no ``~`` in ``index``).
     """
-    out: list[Row] = []
-    append = out.append
-    plans: dict[int, tuple[Row, Row, Any, bool]] = {}
-    start = 0
-    for cls, group in groupby(row_class):
-        end = start + len(list(group))
-        plan = plans.get(cls)
-        if plan is None:
-            body = templates[cls]
-            conditions = body.get("conditions")
-            only_conditions = "lastFailure" not in body and "operation" not in body
-            if share_nested:
-                conditions, only_conditions = None, True
-            plan = plans[cls] = (body, {"index": 0, **body}, conditions, only_conditions)
-        body, indexed, conditions, only_conditions = plan
-        run = indexes[start:end]
-        start = end
-        copy = indexed.copy
-        if None in run:
-            for index in run:
-                if index is None:
-                    row = body.copy()
-                else:
-                    row = copy()
-                    row["index"] = index
-                if not share_nested:
-                    _fresh(row)
-                append(row)
-        elif not only_conditions:
-            for index in run:
-                row = copy()
-                row["index"] = index
-                _fresh(row)
-                append(row)
-        elif conditions is None:
-            for index in run:
-                row = copy()
-                row["index"] = index
-                append(row)
-        elif len(conditions) == 1:
-            first = conditions[0].copy
-            for index in run:
-                row = copy()
-                row["index"] = index
-                row["conditions"] = [first()]
-                append(row)
-        elif len(conditions) == 2:
-            first, second = conditions[0].copy, conditions[1].copy
-            for index in run:
-                row = copy()
-                row["index"] = index
-                row["conditions"] = [first(), second()]
-                append(row)
-        elif len(conditions) == 3:
-            first, second, third = conditions[0].copy, conditions[1].copy, conditions[2].copy
-            for index in run:
-                row = copy()
-                row["index"] = index
-                row["conditions"] = [first(), second(), third()]
-                append(row)
+    indexed = [{"index": 0, **body} for body in templates]
+    rows: list[Row] = list(map(dict.copy, map(indexed.__getitem__, row_class)))
+    _consume(map(setitem, rows, repeat("index"), indexes))
+    if not share_nested:
+        _fresh_nested(rows, templates=templates, row_class=row_class)
+    return rows
+
+
+def _rows_some_without_index(
+    templates: list[Row], *, row_class: list[int], indexes: list[Token], share_nested: bool
+) -> list[Row]:
+    """The rare case (not a stored InferenceReplica's: ``decode_status`` refuses a row without
+    an index): a row per token, with ``index`` only where the token is not ``~``."""
+    rows: list[Row] = []
+    for cls, index in zip(row_class, indexes, strict=True):
+        body = templates[cls]
+        rows.append(body.copy() if index is None else {"index": index, **body})
+    if not share_nested:
+        _fresh_nested(rows, templates=templates, row_class=row_class)
+    return rows
+
+
+def _fresh_nested(rows: list[Row], *, templates: list[Row], row_class: list[int]) -> None:
+    """Give every row its own copies of its nested values (conditions, lastFailure, operation
+    and its hintTargetNodes), one C-level pass per key over the rows that have it."""
+    for key in _NESTED_KEYS:
+        values = [body.get(key) for body in templates]
+        holders = [cls for cls, value in enumerate(values) if value is not None]
+        if not holders:
+            continue
+        if len(holders) == len(values):
+            targets, classes = rows, row_class
         else:
-            for index in run:
-                row = copy()
-                row["index"] = index
-                row["conditions"] = list(map(dict.copy, conditions))
-                append(row)
-    return out
+            has = bytes(value is not None for value in values)
+            picked = [(row, cls) for row, cls in zip(rows, row_class, strict=True) if has[cls]]
+            if not picked:
+                continue
+            targets = [row for row, _ in picked]
+            classes = [cls for _, cls in picked]
+        originals: Iterator[Any] = map(values.__getitem__, classes)
+        if key == "conditions":
+            copy_items: Callable[[Any], Any] = partial(map, dict.copy)
+            copies: list[Any] = list(map(list, map(copy_items, originals)))
+        else:
+            copies = list(map(dict.copy, originals))
+        _consume(map(setitem, targets, repeat(key), copies))
+        if key == "operation":
+            hinted = [op for op in copies if "hintTargetNodes" in op]
+            hints = map(list.copy, map(itemgetter("hintTargetNodes"), hinted))
+            _consume(map(setitem, hinted, repeat("hintTargetNodes"), hints))
 
 
-def _fresh(row: Row) -> None:
-    """Replace the template's nested values in ``row`` (a shallow copy) with copies."""
-    conditions = row.get("conditions")
-    if conditions is not None:
-        row["conditions"] = list(map(dict.copy, conditions))
-    failure = row.get("lastFailure")
-    if failure is not None:
-        row["lastFailure"] = failure.copy()
-    operation = row.get("operation")
-    if operation is not None:
-        operation = row["operation"] = operation.copy()
-        hints = operation.get("hintTargetNodes")
-        if hints is not None:
-            operation["hintTargetNodes"] = hints.copy()
+_NESTED_KEYS: Final = ("conditions", "lastFailure", "operation")
+_consume: Final[Callable[[Iterable[Any]], None]] = deque(maxlen=0).extend
+"""Run an iterator to its end, in C (the ``itertools`` recipe)."""
 
 
 # -- Messages --------------------------------------------------------------------------------

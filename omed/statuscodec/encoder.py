@@ -22,10 +22,10 @@ every row on its own where that matters.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Mapping, Sequence
-from itertools import groupby, pairwise
-from typing import Any, Final
+from itertools import count, groupby, pairwise
+from operator import itemgetter
+from typing import Any, Final, cast
 
 import orjson
 
@@ -50,6 +50,11 @@ class _Absent:
 
 
 _ABSENT: Final = _Absent()
+_NEVER: Final = _Absent()
+"""The key of a probe that no row equals."""
+
+Run = tuple[int, int, int]
+"""``(class, start, length)``: rows ``start`` .. ``start + length - 1`` are of one class."""
 _BUCKET_PROBES: Final = 4
 _BOOL_TOKENS: Final = {True: 1, False: 0}
 
@@ -57,19 +62,19 @@ _BOOL_TOKENS: Final = {True: 1, False: 0}
 class Encoded:
     """The columns, and (computed on first use) the size of the same rows as a DenseV1 list."""
 
-    __slots__ = ("_classes", "_dense_size", "_indexes", "_row_class", "columns")
+    __slots__ = ("_classes", "_dense_size", "_indexes", "_runs", "columns")
 
     def __init__(
         self,
         columns: dict[str, Any],
         *,
         classes: _Classifier,
-        row_class: list[int],
+        runs: list[Run],
         indexes: list[Token],
     ) -> None:
         self.columns = columns
         self._classes = classes
-        self._row_class = row_class
+        self._runs = runs
         self._indexes = indexes
         self._dense_size = -1
 
@@ -78,13 +83,13 @@ class Encoded:
         """Bytes of the compact JSON of the rows as a list (what ``encoded_size(rows)``
         returns), from each class's size and each index: no 10 MB dump of the list."""
         if self._dense_size < 0:
-            self._dense_size = self._classes.dense_size(self._row_class, self._indexes)
+            self._dense_size = self._classes.dense_size(self._runs, self._indexes)
         return self._dense_size
 
     def dense_size_at_least(self) -> int:
         """A lower bound of :attr:`dense_size` that costs nothing: each row is at least
         ``{}`` and a comma, and with an index ``{"index":N}``."""
-        rows = len(self._row_class)
+        rows = len(self._indexes)
         return 2 + max(rows - 1, 0) + 2 * rows + 9 * (rows - self._indexes.count(None))
 
 
@@ -101,13 +106,13 @@ def check_rows(rows: Sequence[Mapping[str, Any]]) -> None:
 def encode(rows: Sequence[Mapping[str, Any]]) -> Encoded:
     """Encode ``rows``; the result also knows their size as a list (see :class:`Encoded`)."""
     classes = _Classifier()
-    row_class, indexes = classes.classify(rows)
-    base, overrides = _split_overrides(row_class)
+    runs, indexes = classes.classify(rows)
+    base, overrides = _split_overrides(runs)
     order = _class_order(base, overrides)
     renumber = {old: new for new, old in enumerate(order)}
     out: dict[str, Any] = {
         layout.KEY_VERSION: layout.FORMAT_VERSION,
-        layout.KEY_ROW_COUNT: len(row_class),
+        layout.KEY_ROW_COUNT: len(indexes),
         layout.KEY_CLASS_COUNT: len(order),
     }
     columns, strings, times = _class_columns([classes.cells[old] for old in order])
@@ -116,7 +121,7 @@ def encode(rows: Sequence[Mapping[str, Any]]) -> Encoded:
     if times:
         deltas = [times[0]] + [b - a for a, b in pairwise(times)]
         out[layout.KEY_TIMES] = format_sequence(deltas)
-    if row_class:
+    if indexes:
         out[layout.KEY_INDEX] = format_sequence(indexes)
         out[layout.KEY_ROW_CLASS] = format_runs([(renumber[cls], length) for cls, length in base])
     if overrides:
@@ -126,7 +131,7 @@ def encode(rows: Sequence[Mapping[str, Any]]) -> Encoded:
         }
     if columns:
         out[layout.KEY_COLUMNS] = columns
-    return Encoded(out, classes=classes, row_class=row_class, indexes=indexes)
+    return Encoded(out, classes=classes, runs=runs, indexes=indexes)
 
 
 # -- Classes ---------------------------------------------------------------------------------
@@ -142,23 +147,76 @@ class _Classifier:
         self._indexed: list[dict[str, Any]] = []
         self._buckets: dict[Any, list[int]] = {}
 
-    def classify(self, rows: Sequence[Mapping[str, Any]]) -> tuple[list[int], list[Token]]:
-        """Each row's class and index.
+    def classify(self, rows: Sequence[Mapping[str, Any]]) -> tuple[list[Run], list[Token]]:
+        """The runs of rows of one class, ``(class, start, length)`` in row order (neighbouring
+        runs hold different classes), and each row's index (``None`` for a row without one).
 
-        The hot path: a dict row with an index is compared with the two most recent classes
-        (one C-level ``==`` each, the row's index set into the probe first); only a row that
-        matches neither is looked up (:meth:`_lookup`), and only a new class is checked.
-        Indexes are stored unchecked and checked all at once by :func:`_checked_indexes`.
+        Indexes are stored unchecked and checked all at once by :func:`_checked_indexes`, after
+        the rows (so a row's own error comes first).
         """
-        count = len(rows)
-        row_class = [0] * count
-        indexes: list[Any] = [_ABSENT] * count
+        indexes = _every_index(rows)
+        if indexes is None:
+            row_class, found = self._classify_carefully(rows)
+            runs: list[Run] = []
+            start = 0
+            for cls, group in groupby(row_class):
+                length = len(list(group))
+                runs.append((cls, start, length))
+                start += length
+            return runs, _checked_indexes(found, absent=True)
+        dicts = cast(Sequence[dict[str, Any]], rows)  # checked by _every_index
+        return self._classify_indexed(dicts, indexes), _checked_indexes(indexes, absent=False)
+
+    def _classify_indexed(self, rows: Sequence[dict[str, Any]], indexes: list[Any]) -> list[Run]:
+        """The hot path, for rows that are all dicts with an index: each row is compared with
+        the two most recent classes (one C-level ``==`` each, the row's index set into the
+        class's probe first); only a row that matches neither is looked up
+        (:meth:`_lookup`), and only a new class is checked. Runs are recorded where a row
+        leaves the current class, so the loop body for a row of the current class is two
+        statements."""
+        runs: list[Run] = []
+        append = runs.append
+        indexed = self._indexed
+        lookup = self._lookup
+        # A probe no row equals (its key is private), until the first classes are found.
+        never: dict[Any, Any] = {_NEVER: None}
+        a = b = -1
+        probe_a = probe_b = never
+        run = 0  # where the run of class ``a`` started
+        for pos, row, index in zip(count(), rows, indexes):
+            probe_a["index"] = index
+            if row == probe_a:
+                continue
+            probe_b["index"] = index
+            if row == probe_b:
+                found = b
+            else:
+                found = lookup(row, pos=pos, index=index)
+                if found == a:
+                    continue
+            if pos > run:
+                append((a, run, pos - run))
+            run = pos
+            if found == b:
+                a, b, probe_a, probe_b = b, a, probe_b, probe_a
+            else:
+                a, b, probe_a, probe_b = found, a, indexed[found], probe_a
+        if len(indexes) > run:
+            append((a, run, len(indexes) - run))
+        return runs
+
+    def _classify_carefully(self, rows: Sequence[Mapping[str, Any]]) -> tuple[list[int], list[Any]]:
+        """Each row's class and (unchecked) index, for rows that aren't all dicts with an
+        index: a row of any type, or without an index, takes :meth:`_careful`."""
+        count_ = len(rows)
+        row_class = [0] * count_
+        indexes: list[Any] = [_ABSENT] * count_
         indexed = self._indexed
         a = b = -1
         probe_a: dict[str, Any] | None = None
         probe_b: dict[str, Any] | None = None
         run = 0  # where the current run of class ``a`` started
-        for pos in range(count):
+        for pos in range(count_):
             row = rows[pos]
             if type(row) is dict and "index" in row:
                 index = indexes[pos] = row["index"]
@@ -185,9 +243,9 @@ class _Classifier:
                 a, b, probe_a, probe_b = b, a, probe_b, probe_a
             else:
                 a, b, probe_a, probe_b = found, a, indexed[found], probe_a
-        if count:
-            row_class[run:count] = [a] * (count - run)
-        return row_class, _checked_indexes(indexes)
+        if count_:
+            row_class[run:count_] = [a] * (count_ - run)
+        return row_class, indexes
 
     def _careful(
         self,
@@ -245,33 +303,42 @@ class _Classifier:
             self._buckets.setdefault(bucket_key, []).append(found)
         return found
 
-    def dense_size(self, row_class: list[int], indexes: list[Token]) -> int:
+    def dense_size(self, runs: list[Run], indexes: list[Token]) -> int:
         """Bytes of ``orjson.dumps(rows)``, from each class's body size and each index."""
-        if not row_class:
+        if not indexes:
             return 2
         sizes = [len(orjson.dumps(body)) for body in self._bodies]
-        total = 2 + len(row_class) - 1
-        for cls, times in Counter(row_class).items():
-            total += sizes[cls] * times
+        total = 2 + len(indexes) - 1
+        for cls, start, length in runs:
+            total += sizes[cls] * length
+            if sizes[cls] == 2:  # '{}': no comma between the body and the index
+                total -= length - indexes[start : start + length].count(None)
         present = [i for i in indexes if i is not None]
         # '"index":' and the digits, plus a comma unless the body is empty ('{}').
         total += 9 * len(present) + sum(map(len, map(str, present)))
-        for cls, size in enumerate(sizes):
-            if size == 2:
-                total -= sum(
-                    1 for c, i in zip(row_class, indexes, strict=True) if c == cls and i is not None
-                )
         return total
 
 
-def _checked_indexes(indexes: list[Any]) -> list[Token]:
-    """Check all stored indexes at once (C-level scans; a loop only to name a bad one)."""
-    kinds = set(map(type, indexes))
+def _every_index(rows: Sequence[Mapping[str, Any]]) -> list[Any] | None:
+    """Each row's index when every row is a dict with an index (C-level passes), else
+    ``None``."""
+    if not rows or set(map(type, rows)) != {dict}:
+        return None if rows else []
+    try:
+        return list(map(itemgetter("index"), rows))
+    except KeyError:
+        return None
+
+
+def _checked_indexes(indexes: list[Any], *, absent: bool) -> list[Token]:
+    """Check all stored indexes at once (C-level scans; a loop only to name a bad one).
+    ``absent``: some rows may have no index (:data:`_ABSENT` in their slot)."""
     present = indexes
-    if _ABSENT in indexes:
-        kinds.discard(_Absent)
+    if absent and _ABSENT in indexes:
         present = [index for index in indexes if index is not _ABSENT]
-    if kinds <= {int} and (not present or (min(present) >= 0 and max(present) <= INT64_MAX)):
+    if set(map(type, present)) <= {int} and (
+        not present or (min(present) >= 0 and max(present) <= INT64_MAX)
+    ):
         if present is indexes:
             return indexes
         return [None if index is _ABSENT else index for index in indexes]
@@ -303,20 +370,15 @@ def _bucket_key(row: dict[str, Any]) -> Any:
     return key
 
 
-def _split_overrides(row_class: list[int]) -> tuple[list[list[int]], dict[int, list[int]]]:
-    """Runs of ``rowClass`` ``[class, length]``, with short gaps inside a run lifted out into
-    overrides ``{class: [positions]}`` (the base run then covers the gap)."""
-    runs: list[tuple[int, int, int]] = []
-    start = 0
-    for cls, group in groupby(row_class):
-        length = len(list(group))
-        runs.append((cls, start, length))
-        start += length
+def _split_overrides(runs: list[Run]) -> tuple[list[list[int]], dict[int, list[int]]]:
+    """Runs of ``rowClass`` ``[class, length]``, from the classifier's runs ``(class, start,
+    length)``, with short gaps inside a run lifted out into overrides ``{class: [positions]}``
+    (the base run then covers the gap)."""
     base: list[list[int]] = []
     overrides: dict[int, list[int]] = {}
     k = 0
     while k < len(runs):
-        cls, start, length = runs[k]
+        cls, _, length = runs[k]
         if base and cls != base[-1][0] and length <= layout.OVERRIDE_GAP:
             end = _gap_end(runs, k=k, around=base[-1][0])
             if end >= 0:
@@ -337,7 +399,7 @@ def _split_overrides(row_class: list[int]) -> tuple[list[list[int]], dict[int, l
     return base, overrides
 
 
-def _gap_end(runs: list[tuple[int, int, int]], *, k: int, around: int) -> int:
+def _gap_end(runs: list[Run], *, k: int, around: int) -> int:
     """The run after a gap starting at run ``k`` that ``around`` closes within the gap limit,
     or -1."""
     total = 0

@@ -19,6 +19,7 @@ unique, as the API server guarantees for a list-map) or raises
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from operator import itemgetter
 from typing import Any, Final, Literal
 
 import orjson
@@ -75,14 +76,16 @@ def stored_encoding(status: Mapping[str, Any] | None) -> Encoding:
 
 
 def decode_status(
-    status: Any, *, max_rows: int | None, share_nested: bool = False
+    status: Any, *, max_rows: int | None, share_nested: bool = True
 ) -> list[dict[str, Any]]:
     """The rows of an InferenceReplica ``status``, in whichever encoding it stores them.
 
     ``max_rows`` is the bound for ColumnarV2 (maxDecodedInstances for the manager,
     :data:`CLI_MAX_ROWS` or :data:`GUARDED_ACTION_MAX_ROWS` for the CLI); a list is read
     whatever its length. Rows of a list are returned as the same dicts (not copied); rows of
-    columns are new dicts (see :func:`decode_columnar` for ``share_nested``).
+    columns are new dicts whose nested values are shared within a class, so treat the rows
+    as read-only below the top level, or pass ``share_nested=False`` (see
+    :func:`decode_columnar`).
     """
     if status is None:
         return []
@@ -154,6 +157,16 @@ def _check_row(row: Any, *, position: int) -> None:
 
 
 def _check_unique_index(rows: Sequence[Mapping[str, Any]]) -> None:
+    """Every row has an ``index``, and no two the same: C-level passes, then a loop only to
+    name the first offender."""
+    try:
+        indexes = list(map(itemgetter("index"), rows))
+    except KeyError:
+        indexes = []
+    else:
+        distinct = set(indexes)
+        if len(distinct) == len(indexes) and None not in distinct:
+            return
     seen: dict[int, int] = {}
     for position, row in enumerate(rows):
         index = row.get("index")
