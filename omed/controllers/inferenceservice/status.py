@@ -199,11 +199,12 @@ def status_urgent(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> bool
 
     Urgent: the first status; a new ``observedGeneration``; a condition that appears,
     disappears or flips its status; a change of the Ready condition's reason (a failure such
-    as an InferenceReplica conflict, or a projection error, is news); a component's
-    revisions (once both statuses have the component). Not urgent: the counts in
-    ``components`` and the messages and reasons of component conditions that stay False
-    (``InferenceReplicaMissing`` -> ``StatusNotObserved`` -> ``InstancesNotReady`` with
-    ``2/4 Instances ready``), which a paced write carries a moment later.
+    as an InferenceReplica conflict, or a projection error, is news); a component's revision
+    replaced by another (a rollout starts or ends; its first revision is not news). Not
+    urgent: the counts in ``components`` and the messages and reasons of component conditions
+    that stay False (``InferenceReplicaMissing`` -> ``StatusNotObserved`` ->
+    ``InstancesNotReady`` with ``2/4 Instances ready``), which a paced write carries a moment
+    later.
     """
     if not old:
         return True
@@ -218,9 +219,9 @@ def status_urgent(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> bool
     ready = after.get(CONDITION_READY)  # the keys are equal: both have it or neither
     if ready is not None and before[CONDITION_READY].get("reason") != ready.get("reason"):
         return True
-    revisions_before, revisions_after = _revisions(old), _revisions(new)
-    return any(
-        revisions_before[name] != revisions
-        for name, revisions in revisions_after.items()
-        if name in revisions_before
-    )
+    revisions_before = _revisions(old)
+    for name, revisions in _revisions(new).items():
+        for was, now in zip(revisions_before.get(name, (None, None)), revisions, strict=True):
+            if was and now != was:
+                return True  # a revision replaced (a rollout starts or ends), not a first one
+    return False

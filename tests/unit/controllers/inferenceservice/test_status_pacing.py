@@ -81,9 +81,21 @@ def test_ready_reason_change_is_urgent() -> None:
     assert status_urgent(before, failed)
 
 
-def test_revision_change_is_urgent() -> None:
-    before = _status(None, _irep(wanted=4, ready=4))
-    irep = _irep(wanted=4, ready=4)
-    irep["status"]["updateRevision"] = "chat-engine-99999999"
-    after = _status(before, irep)
+def test_a_replaced_revision_is_urgent() -> None:
+    steady = _irep(wanted=4, ready=4)
+    steady["status"]["updateRevision"] = "chat-engine-0a1b2c3d"
+    before = _status(None, steady)
+    rolling = _irep(wanted=4, ready=4)
+    rolling["status"]["updateRevision"] = "chat-engine-99999999"
+    after = _status(before, rolling)
     assert status_urgent(before, after)
+
+
+def test_a_first_revision_is_paced() -> None:
+    before = _status(None, _irep(wanted=4, ready=1))
+    del before["components"]["engine"]["currentRevision"]
+    irep = _irep(wanted=4, ready=2)
+    irep["status"]["updateRevision"] = "chat-engine-0a1b2c3d"
+    after = _status(before, irep)
+    assert after["components"]["engine"]["currentRevision"] == "chat-engine-0a1b2c3d"
+    assert not status_urgent(before, after)
