@@ -28,7 +28,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Final, Protocol
 
-from aiohttp import web
+from aiohttp import hdrs, web
 from prometheus_client import Counter
 
 from omed.log import kv
@@ -62,6 +62,10 @@ class AdmissionHandler(Protocol):
     def path(self) -> str: ...
 
     async def admit(self, request: AdmissionRequest) -> AdmissionResponse: ...
+
+
+_JSON_HEADERS: Final = {hdrs.CONTENT_TYPE: CONTENT_TYPE}
+"""The headers of every AdmissionReview answer (status 200), as ``content_type=`` sets them."""
 
 
 def _text(status: int, message: str) -> web.Response:
@@ -149,7 +153,12 @@ class WebhookServer:
         return serve
 
     async def _answer(self, handler: AdmissionHandler, request: web.Request) -> web.Response:
-        if request.content_type != CONTENT_TYPE:
+        # The API server sends exactly "application/json": compare the raw header first, and
+        # parse it (parameters such as charset) only when it is anything else.
+        if (
+            request.headers.get(hdrs.CONTENT_TYPE) != CONTENT_TYPE
+            and request.content_type != CONTENT_TYPE
+        ):
             return _text(415, f"content type must be {CONTENT_TYPE}")
         if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
             return _text(413, f"request body is larger than {MAX_BODY_BYTES} bytes")
@@ -179,7 +188,7 @@ class WebhookServer:
                 f"internal error in webhook {handler.path}; see the manager's log",
                 code=STATUS_INTERNAL,
             )
-        if not answer.allowed:
+        if not answer.allowed and log.isEnabledFor(logging.DEBUG):
             log.debug(
                 "Admission refused",
                 extra=kv(
@@ -191,9 +200,7 @@ class WebhookServer:
                     message=answer.message,
                 ),
             )
-        return web.Response(
-            status=200, body=encode_response(review.uid, answer), content_type=CONTENT_TYPE
-        )
+        return web.Response(body=encode_response(review.uid, answer), headers=_JSON_HEADERS)
 
     async def start(self) -> None:
         """Load the certificate (raises :class:`omed.webhooks.tls.CertificateError` when it
