@@ -76,24 +76,37 @@ def is_multi_pod(component: Mapping[str, Any]) -> bool:
 
 def check_replicas(findings: Findings, loc: Loc, *, component: Mapping[str, Any]) -> None:
     """``minReplicas >= 0``, ``maxReplicas >= 1``, ``minReplicas <= maxReplicas``."""
+    get = component.get
+    low = get("minReplicas")
+    high = get("maxReplicas")
+    # The common case first, building no field paths: both unset, or integers in order.
+    if not (
+        (low is None or (low.__class__ is int and low > 0))
+        and (high is None or (high.__class__ is int and high >= 1))
+        and (low is None or high is None or low <= high)
+    ):
+        _check_replica_range(findings, loc, low=low, high=high)
+    worker = get("worker")
+    if isinstance(worker, dict):
+        size = worker.get("size")
+        if size is not None and not (size.__class__ is int and size >= 0):
+            check_min_int(findings, (*loc, "worker", "size"), value=size, minimum=0)
+
+
+def _check_replica_range(findings: Findings, loc: Loc, *, low: Any, high: Any) -> None:
     min_loc, max_loc = (*loc, "minReplicas"), (*loc, "maxReplicas")
-    low = check_min_int(findings, min_loc, value=component.get("minReplicas"), minimum=0)
-    raw_high = component.get("maxReplicas")
-    high: int | None
-    if is_int(raw_high) and raw_high == 0:
+    low = check_min_int(findings, min_loc, value=low, minimum=0)
+    if is_int(high) and high == 0:
         findings.error(max_loc, MAX_REPLICAS_ZERO)
         high = None
     else:
-        high = check_min_int(findings, max_loc, value=raw_high, minimum=1)
+        high = check_min_int(findings, max_loc, value=high, minimum=1)
     if low is not None and high is not None and low > high:
         findings.error(
             min_loc, f"must be <= maxReplicas ({high}), got {low}", depends=(min_loc, max_loc)
         )
     if low == 0:
         findings.warn(min_loc, WARN_MIN_REPLICAS_ZERO)
-    worker = component.get("worker")
-    if isinstance(worker, dict):
-        check_min_int(findings, (*loc, "worker", "size"), value=worker.get("size"), minimum=0)
 
 
 @functools.lru_cache(maxsize=256)
@@ -156,19 +169,23 @@ def _is_zero_budget(value: int | str | None) -> bool:
 def _check_strategy(findings: Findings, loc: Loc, *, value: Any) -> None:
     """``lifecycle.updateStrategy``: its type and rolling-update budgets."""
     strategy = as_object(findings, loc, value=value) or {}
-    check_choice(
-        findings, (*loc, "type"), value=strategy.get("type"), choices=UPDATE_STRATEGY_TYPES
-    )
+    kind = strategy.get("type")
+    if kind is not None and kind not in UPDATE_STRATEGY_TYPES:
+        check_choice(findings, (*loc, "type"), value=kind, choices=UPDATE_STRATEGY_TYPES)
     raw_rolling = strategy.get("rollingUpdate")
     if raw_rolling is None:
         return
     rolling_loc = (*loc, "rollingUpdate")
     rolling = as_object(findings, rolling_loc, value=raw_rolling) or {}
-    check_min_int(findings, (*rolling_loc, "partition"), value=rolling.get("partition"), minimum=0)
-    surge = _check_budget(findings, (*rolling_loc, "maxSurge"), value=rolling.get("maxSurge"))
-    unavailable = _check_budget(
-        findings, (*rolling_loc, "maxUnavailable"), value=rolling.get("maxUnavailable")
-    )
+    partition = rolling.get("partition")
+    if partition is not None:
+        check_min_int(findings, (*rolling_loc, "partition"), value=partition, minimum=0)
+    surge = rolling.get("maxSurge")
+    if not (surge.__class__ is int and surge >= 0):
+        surge = _check_budget(findings, (*rolling_loc, "maxSurge"), value=surge)
+    unavailable = rolling.get("maxUnavailable")
+    if not (unavailable.__class__ is int and unavailable >= 0):
+        unavailable = _check_budget(findings, (*rolling_loc, "maxUnavailable"), value=unavailable)
     if _is_zero_budget(surge) and _is_zero_budget(unavailable):
         findings.warn(rolling_loc, WARN_ZERO_BUDGETS)
 
@@ -176,7 +193,9 @@ def _check_strategy(findings: Findings, loc: Loc, *, value: Any) -> None:
 def _check_retry(findings: Findings, loc: Loc, *, value: Any) -> None:
     """``lifecycle.updateRetry``: attempts, delays and their order, the multiplier."""
     retry = as_object(findings, loc, value=value) or {}
-    check_min_int(findings, (*loc, "maxAttempts"), value=retry.get("maxAttempts"), minimum=1)
+    attempts = retry.get("maxAttempts")
+    if attempts is not None:
+        check_min_int(findings, (*loc, "maxAttempts"), value=attempts, minimum=1)
     initial = _check_duration(
         findings, (*loc, "initialDelay"), value=retry.get("initialDelay"), example="30s"
     )
@@ -212,15 +231,16 @@ def check_lifecycle(
             findings.warn((*lc_loc, "instanceReadyTimeout"), WARN_NO_READY_TIMEOUT)
         return
     get = lifecycle.get
-    # Each block is checked only when present: most components set a few fields.
-    if (restart := get("restartPolicy")) is not None:
+    # Each block is checked only when present, and a field path is built only for a value
+    # that a rule may report: most components set a few valid fields.
+    if (restart := get("restartPolicy")) is not None and restart not in RESTART_POLICIES:
         check_choice(findings, (*lc_loc, "restartPolicy"), value=restart, choices=RESTART_POLICIES)
 
     if (raw_strategy := get("updateStrategy")) is not None:
         _check_strategy(findings, (*lc_loc, "updateStrategy"), value=raw_strategy)
 
     ready_policy = get("readyPolicy")
-    if ready_policy is not None:
+    if ready_policy is not None and ready_policy != "AllPodReady":
         ready_loc = (*lc_loc, "readyPolicy")
         check_choice(findings, ready_loc, value=ready_policy, choices=READY_POLICIES)
         if ready_policy == "None":
@@ -244,11 +264,13 @@ def check_lifecycle(
         policy_loc = (*lc_loc, "migrationPolicy")
         policy = as_object(findings, policy_loc, value=raw_policy) or {}
         mode = policy.get("mode")
-        check_choice(findings, (*policy_loc, "mode"), value=mode, choices=MIGRATION_MODES)
+        if mode is not None and mode not in MIGRATION_MODES:
+            check_choice(findings, (*policy_loc, "mode"), value=mode, choices=MIGRATION_MODES)
     if migration_requested and timeout is None and mode != "Never":
         findings.warn((*lc_loc, "instanceReadyTimeout"), WARN_NO_READY_TIMEOUT)
 
     if (raw_retry := get("updateRetry")) is not None:
         _check_retry(findings, (*lc_loc, "updateRetry"), value=raw_retry)
 
-    _check_batch(findings, (*lc_loc, "repairBatchSize"), value=lifecycle.get("repairBatchSize"))
+    if (batch := get("repairBatchSize")) is not None:
+        _check_batch(findings, (*lc_loc, "repairBatchSize"), value=batch)

@@ -95,7 +95,7 @@ def lookup(obj: Any, loc: Loc) -> Any:
 
 def is_int(value: object) -> TypeGuard[int]:
     """A JSON integer (``true`` is not one, though Python's bool is an int)."""
-    return isinstance(value, int) and not isinstance(value, bool)
+    return value.__class__ is int or (isinstance(value, int) and not isinstance(value, bool))
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,7 +194,7 @@ def as_object(findings: Findings, loc: Loc, *, value: Any) -> Mapping[str, Any] 
 
 def check_choice(findings: Findings, loc: Loc, *, value: Any, choices: Sequence[str]) -> None:
     """``value``, when set, is one of ``choices``."""
-    if value is None:
+    if value is None or (value.__class__ is str and value in choices):
         return
     if not isinstance(value, str) or value not in choices:
         findings.error(loc, f"must be one of {', '.join(choices)}, got {show(value)}")
@@ -202,6 +202,8 @@ def check_choice(findings: Findings, loc: Loc, *, value: Any, choices: Sequence[
 
 def check_min_int(findings: Findings, loc: Loc, *, value: Any, minimum: int) -> int | None:
     """``value``, when set, is an integer >= ``minimum``; returns it when it is."""
+    if value.__class__ is int and value >= minimum:
+        return value
     if value is None:
         return None
     if not is_int(value):

@@ -77,6 +77,10 @@ def max_name_length(component: str) -> int:
     return MAX_REVISION_NAME_LENGTH - REVISION_HASH_LENGTH - len(component) - 2
 
 
+_SHORTEST_NAME_LIMIT: Final = min(max_name_length(component) for component in COMPONENTS)
+"""A name this long or shorter fits with every component."""
+
+
 def is_deleting(obj: Mapping[str, Any] | None) -> bool:
     metadata = obj.get("metadata") if obj is not None else None
     return isinstance(metadata, dict) and metadata.get("deletionTimestamp") is not None
@@ -91,6 +95,8 @@ def _check_name(
     loc: Loc = ("metadata", "name")
     if not _name_ok(name):
         findings.error(loc, f"{_NAME_RULE}, got {show(name)}")
+        return
+    if len(name) <= _SHORTEST_NAME_LIMIT:
         return
     for component in COMPONENTS:
         if isinstance(spec.get(component), dict) and len(name) > max_name_length(component):
@@ -107,15 +113,13 @@ def _check_refs(findings: Findings, spec: Mapping[str, Any]) -> None:
     model = as_object(findings, ("spec", "model"), value=spec.get("model"))
     if model is not None:
         check_subdomain(findings, ("spec", "model", "name"), value=model.get("name"))
-        check_choice(
-            findings, ("spec", "model", "kind"), value=model.get("kind"), choices=MODEL_KINDS
-        )
+        if (kind := model.get("kind")) is not None:
+            check_choice(findings, ("spec", "model", "kind"), value=kind, choices=MODEL_KINDS)
     runtime = as_object(findings, ("spec", "runtime"), value=spec.get("runtime"))
     if runtime is not None:
         check_subdomain(findings, ("spec", "runtime", "name"), value=runtime.get("name"))
-        check_choice(
-            findings, ("spec", "runtime", "kind"), value=runtime.get("kind"), choices=RUNTIME_KINDS
-        )
+        if (kind := runtime.get("kind")) is not None:
+            check_choice(findings, ("spec", "runtime", "kind"), value=kind, choices=RUNTIME_KINDS)
     refs = spec.get("replicaRefs")
     if refs is None:
         return
@@ -128,6 +132,10 @@ def _check_refs(findings: Findings, spec: Mapping[str, Any]) -> None:
             check_subdomain(findings, ("spec", "replicaRefs", i, "name"), value=body.get("name"))
 
 
+_MODE_ANNOTATION_LOC: Final[Loc] = ("metadata", "annotations", ANNOTATION_DEPLOYMENT_MODE)
+_MODE_FIELD_LOC: Final[Loc] = ("spec", "deploymentMode")
+
+
 def _check_mode(
     findings: Findings, *, metadata: Mapping[str, Any], spec: Mapping[str, Any]
 ) -> None:
@@ -136,10 +144,10 @@ def _check_mode(
         annotations.get(ANNOTATION_DEPLOYMENT_MODE) if isinstance(annotations, dict) else None
     )
     for loc, mode in (
-        (("metadata", "annotations", ANNOTATION_DEPLOYMENT_MODE), annotated),
-        (("spec", "deploymentMode"), spec.get("deploymentMode")),
+        (_MODE_ANNOTATION_LOC, annotated),
+        (_MODE_FIELD_LOC, spec.get("deploymentMode")),
     ):
-        if mode is None:
+        if mode is None or (mode.__class__ is str and mode in KNOWN_DEPLOYMENT_MODES):
             continue
         if not isinstance(mode, str) or not mode:
             findings.error(loc, f"must be a deployment mode such as OMENative, got {show(mode)}")
@@ -166,9 +174,9 @@ def validate_inferenceservice(obj: Mapping[str, Any], *, gates: FeatureGates) ->
 
     _check_name(findings, metadata=metadata, spec=spec)
     _check_mode(findings, metadata=metadata, spec=spec)
-    requested = requested_components(annotations)
-    for component in COMPONENTS:
-        loc: Loc = ("spec", component)
+    request_keys = [key for key in annotations if is_request_key(key)]
+    requested = requested_components(annotations) if request_keys else frozenset[str]()
+    for component, loc in _COMPONENT_LOCS:
         body = as_object(findings, loc, value=spec.get(component))
         if body is None:
             continue
@@ -176,10 +184,14 @@ def validate_inferenceservice(obj: Mapping[str, Any], *, gates: FeatureGates) ->
         check_lifecycle(findings, loc, component=body, migration_requested=component in requested)
     _check_refs(findings, spec)
     check_policy_refs(findings, spec, gates=gates)
-    for key, value in annotations.items():
-        if is_request_key(key):
-            check_request(findings, key=key, value=value, spec=spec)
+    for key in request_keys:
+        check_request(findings, key=key, value=annotations[key], spec=spec)
     return findings
+
+
+_COMPONENT_LOCS: Final[tuple[tuple[str, Loc], ...]] = tuple(
+    (component, ("spec", component)) for component in COMPONENTS
+)
 
 
 def _model_errors(findings: Findings, obj: Mapping[str, Any]) -> None:
