@@ -111,7 +111,7 @@ metadata: name, namespace, uid, resourceVersion, generation, creationTimestamp,
           annotations (keys with a kept prefix, ome.io/ by default), ownerReferences
           (apiVersion, kind, name, uid, controller, blockOwnerDeletion), finalizers
 spec:     nodeName, hostname, subdomain, readinessGates, containers[] (name, image)
-status:   phase, reason, message, podIP, hostIP, startTime,
+status:   phase, reason, message, podIP, hostIP, startTime, observedGeneration,
           conditions[] (type, status, reason, message, lastTransitionTime),
           containerStatuses[] and initContainerStatuses[]
               (name, ready, started, restartCount, image, state, lastState)
@@ -358,6 +358,9 @@ def make_pod_transform(
             value = t("startTime")
             if value is not None:
                 status["startTime"] = intern(value)
+            value = t("observedGeneration")
+            if value is not None:
+                status["observedGeneration"] = value
             value = t("conditions")
             if value:
                 status["conditions"] = conditions_of(value)

@@ -492,7 +492,7 @@ async def test_a_manager_killed_mid_in_place_update_is_finished_by_the_next_one(
         what=f"{WANTED} Instances on the new revision",
     )
 
-    async def restarted() -> bool:  # (the controller may say done before: see IN_PLACE_BUG)
+    async def restarted() -> bool:
         pods = await world.pods()
         return all(
             pod_ready(p) and p["status"]["containerStatuses"][0]["restartCount"] == 1 for p in pods
@@ -515,17 +515,6 @@ async def test_a_manager_killed_mid_in_place_update_is_finished_by_the_next_one(
     assert world.pod_log.samples > 0  # capacity: see the test below
 
 
-IN_PLACE_BUG = (
-    "controller: an in-place Update's WaitReady completes once the pod has the new revision "
-    "label and is Ready, which the old container still is until the kubelet has stopped it; "
-    "so the next Instance is patched at once (more than maxUnavailable down together) and the "
-    "update is reported complete while the containers still run the old image. WaitReady "
-    "should wait for containerStatuses[*].image (or a new containerID) of the patched "
-    "containers."
-)
-
-
-@pytest.mark.xfail(strict=True, reason=IN_PLACE_BUG)
 @pytest.mark.parametrize("sim_timings", [Timings(termination_delay=2.0)])
 async def test_an_in_place_update_takes_down_at_most_max_unavailable_instances(
     world: World,

@@ -74,6 +74,11 @@ class PodView:
     """Sum of the restartCount of the pod's (non-init) containers."""
     images: tuple[tuple[str, str], ...] = ()
     """(container, image) of the pod's spec.containers, in order (in-place updates)."""
+    runs_spec_images: bool = True
+    """Every container's status reports the image its spec names (see :mod:`.images`): an
+    in-place image patch has been acted on by the kubelet. Where a status can't tell (only a
+    digest, or no status for a container yet), the kubelet has observed the pod's
+    generation (``status.observedGeneration``), or that isn't reported either."""
     unschedulable: bool = False
     """PodScheduled is False with reason Unschedulable: no node fits it."""
     node_lost: bool = False

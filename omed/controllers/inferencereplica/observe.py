@@ -39,6 +39,7 @@ from omed.api.constants import (
 )
 from omed.api.inferencereplica import InferenceReplica
 from omed.clock import parse_rfc3339
+from omed.controllers.inferencereplica.images import same_image
 from omed.controllers.inferencereplica.model import (
     ContainerFailure,
     ObservedState,
@@ -153,6 +154,34 @@ def _failure(pod: Mapping[str, Any]) -> tuple[bool, ContainerFailure | None]:
     return current is not None, current or last
 
 
+def runs_spec_images(pod: Mapping[str, Any]) -> bool:
+    """Every container's status reports the image its spec names (see :mod:`.images`).
+
+    Where a status can't tell (it shows a digest only, or the container has no status
+    yet), the kubelet must have observed the pod's generation; a pod (or a kubelet) that
+    reports no generation is taken at its word.
+    """
+    statuses = {
+        str(c.get("name") or ""): str(c.get("image") or "")
+        for c in (pod.get("status") or {}).get("containerStatuses") or ()
+    }
+    unsure = False
+    for container in (pod.get("spec") or {}).get("containers") or ():
+        wanted = str(container.get("image") or "")
+        running = statuses.get(str(container.get("name") or ""))
+        same = None if not running or not wanted else same_image(wanted, running)
+        if same is False:
+            return False
+        unsure = unsure or same is None
+    if not unsure:
+        return True
+    generation = (pod.get("metadata") or {}).get("generation")
+    observed = (pod.get("status") or {}).get("observedGeneration")
+    if not isinstance(generation, int) or not isinstance(observed, int):
+        return True
+    return observed >= generation
+
+
 def pod_view(pod: Mapping[str, Any], *, replica: str) -> PodView:
     """What the planner needs of one pod; ``index`` is -1 for a stray."""
     metadata = pod.get("metadata") or {}
@@ -194,6 +223,7 @@ def pod_view(pod: Mapping[str, Any], *, replica: str) -> PodView:
             (str(c.get("name") or ""), str(c.get("image") or ""))
             for c in (pod.get("spec") or {}).get("containers") or ()
         ),
+        runs_spec_images=runs_spec_images(pod),
         unschedulable=scheduled.get("status") == "False"
         and scheduled.get("reason") == "Unschedulable",
         node_lost=(

@@ -11,7 +11,9 @@ Row fields (decisions the product pages leave open are marked *omed*):
   crash-loops or can't pull its image, or the pod failed), Create operation or not; Ready when
   every pod it should have exists and is Ready; Updating while an Update operation runs and
   it isn't Ready; Creating otherwise (pods coming up). *omed*:
-  an Instance that was Ready and lost readiness without failing shows Creating.
+  an Instance that was Ready and lost readiness without failing shows Creating; one whose
+  container images were patched in place isn't Ready (Updating) until its containers run
+  the new images, even while the old containers still are.
 * ``podCount``: every pod of the Instance, Terminating ones included; ``servingPodCount``:
   pods whose ome.io/serving gate is True; ``availablePodCount``: live pods Ready for at
   least ``minReadySeconds``.
@@ -74,6 +76,12 @@ class InstanceFacts:
         """Every slot has a live, Ready pod."""
         ready = {pod.name for pod in self.live if pod.ready}
         return bool(self.slots) and all(slot.name in ready for slot in self.slots)
+
+    @property
+    def runs_spec_images(self) -> bool:
+        """Every live pod's containers run the images its spec names (an in-place image
+        patch took effect); see :attr:`.model.PodView.runs_spec_images`."""
+        return all(pod.runs_spec_images for pod in self.live)
 
     @property
     def failing(self) -> PodView | None:
@@ -172,7 +180,7 @@ def _phase(facts: InstanceFacts, op: Operation | None) -> InstancePhase:
         return "Pending"
     if facts.failing is not None:
         return "Failed"
-    if facts.ready:
+    if facts.ready and facts.runs_spec_images:
         return "Ready"
     if op is not None and op.type == "Update":
         return "Updating"

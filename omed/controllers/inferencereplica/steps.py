@@ -34,7 +34,11 @@ _RECREATE_DRAIN = (names.STEP_DRAIN, names.STEP_DELETE_PODS, names.STEP_WAIT_POD
 
 
 def recreate(work: PassWork, inst: InstanceWork) -> bool:
-    """The RecreatePod steps; True once the Instance is Ready on the update revision."""
+    """The RecreatePod steps; True once the Instance is Ready on the update revision.
+
+    The WaitReady of an in-place Update ends here too: Ready alone isn't enough there (the
+    old containers stay Ready until the kubelet stops them), so every container must also
+    run the image its spec names (:func:`ready_on`)."""
     op = inst.op
     assert op is not None
     step = op.step
@@ -56,7 +60,7 @@ def recreate(work: PassWork, inst: InstanceWork) -> bool:
         create(work, inst, op.id or "")
         return False
     inst.op = operations.at_step(op, names.STEP_WAIT_READY, work.now)
-    return inst.facts.ready and on_revision(inst, work.target.update_revision)
+    return ready_on(inst, work.target.update_revision)
 
 
 def drain(work: PassWork, inst: InstanceWork, op: Operation) -> bool:
@@ -180,6 +184,11 @@ def create_deadline_condition(
             now=work.now,
         )
     ]
+
+
+def ready_on(inst: InstanceWork, revision: str) -> bool:
+    """The Instance is Ready on ``revision``, its containers running their spec's images."""
+    return inst.facts.ready and inst.facts.runs_spec_images and on_revision(inst, revision)
 
 
 def on_revision(inst: InstanceWork, revision: str) -> bool:

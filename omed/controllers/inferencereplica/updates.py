@@ -31,7 +31,10 @@ Strategies (steps are names in :mod:`.names`):
   (SurgeAbort) and the Instance keeps serving the old revision;
 * InPlaceIfPossible: when only container images differ (the current templates with the
   pods' images hash to the pods' revision), PatchImages (images and revision label, pod
-  names kept; the kubelet restarts the containers) -> WaitReady; otherwise RecreatePod;
+  names kept; the kubelet restarts the containers) -> WaitReady, which ends once every
+  container's status reports its new image and the pods are Ready (the old containers
+  are Ready until the kubelet stops them); otherwise RecreatePod. The Instance counts as
+  unavailable in the maxUnavailable budget from its patch until then;
 * InPlaceOnly: in place, or no Update at all and condition UpdateBlocked
   (InPlaceUpdateImpossible) on the InferenceReplica.
 
@@ -178,7 +181,7 @@ def _start(
         and inst.facts.live
         and (_stale(inst, revision) or _failed_on(inst, revision, ran=ran))
     ]
-    candidates.sort(key=lambda inst: (inst.facts.ready, -inst.index))
+    candidates.sort(key=lambda inst: (_serving(inst), -inst.index))
     if block is not None:  # a due Backoff, or an attempt whose operation is gone
         if in_flight or not candidates:
             return block
@@ -210,15 +213,15 @@ def _within_budget(
         total=replicas,
         round_up=False,
     )
-    unavailable = sum(
-        1
+    unavailable = sum(  # an in-place Instance counts from its patch until its containers
+        1  # run the new images and are Ready (its Update ends only then)
         for inst in instances
-        if inst.wanted and inst.keep and (not inst.facts.ready or inst.op is not None)
+        if inst.wanted and inst.keep and (not _serving(inst) or inst.op is not None)
     )
     room = max(limit, 1) - unavailable
     chosen = []
     for inst in candidates:
-        if not inst.facts.ready:
+        if not _serving(inst):
             chosen.append(inst)  # serves nothing now: updating it costs no capacity
         elif room > 0:
             chosen.append(inst)
@@ -411,6 +414,11 @@ def _completed(work: PassWork, inst: InstanceWork) -> None:
 # -- facts and status -------------------------------------------------------------------------
 
 
+def _serving(inst: InstanceWork) -> bool:
+    """Ready, on the containers its spec names (not on old ones about to be restarted)."""
+    return inst.facts.ready and inst.facts.runs_spec_images
+
+
 def _stale(inst: InstanceWork, revision: str) -> bool:
     return any(pod.revision != revision for pod in inst.facts.live)
 
@@ -425,7 +433,7 @@ def _failed_on(inst: InstanceWork, revision: str, *, ran: bool) -> bool:
 def _ready_since(instances: list[InstanceWork], block: RetryBlock) -> bool:
     """An Instance is Ready on the block's revision, and became so after its last failure."""
     for inst in instances:
-        if not (inst.facts.ready and steps.on_revision(inst, block.target_revision)):
+        if not steps.ready_on(inst, block.target_revision):
             continue
         times = [pod.ready_since for pod in inst.facts.live if pod.ready_since is not None]
         if block.last_failure_at is None or (times and max(times) > block.last_failure_at):
@@ -436,6 +444,6 @@ def _ready_since(instances: list[InstanceWork], block: RetryBlock) -> bool:
 def _revision_ran(instances: list[InstanceWork], revision: str) -> bool:
     return any(
         (inst.previous is not None and inst.previous.running_revision == revision)
-        or (inst.facts.ready and steps.on_revision(inst, revision))
+        or steps.ready_on(inst, revision)
         for inst in instances
     )

@@ -78,7 +78,10 @@ def reference(obj: Obj, prefixes: tuple[str, ...] = ("ome.io/",)) -> Obj:
         out["spec"] = out_spec
     status = obj.get("status")
     if status:
-        out_status = pick(status, ("phase", "reason", "message", "podIP", "hostIP", "startTime"))
+        out_status = pick(
+            status,
+            ("phase", "reason", "message", "podIP", "hostIP", "startTime", "observedGeneration"),
+        )
         if status.get("conditions"):
             out_status["conditions"] = [
                 {k: v for k, v in c.items() if v is not None and k != "lastProbeTime"}
@@ -215,6 +218,18 @@ def test_sparse_pods_are_fine() -> None:
     odd["status"]["containerStatuses"][0]["state"] = {"waiting": {"reason": "X", "n": {"a": 1}}}
     kept = transform(odd)
     assert kept["status"]["containerStatuses"][0]["state"]["waiting"]["n"] == {"a": 1}
+
+
+def test_the_kubelets_observed_generation_is_kept() -> None:
+    """An in-place image patch bumps metadata.generation; status.observedGeneration says
+    whether the kubelet has seen it (the InferenceReplica controller reads both)."""
+    source = serving_pod()
+    source["metadata"]["generation"] = 2
+    source["status"]["observedGeneration"] = 1
+    kept = make_pod_transform()(copy.deepcopy(source))
+    assert kept["metadata"]["generation"] == 2
+    assert kept["status"]["observedGeneration"] == 1
+    assert kept == reference(source)
 
 
 def test_strip_managed_fields_works_in_place() -> None:

@@ -1,8 +1,10 @@
 """Updates in the pure planner: strategies, partition, maxUnavailable/maxSurge, pause, resume.
 
 The world here extends :class:`irep_world.World`: pods carry their images (from the bodies
-the plan creates), in-place patches apply, and a pod whose image contains ``bad-image``
-never starts (ImagePullBackOff), as the node simulator does.
+the plan creates), in-place patches apply as a kubelet applies them (the old container
+stays Ready for :attr:`UpdateWorld.stop_ticks` ticks, exits, and the new one starts on the
+new image a tick later), and a pod whose image contains ``bad-image`` never starts
+(ImagePullBackOff), as the node simulator does.
 """
 
 from __future__ import annotations
@@ -76,6 +78,10 @@ class UpdateWorld(World):
     """A World whose pods have images; ``bad-image`` pods fail to pull."""
 
     images: dict[str, tuple[tuple[str, str], ...]] = dataclasses.field(default_factory=dict)
+    stop_ticks: int = 2
+    """Ticks an in-place patched pod's old container keeps running (and Ready)."""
+    restarting: dict[str, int] = dataclasses.field(default_factory=dict)
+    """Pod name -> ticks left of its old container; at -1 the new one is being pulled."""
 
     def apply(self, decided: Plan, *, status_fails: bool = False) -> None:
         for create in decided.of_type(CreatePods):
@@ -95,13 +101,31 @@ class UpdateWorld(World):
                 images[position] = (name, image)
             self.images[current.name] = tuple(images)
             self.pods[current.name] = dataclasses.replace(
-                current, revision=patch.revision, ready=False, containers_ready=False
-            )
+                current, revision=patch.revision, runs_spec_images=False
+            )  # the old container still runs, Ready, until the kubelet has stopped it
+            self.restarting.setdefault(current.name, self.stop_ticks)
         for pod_name, pod in self.pods.items():
             self.pods[pod_name] = dataclasses.replace(pod, images=self.images.get(pod_name, ()))
 
     def tick(self, seconds: float = 1.0) -> None:
         super().tick(seconds)
+        for name, left in list(self.restarting.items()):
+            item = self.pods.get(name)
+            if item is None or item.terminating:
+                self.restarting.pop(name)
+            elif left > 0:  # the old container runs on
+                self.restarting[name] = left - 1
+            elif left == 0 or any("bad-image" in i for _, i in self.images.get(name, ())):
+                self.restarting[name] = -1  # it exited; the new image is pulled
+                self.pods[name] = dataclasses.replace(
+                    item, ready=False, containers_ready=False, ready_since=None
+                )
+            else:  # the new container runs; Ready from the next tick
+                self.restarting.pop(name)
+                self.pods[name] = dataclasses.replace(
+                    item, ready=False, containers_ready=False, ready_since=None,
+                    runs_spec_images=True,
+                )  # fmt: skip
         for name, item in list(self.pods.items()):
             if any("never-ready" in image for _, image in self.images.get(name, ())):
                 self.pods[name] = dataclasses.replace(
@@ -313,6 +337,79 @@ def test_in_place_if_possible_patches_images_and_keeps_the_pods() -> None:
     assert set(revisions(world).values()) == {world.spec.update_revision}
     assert all(images == (("ome-container", "ome/serving:2.0"),)
                for images in world.images.values())  # fmt: skip
+
+
+def down_or_restarting(world: UpdateWorld) -> set[int]:
+    """Wanted Instances not serving now or about to stop (patched, old container still up)."""
+    return {
+        item.index
+        for item in world.pods.values()
+        if item.index < world.spec.replicas
+        and (not item.ready or item.terminating or not item.runs_spec_images)
+    }
+
+
+def test_an_in_place_update_waits_for_the_new_containers_not_the_old_ones() -> None:
+    """The pod keeps the old, Ready container for a while after its patch: the Update isn't
+    done, and no other Instance is patched, until the container runs the new image and the
+    pod is Ready again; the row says Updating meanwhile, and runningRevision stays old."""
+    world = converged(4, strategy="InPlaceIfPossible")
+    old = world.spec.update_revision
+    world.stop_ticks = 4
+    world.spec = spec(4, image="ome/serving:2.0", strategy="InPlaceIfPossible")
+    new = world.spec.update_revision
+    plans = []
+    for _ in range(80):
+        seen = list(world.pods.values())  # what this pass plans from
+        decided = world.plan()
+        plans.append(decided)
+        world.apply(decided)
+        assert len(down_or_restarting(world)) <= 1, world.pods  # maxUnavailable 1
+        for row in decided.rows:
+            if any(not p.runs_spec_images for p in seen if p.index == row.index):
+                assert row.operation is not None and row.operation.type == "Update", row
+                assert row.phase == "Updating" and row.running_revision == old, row
+        world.tick()
+    patched = [patch.pod.name for p in plans for patch in p.of_type(PatchPodImages)]
+    assert sorted(set(patched)) == sorted(f"chat-engine-{i}-default-0" for i in range(4))
+    assert all(item.runs_spec_images and item.ready for item in world.live())
+    assert all(row.running_revision == new and row.phase == "Ready" for row in world.rows.values())
+    assert world.status.current_revision == new
+    assert len(events(plans, names.EVENT_UPDATE_COMPLETED)) == 4
+
+
+def test_an_in_place_update_completes_only_after_the_restart() -> None:
+    world = converged(1, strategy="InPlaceIfPossible")
+    world.stop_ticks = 3
+    world.spec = spec(1, image="ome/serving:2.0", strategy="InPlaceIfPossible")
+    plans = world.run(3)  # patched; the old container is still up, Ready
+    (item,) = world.live()
+    assert item.ready and not item.runs_spec_images and item.revision == world.spec.update_revision
+    (row,) = world.rows.values()
+    assert row.operation is not None and row.operation.step == names.STEP_WAIT_READY
+    assert events(plans, names.EVENT_UPDATE_COMPLETED) == []
+    again = UpdateWorld(world.spec, pods=dict(world.pods), rows=dict(world.rows))
+    again.status = world.status  # a new manager, same pods and rows: still waiting
+    (row,) = again.plan().rows
+    assert row.operation is not None and row.operation.step == names.STEP_WAIT_READY
+    plans = world.run(8)
+    assert len(events(plans, names.EVENT_UPDATE_COMPLETED)) == 1
+    (row,) = world.rows.values()
+    assert row.operation is None and row.phase == "Ready"
+
+
+def test_max_unavailable_counts_in_place_instances_until_their_containers_restarted() -> None:
+    world = converged(4, strategy="InPlaceIfPossible", max_unavailable=2)
+    world.stop_ticks = 3
+    world.spec = spec(4, image="ome/serving:2.0", strategy="InPlaceIfPossible", max_unavailable=2)
+    most = 0
+    for _ in range(60):
+        world.apply(world.plan())
+        most = max(most, len(down_or_restarting(world)))
+        assert most <= 2, world.pods
+        world.tick()
+    assert most == 2
+    assert all(item.runs_spec_images and item.ready for item in world.live())
 
 
 def test_in_place_if_possible_recreates_when_more_than_images_changed() -> None:
