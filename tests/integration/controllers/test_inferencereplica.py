@@ -287,7 +287,7 @@ async def test_a_standalone_replica_with_four_instances_converges(
 
 async def test_two_instances_of_a_leader_and_two_workers_converge(cluster: Cluster) -> None:
     await cluster.controller()
-    runners = [
+    runners: list[dict[str, Any]] = [
         {"name": "leader", "template": TEMPLATE},
         {"name": "worker", "size": 2, "template": TEMPLATE},
     ]

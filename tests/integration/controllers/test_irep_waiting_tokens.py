@@ -4,8 +4,11 @@ is cleared when its cause goes."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import copy
+import socket
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -13,8 +16,9 @@ from test_inferencereplica import eventually, irep_body
 from test_inferencereplica_updates import World, world
 
 from omed.controllers.inferencereplica import names
-from omed.kube.client import Resource
-from omed.kube.errors import NotFound
+from omed.kube.client import KubeClient, Resource
+from omed.kube.errors import ApiError, NotFound
+from omed.kube.resources import PODS, VALIDATING_WEBHOOKS
 
 pytestmark = pytest.mark.integration
 
@@ -106,3 +110,103 @@ async def test_a_create_refused_by_quota_holds_on_quota_exceeded(world: World) -
         await world.kube.delete(RESOURCE_QUOTAS, "no-pods", world.namespace)
     await eventually(lambda: world.converged(NAME, 1), timeout=60, what="1 Ready Instance")
     await eventually(lambda: not_held(world), timeout=10, what="the hold cleared")
+
+
+def closed_port() -> int:
+    """A local port nothing listens on (bound, then released)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
+@contextlib.asynccontextmanager
+async def unreachable_pod_webhook(kube: KubeClient, namespace: str) -> AsyncIterator[str]:
+    """A validating webhook for pod creates in ``namespace`` only, failurePolicy Fail, at a
+    closed local port: every pod create there fails with "failed calling webhook". Removed
+    on the way out, whatever happens."""
+    name = f"omed-unreachable-{namespace}"
+    body = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": name},
+        "webhooks": [
+            {
+                "name": "pods.unreachable.omed.dev",
+                "clientConfig": {"url": f"https://127.0.0.1:{closed_port()}/validate"},
+                "rules": [
+                    {
+                        "apiGroups": [""],
+                        "apiVersions": ["v1"],
+                        "operations": ["CREATE"],
+                        "resources": ["pods"],  # not pods/status nor pods/binding
+                    }
+                ],
+                "failurePolicy": "Fail",
+                "sideEffects": "None",
+                "admissionReviewVersions": ["v1"],
+                "timeoutSeconds": 2,
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+            }
+        ],
+    }
+    await kube.create(VALIDATING_WEBHOOKS, body)
+    try:
+        yield name
+    finally:
+        with contextlib.suppress(NotFound):
+            await kube.delete(VALIDATING_WEBHOOKS, name)
+
+
+PROBE = {
+    "apiVersion": "v1",
+    "kind": "Pod",
+    "metadata": {"name": "admission-probe"},
+    "spec": {"containers": [{"name": "c", "image": "ome/probe:1"}]},
+}
+
+
+async def pod_creates_fail_on_the_webhook(kube: KubeClient, namespace: str) -> bool:
+    """A server-side dry run of a pod create fails calling the webhook (the API server picks
+    up webhook configurations asynchronously)."""
+    try:
+        await kube.create(PODS, PROBE, namespace, dryRun="All")
+    except ApiError as err:
+        return "failed calling webhook" in str(err)
+    return False
+
+
+async def pod_creates_pass(kube: KubeClient, namespace: str) -> bool:
+    try:
+        await kube.create(PODS, PROBE, namespace, dryRun="All")
+    except ApiError:
+        return False
+    return True
+
+
+async def test_a_create_refused_by_an_unreachable_webhook_holds_on_admission_unavailable(
+    world: World,
+) -> None:
+    async with unreachable_pod_webhook(world.kube, world.namespace):
+        await eventually(
+            lambda: pod_creates_fail_on_the_webhook(world.kube, world.namespace),
+            what="the webhook in force",
+        )
+        await world.controller()
+        await world.create(irep_body(NAME, replicas=1))
+        await eventually(
+            lambda: held_on(world, names.WAITING_ADMISSION),
+            what="the Create held AdmissionUnavailable",
+        )
+        row = await row0(world)
+        assert row["operation"]["type"] == "Create"
+        assert row["operation"]["step"] == names.STEP_CREATE_PODS
+        assert row["lastFailure"]["pod"] == POD0 and row["podCount"] == 0
+        assert not world.watch.uids  # no pod was ever created
+        await asyncio.sleep(2.0)  # still held a few passes later
+        assert await held_on(world, names.WAITING_ADMISSION)
+    await eventually(lambda: pod_creates_pass(world.kube, world.namespace), what="the webhook gone")
+    await eventually(lambda: world.converged(NAME, 1), timeout=60, what="1 Ready Instance")
+    await eventually(lambda: not_held(world), timeout=10, what="the hold cleared")
+    row = await row0(world)
+    assert row["lastFailure"]["reason"] == names.WAITING_ADMISSION  # kept
