@@ -16,7 +16,10 @@ Invariants:
   alternates between the two doesn't churn the row), ``CreateContainerConfigError``,
   ``CreateContainerError``, ``InvalidImageName`` or ``RunContainerError`` is failing, as is
   a pod in phase Failed; a crash reports the termination's own reason and exit code (as
-  ``kubectl ome instance status`` shows ``reason=Error``).
+  ``kubectl ome instance status`` shows ``reason=Error``);
+* a pod runs its spec's images when every container's status names the spec's image
+  (:mod:`.images`), or, where a status can't tell, the kubelet observed the pod's
+  generation: what an in-place Update waits for besides Ready.
 """
 
 from __future__ import annotations
