@@ -10,6 +10,7 @@ import pytest
 
 from omed.webhooks.findings import Findings, format_loc, show
 from omed.webhooks.review import (
+    ALLOWED,
     AdmissionResponse,
     MalformedReview,
     allow,
@@ -104,6 +105,13 @@ def test_encode_allowed() -> None:
         "allowed": True,
         "warnings": ["w"],
     }
+
+
+def test_a_plain_admission_is_shared_and_anything_else_is_not() -> None:
+    assert allow() is ALLOWED and allow(warnings=[], patch=[]) is ALLOWED
+    assert allow(warnings=["w"]) == AdmissionResponse(allowed=True, warnings=("w",))
+    patch = [{"op": "add", "path": "/x", "value": 1}]
+    assert allow(patch=patch) == AdmissionResponse(allowed=True, patch=patch)
 
 
 def test_encode_denied() -> None:
