@@ -41,6 +41,7 @@ from omed.statuscodec.rowschema import (
 from omed.statuscodec.sequences import Token, mark_ranges, parse_sequence
 
 _MISSING: Final[Any] = object()
+_TWO_DIGITS: Final = tuple(f"{n:02d}" for n in range(60))
 
 Row = dict[str, Any]
 
@@ -193,7 +194,8 @@ def _string_space(
         if prefix is None:
             prefix = days[day] = timestamps.render(day * 86400)[:11]
         hour, rest = divmod(seconds, 3600)
-        space.append(f"{prefix}{hour:02d}:{rest // 60:02d}:{rest % 60:02d}Z")
+        minute, second = divmod(rest, 60)
+        space.append(f"{prefix}{_TWO_DIGITS[hour]}:{_TWO_DIGITS[minute]}:{_TWO_DIGITS[second]}Z")
     return space
 
 

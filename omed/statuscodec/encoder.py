@@ -23,9 +23,8 @@ every row on its own where that matters.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from itertools import count, groupby, pairwise
-from operator import itemgetter
-from typing import Any, Final, cast
+from itertools import pairwise
+from typing import Any, Final
 
 import orjson
 
@@ -151,29 +150,15 @@ class _Classifier:
         """The runs of rows of one class, ``(class, start, length)`` in row order (neighbouring
         runs hold different classes), and each row's index (``None`` for a row without one).
 
-        Indexes are stored unchecked and checked all at once by :func:`_checked_indexes`, after
-        the rows (so a row's own error comes first).
+        The hot path, one pass over the rows (each row is touched once, while it is in the
+        cache): a dict row with an index is compared with the two most recent classes (one
+        C-level ``==`` each, the row's index set into the class's probe first); only a row
+        that matches neither is looked up (:meth:`_lookup`), and only a new class is checked.
+        A run is recorded where a row leaves the current class. Indexes are stored unchecked
+        and checked all at once by :func:`_checked_indexes`, after the rows (so a row's own
+        error comes first).
         """
-        indexes = _every_index(rows)
-        if indexes is None:
-            row_class, found = self._classify_carefully(rows)
-            runs: list[Run] = []
-            start = 0
-            for cls, group in groupby(row_class):
-                length = len(list(group))
-                runs.append((cls, start, length))
-                start += length
-            return runs, _checked_indexes(found, absent=True)
-        dicts = cast(Sequence[dict[str, Any]], rows)  # checked by _every_index
-        return self._classify_indexed(dicts, indexes), _checked_indexes(indexes, absent=False)
-
-    def _classify_indexed(self, rows: Sequence[dict[str, Any]], indexes: list[Any]) -> list[Run]:
-        """The hot path, for rows that are all dicts with an index: each row is compared with
-        the two most recent classes (one C-level ``==`` each, the row's index set into the
-        class's probe first); only a row that matches neither is looked up
-        (:meth:`_lookup`), and only a new class is checked. Runs are recorded where a row
-        leaves the current class, so the loop body for a row of the current class is two
-        statements."""
+        indexes: list[Any] = [_ABSENT] * len(rows)
         runs: list[Run] = []
         append = runs.append
         indexed = self._indexed
@@ -183,17 +168,18 @@ class _Classifier:
         a = b = -1
         probe_a = probe_b = never
         run = 0  # where the run of class ``a`` started
-        for pos, row, index in zip(count(), rows, indexes):
-            probe_a["index"] = index
-            if row == probe_a:
-                continue
-            probe_b["index"] = index
-            if row == probe_b:
-                found = b
-            else:
-                found = lookup(row, pos=pos, index=index)
-                if found == a:
+        for pos, row in enumerate(rows):
+            if type(row) is dict and "index" in row:
+                index = indexes[pos] = row["index"]
+                probe_a["index"] = index
+                if row == probe_a:
                     continue
+                probe_b["index"] = index
+                found = b if row == probe_b else lookup(row, pos=pos, index=index)
+            else:
+                found = self._careful(row, pos=pos, candidates=(a, b), indexes=indexes)
+            if found == a:
+                continue
             if pos > run:
                 append((a, run, pos - run))
             run = pos
@@ -201,51 +187,9 @@ class _Classifier:
                 a, b, probe_a, probe_b = b, a, probe_b, probe_a
             else:
                 a, b, probe_a, probe_b = found, a, indexed[found], probe_a
-        if len(indexes) > run:
-            append((a, run, len(indexes) - run))
-        return runs
-
-    def _classify_carefully(self, rows: Sequence[Mapping[str, Any]]) -> tuple[list[int], list[Any]]:
-        """Each row's class and (unchecked) index, for rows that aren't all dicts with an
-        index: a row of any type, or without an index, takes :meth:`_careful`."""
-        count_ = len(rows)
-        row_class = [0] * count_
-        indexes: list[Any] = [_ABSENT] * count_
-        indexed = self._indexed
-        a = b = -1
-        probe_a: dict[str, Any] | None = None
-        probe_b: dict[str, Any] | None = None
-        run = 0  # where the current run of class ``a`` started
-        for pos in range(count_):
-            row = rows[pos]
-            if type(row) is dict and "index" in row:
-                index = indexes[pos] = row["index"]
-                if probe_a is not None:
-                    probe_a["index"] = index
-                    if row == probe_a:
-                        continue
-                if probe_b is not None:
-                    probe_b["index"] = index
-                    if row == probe_b:
-                        row_class[run:pos] = [a] * (pos - run)
-                        run = pos
-                        a, b, probe_a, probe_b = b, a, probe_b, probe_a
-                        continue
-                found = self._lookup(row, pos=pos, index=index)
-            else:
-                found = self._careful(row, pos=pos, candidates=(a, b), indexes=indexes)
-                if found == a:
-                    continue
-            if a >= 0:
-                row_class[run:pos] = [a] * (pos - run)
-            run = pos
-            if found == b:
-                a, b, probe_a, probe_b = b, a, probe_b, probe_a
-            else:
-                a, b, probe_a, probe_b = found, a, indexed[found], probe_a
-        if count_:
-            row_class[run:count_] = [a] * (count_ - run)
-        return row_class, indexes
+        if len(rows) > run:
+            append((a, run, len(rows) - run))
+        return runs, _checked_indexes(indexes)
 
     def _careful(
         self,
@@ -276,7 +220,10 @@ class _Classifier:
     def _lookup(self, row: dict[str, Any], *, pos: int, index: Any) -> int:
         """The class of a row that matched neither of the last two classes."""
         bucket_key = _bucket_key(row)
-        bucket = self._buckets.get(bucket_key) if bucket_key is not None else None
+        try:
+            bucket = self._buckets.get(bucket_key)
+        except TypeError:  # an unhashable value: no bucket (flatten refuses the row below)
+            bucket_key = bucket = None
         if bucket:
             probe_of = self._bodies if index is _MISSING else self._indexed
             for candidate in reversed(bucket[-_BUCKET_PROBES:]):
@@ -319,26 +266,15 @@ class _Classifier:
         return total
 
 
-def _every_index(rows: Sequence[Mapping[str, Any]]) -> list[Any] | None:
-    """Each row's index when every row is a dict with an index (C-level passes), else
-    ``None``."""
-    if not rows or set(map(type, rows)) != {dict}:
-        return None if rows else []
-    try:
-        return list(map(itemgetter("index"), rows))
-    except KeyError:
-        return None
-
-
-def _checked_indexes(indexes: list[Any], *, absent: bool) -> list[Token]:
-    """Check all stored indexes at once (C-level scans; a loop only to name a bad one).
-    ``absent``: some rows may have no index (:data:`_ABSENT` in their slot)."""
+def _checked_indexes(indexes: list[Any]) -> list[Token]:
+    """Check all stored indexes at once (C-level scans; a loop only to name a bad one). A row
+    without an index has :data:`_ABSENT` in its slot, which becomes ``None``."""
     present = indexes
-    if absent and _ABSENT in indexes:
+    kinds = set(map(type, indexes))
+    if _Absent in kinds:
+        kinds.discard(_Absent)
         present = [index for index in indexes if index is not _ABSENT]
-    if set(map(type, present)) <= {int} and (
-        not present or (min(present) >= 0 and max(present) <= INT64_MAX)
-    ):
+    if kinds <= {int} and (not present or (min(present) >= 0 and max(present) <= INT64_MAX)):
         if present is indexes:
             return indexes
         return [None if index is _ABSENT else index for index in indexes]
@@ -354,20 +290,16 @@ def _checked_indexes(indexes: list[Any], *, absent: bool) -> list[Token]:
 def _bucket_key(row: dict[str, Any]) -> Any:
     """What a row's class is looked up by before its body is checked: a few top-level values
     and the operation's id (unique per operation, so a rollout's rows don't share buckets)."""
-    operation = row.get("operation")
-    key = (
-        row.get("phase"),
-        row.get("incarnation"),
-        row.get("readySince"),
-        row.get("runningRevision"),
-        row.get("targetRevision"),
+    get = row.get
+    operation = get("operation")
+    return (
+        get("phase"),
+        get("incarnation"),
+        get("readySince"),
+        get("runningRevision"),
+        get("targetRevision"),
         operation.get("id") if type(operation) is dict else None,
     )
-    try:
-        hash(key)
-    except TypeError:
-        return None
-    return key
 
 
 def _split_overrides(runs: list[Run]) -> tuple[list[list[int]], dict[int, list[int]]]:
@@ -380,7 +312,11 @@ def _split_overrides(runs: list[Run]) -> tuple[list[list[int]], dict[int, list[i
     while k < len(runs):
         cls, _, length = runs[k]
         if base and cls != base[-1][0] and length <= layout.OVERRIDE_GAP:
-            end = _gap_end(runs, k=k, around=base[-1][0])
+            around = base[-1][0]
+            # A one-run gap (a replaced Instance) is the common case: no search.
+            end = k + 1 if k + 1 < len(runs) and runs[k + 1][0] == around else -1
+            if end < 0:
+                end = _gap_end(runs, k=k, around=around)
             if end >= 0:
                 for gap_cls, gap_start, gap_length in runs[k:end]:
                     overrides.setdefault(gap_cls, []).extend(

@@ -20,8 +20,9 @@ limit, and ``type`` for a value that isn't a string. :func:`format_sequence` and
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
-from itertools import groupby
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from itertools import groupby, repeat
 from operator import sub
 from typing import Final
 
@@ -66,6 +67,21 @@ def _all_plain(text: str, items: list[str]) -> bool:
         and max(map(len, items)) <= MAX_DIGITS
         and _LEADING_ZERO.search(text) is None
     )
+
+
+def _plain_items(text: str, items: list[str]) -> bool:
+    """Every item is a canonical non-negative integer; :func:`_all_plain` for short texts."""
+    return (
+        text.replace(",", "").isdigit()
+        and text.isascii()
+        and "" not in items
+        and max(map(len, items)) <= MAX_DIGITS
+        and _LEADING_ZERO.search(text) is None
+    )
+
+
+_consume: Final[Callable[[Iterable[object]], None]] = deque[object](maxlen=0).extend
+"""Run an iterator to its end, in C (the ``itertools`` recipe)."""
 
 
 def parse_sequence(text: object, *, what: str, length: int | None, limit: int = 0) -> list[Token]:
@@ -136,8 +152,20 @@ def mark_ranges(text: object, *, what: str, marks: bytearray) -> list[tuple[int,
     size = len(marks)
     if not text:
         raise DecodeError("range_syntax", f"{what} is empty")
+    items = text.split(",")
+    if _plain_items(text, items):
+        # Single positions only (the common case: replaced Instances), checked with C-level
+        # scans; anything wrong is named by the loop below.
+        positions = list(map(int, items))
+        if (
+            max(positions) < size
+            and len(set(positions)) == len(positions)
+            and not any(map(marks.__getitem__, positions))
+        ):
+            _consume(map(marks.__setitem__, positions, repeat(1)))
+            return list(zip(positions, positions, strict=True))
     ranges: list[tuple[int, int]] = []
-    for number, item in enumerate(text.split(",")):
+    for number, item in enumerate(items):
         if _plain(item):
             start = end = int(item)
         else:
@@ -240,6 +268,8 @@ def _flush(singles: list[int | None], emit: Callable[[str], object]) -> None:
 
 def format_ranges(positions: Sequence[int]) -> str:
     """A range set for ascending, distinct ``positions``."""
+    if 1 not in map(sub, positions[1:], positions[:-1]):
+        return ",".join(map(str, positions))  # no two neighbours: single positions only
     parts: list[str] = []
     n = len(positions)
     i = 0
