@@ -259,7 +259,10 @@ def _walk(
         elif kind == COUNT:
             _walk_list(item, path=path, nested=nested, where=where, out=out)
             continue
-        else:
+        elif kind == BOOL:
+            if type(item) is not bool:
+                check_scalar(Scalar(kind), item, where=f"{where}{path}")
+        elif type(item) is not int or item < INT64_MIN or item > INT64_MAX:
             check_scalar(Scalar(kind), item, where=f"{where}{path}")
         add_path(path)
         add_value(item)
