@@ -9,8 +9,11 @@ of splitting the batch's run.
 Why it is fast: the encoder compares each row with the two most recent classes, one C-level
 ``==`` per row (two where classes alternate), and checks and flattens a row only when it
 starts a class, looking it up first among classes with the same phase, incarnation,
-readySince, revisions and operation id. So its cost per row is a dict comparison, and its
-checking cost is per class.
+readySince, revisions and operation id. It does so in one pass over the rows that also
+collects the indexes and the runs of each class (each row is read once, while it is in the
+cache). So its cost per row is a dict comparison, and its checking cost is per class. The
+comparison reads every value of every row, which makes it the floor: about half of an encode of
+a 20,000-row fleet.
 
 Invariant: ``decode_columnar(encode_columnar(rows)) == rows`` for every list of valid rows
 (rows that :func:`omed.statuscodec.rowschema.flatten` accepts, plus an optional ``index``), and
