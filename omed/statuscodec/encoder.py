@@ -222,7 +222,18 @@ class _Classifier:
 
     def _lookup(self, row: dict[str, Any], *, pos: int, index: Any) -> int:
         """The class of a row that matched neither of the last two classes."""
-        bucket_key = _bucket_key(row)
+        # The bucket: a few top-level values and the operation's id (unique per operation, so
+        # a rollout's rows don't share buckets).
+        get = row.get
+        operation = get("operation")
+        bucket_key: Any = (
+            get("phase"),
+            get("incarnation"),
+            get("readySince"),
+            get("runningRevision"),
+            get("targetRevision"),
+            operation.get("id") if type(operation) is dict else None,
+        )
         try:
             bucket = self._buckets.get(bucket_key)
         except TypeError:  # an unhashable value: no bucket (flatten refuses the row below)
@@ -288,21 +299,6 @@ def _checked_indexes(indexes: list[Any]) -> list[Token]:
                 reason="value",
             )
     raise AssertionError("unreachable: a bad index was found above")
-
-
-def _bucket_key(row: dict[str, Any]) -> Any:
-    """What a row's class is looked up by before its body is checked: a few top-level values
-    and the operation's id (unique per operation, so a rollout's rows don't share buckets)."""
-    get = row.get
-    operation = get("operation")
-    return (
-        get("phase"),
-        get("incarnation"),
-        get("readySince"),
-        get("runningRevision"),
-        get("targetRevision"),
-        operation.get("id") if type(operation) is dict else None,
-    )
 
 
 def _split_overrides(runs: list[Run]) -> tuple[list[list[int]], dict[int, list[int]]]:
