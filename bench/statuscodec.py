@@ -13,6 +13,13 @@ Also measured: ``decode_status`` of the stored status (the controller's call, wh
 index check), the opt-out ``share_nested=False`` (fresh nested values per row), and encoding
 the decoded rows again (the controller checks a decoded list that way).
 
+The garbage collector is set up as in the manager process, which freezes what startup made
+(``gc.collect(); gc.freeze()`` in :func:`omed.manager.process.run`) before it runs:
+``--gc manager``, the default. The decoder's promotion of new rows past the young generations
+is skipped in such a process (it would thaw the frozen objects), so the default figures are
+the manager's. ``--gc plain`` measures a process that froze nothing, where the promotion runs
+(the CLI, tests).
+
 The fleets are what a controller writes:
 
 * ``steady``: every Instance Ready on one revision; 95% in incarnation 1, the rest replaced
@@ -26,7 +33,8 @@ The fleets are what a controller writes:
 * ``worst_case``: every row differs: its own incarnation, times, revision, counts, failure
   and operation.
 
-Run: ``.venv/bin/python bench/statuscodec.py [--rows N] [--runs K] [--fleet NAME ...]``.
+Run: ``.venv/bin/python bench/statuscodec.py [--rows N] [--runs K] [--fleet NAME ...]
+[--gc manager|plain]``.
 """
 
 from __future__ import annotations
@@ -260,13 +268,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=7)
     fleets = {"steady": steady, "mid_rollout": mid_rollout, "worst_case": worst_case}
     parser.add_argument("--fleet", action="append", choices=sorted(fleets), dest="only")
+    parser.add_argument("--gc", choices=["manager", "plain"], default="manager")
     args = parser.parse_args(argv)
+    if args.gc == "manager":
+        gc.collect()
+        gc.freeze()
     if args.only:
         fleets = {name: make for name, make in fleets.items() if name in args.only}
     report: dict[str, Any] = {
         "rows": args.rows,
         "runs": args.runs,
         "python": sys.version.split()[0],
+        "gc": args.gc,
         "calibration_loop_ms": calibration_ms(),
         "load_average_before": _load_average(),
         "fleets": {name: measure(make(args.rows), runs=args.runs) for name, make in fleets.items()},
