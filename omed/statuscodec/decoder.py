@@ -13,7 +13,9 @@ A row is then a copy of its class's template with its ``index`` set, made by C-l
 over all rows (``map`` of ``dict.copy``, ``operator.setitem``); its nested values are the
 template's, shared by the rows of the class (read-only by contract; ``share_nested=False``
 copies them per row). The rows are acyclic, so they are moved past the young generations of
-the garbage collector rather than walked by it (:func:`_young_rows_promoted`).
+the garbage collector rather than walked by it, in a process that froze nothing of its own
+(:func:`_young_rows_promoted`; the manager freezes its startup objects, so there they are
+walked once).
 
 Invariant: :func:`decode_columnar` returns rows that satisfy the row schema, or raises
 :class:`DecodeError`; it raises nothing else for any input.
@@ -135,8 +137,12 @@ def _young_rows_promoted() -> Iterator[None]:
     young collection are promoted too (a garbage cycle among them waits for the next full
     collection instead of the next young one). The promotion is skipped when the process has
     frozen objects of its own (``gc.get_freeze_count()`` not 0: ``unfreeze`` would thaw them);
-    then the rows are left to the young generations. The collector's enabled state is restored,
-    so a caller that runs with it off keeps it off.
+    then the rows are left to the young generations, and the young collection that their
+    allocation is due walks them once. The manager freezes what its startup made
+    (:func:`omed.manager.process.run`), so that is the manager's case: about a quarter of its
+    decode of a 20,000-row fleet. Freezing the rows instead (``gc.freeze()`` alone) would
+    make permanent whatever else is alive at that moment, cyclic garbage included. The
+    collector's enabled state is restored, so a caller that runs with it off keeps it off.
     """
     was_enabled = gc.isenabled()
     gc.disable()
