@@ -24,6 +24,7 @@ Invariant: :func:`decode_columnar` returns rows that satisfy the row schema, or 
 from __future__ import annotations
 
 import gc
+import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -144,16 +145,28 @@ def _young_rows_promoted() -> Iterator[None]:
     make permanent whatever else is alive at that moment, cyclic garbage included. The
     collector's enabled state is restored, so a caller that runs with it off keeps it off.
     """
-    was_enabled = gc.isenabled()
-    gc.disable()
+    global _paused_depth, _paused_was_enabled  # noqa: PLW0603 - the one process-wide pause
+    with _paused_lock:  # decodes in several threads: the first pauses, the last restores
+        if _paused_depth == 0:
+            _paused_was_enabled = gc.isenabled()
+            gc.disable()
+        _paused_depth += 1
     try:
         yield
     finally:
-        if gc.get_freeze_count() == 0:
-            gc.freeze()
-            gc.unfreeze()
-        if was_enabled:
-            gc.enable()
+        with _paused_lock:
+            _paused_depth -= 1
+            if _paused_depth == 0:
+                if gc.get_freeze_count() == 0:
+                    gc.freeze()
+                    gc.unfreeze()
+                if _paused_was_enabled:
+                    gc.enable()
+
+
+_paused_lock: Final = threading.Lock()
+_paused_depth = 0
+_paused_was_enabled = False
 
 
 def _count(columns: dict[Any, Any], key: str) -> int:

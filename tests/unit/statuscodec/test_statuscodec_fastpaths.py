@@ -8,6 +8,7 @@ decoder does to the garbage collector's state.
 from __future__ import annotations
 
 import gc
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -127,6 +128,27 @@ def test_decoding_leaves_the_collector_as_it_found_it() -> None:
     decode_columnar(COLUMNS, max_rows=3000)
     assert gc.isenabled()
     assert gc.get_freeze_count() == 0  # nothing is left frozen
+
+
+@pytest.mark.usefixtures("collector")
+def test_decodes_in_several_threads_leave_the_collector_enabled() -> None:
+    gc.enable()
+    barrier = threading.Barrier(6)
+    decoded: list[int] = []
+
+    def work() -> None:
+        barrier.wait()
+        for _ in range(10):
+            decoded.append(len(decode_columnar(COLUMNS, max_rows=3000)))
+
+    threads = [threading.Thread(target=work) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert decoded == [3000] * 60
+    assert gc.isenabled()
+    assert gc.get_freeze_count() == 0
 
 
 @pytest.mark.usefixtures("collector")
