@@ -15,10 +15,8 @@ the decoded rows again (the controller checks a decoded list that way).
 
 The garbage collector is set up as in the manager process, which freezes what startup made
 (``gc.collect(); gc.freeze()`` in :func:`omed.manager.process.run`) before it runs:
-``--gc manager``, the default. The decoder's promotion of new rows past the young generations
-is skipped in such a process (it would thaw the frozen objects), so the default figures are
-the manager's. ``--gc plain`` measures a process that froze nothing, where the promotion runs
-(the CLI, tests).
+``--gc manager``, the default. ``--gc plain`` measures a process that froze nothing (the CLI,
+tests). The codec itself never touches the collector.
 
 The fleets are what a controller writes:
 

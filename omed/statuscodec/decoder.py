@@ -12,10 +12,10 @@ per-row sequence is a C-level scan (``min``/``max``, a ``~`` search in the text)
 A row is then a copy of its class's template with its ``index`` set, made by C-level passes
 over all rows (``map`` of ``dict.copy``, ``operator.setitem``); its nested values are the
 template's, shared by the rows of the class (read-only by contract; ``share_nested=False``
-copies them per row). The rows are acyclic, so they are moved past the young generations of
-the garbage collector rather than walked by it, in a process that froze nothing of its own
-(:func:`_young_rows_promoted`; the manager freezes its startup objects, so there they are
-walked once).
+copies them per row). The garbage collector is left alone: a pure function has no business
+with process-wide state (an earlier version paused it and promoted the new rows, and the
+check it needed, ``gc.get_freeze_count()``, walks every frozen object: 15 ms per decode in the
+manager).
 
 Invariant: :func:`decode_columnar` returns rows that satisfy the row schema, or raises
 :class:`DecodeError`; it raises nothing else for any input.
@@ -23,11 +23,8 @@ Invariant: :func:`decode_columnar` returns rows that satisfy the row schema, or 
 
 from __future__ import annotations
 
-import gc
-import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
 from functools import partial
 from itertools import repeat
 from operator import itemgetter, setitem
@@ -111,62 +108,11 @@ def decode_columnar(columns: Any, *, max_rows: int | None, share_nested: bool = 
     index_text = columns.get(layout.KEY_INDEX, "")
     indexes = _indexes(index_text, row_count=row_count)
     templates = build_templates(column_texts, class_count=class_count, space=space)
-    with _young_rows_promoted():
-        if "~" in index_text:
-            return _rows_some_without_index(
-                templates, row_class=row_class, indexes=indexes, share_nested=share_nested
-            )
-        return _rows(templates, row_class=row_class, indexes=indexes, share_nested=share_nested)
-
-
-@contextmanager
-def _young_rows_promoted() -> Iterator[None]:
-    """Build the rows with the cyclic garbage collector paused, then move them (and whatever
-    else is young) to the oldest generation, without a collection walking them.
-
-    Why: 20,000 rows are 20,000 container objects that the collector tracks (a row holds its
-    conditions list). Left to the young generations, they are walked by the collections that
-    their own allocation starts: with the collector paused, one collection of everything
-    allocated, as soon as it is enabled again, which took longer than building the rows; with it
-    running, a collection every 700 allocations and, in a process with few long-lived objects,
-    full collections too. Either way the walks find nothing: rows are acyclic JSON, freed by
-    reference counting when the caller drops them. ``gc.freeze()`` followed by ``gc.unfreeze()``
-    moves every tracked object to the oldest generation and resets the young generation's
-    count; rows then cost the collector nothing unless a full collection runs while they live.
-
-    Side effects, process-wide and harmless: objects that other code allocated since the last
-    young collection are promoted too (a garbage cycle among them waits for the next full
-    collection instead of the next young one). The promotion is skipped when the process has
-    frozen objects of its own (``gc.get_freeze_count()`` not 0: ``unfreeze`` would thaw them);
-    then the rows are left to the young generations, and the young collection that their
-    allocation is due walks them once. The manager freezes what its startup made
-    (:func:`omed.manager.process.run`), so that is the manager's case: about a quarter of its
-    decode of a 20,000-row fleet. Freezing the rows instead (``gc.freeze()`` alone) would
-    make permanent whatever else is alive at that moment, cyclic garbage included. The
-    collector's enabled state is restored, so a caller that runs with it off keeps it off.
-    """
-    global _paused_depth, _paused_was_enabled  # noqa: PLW0603 - the one process-wide pause
-    with _paused_lock:  # decodes in several threads: the first pauses, the last restores
-        if _paused_depth == 0:
-            _paused_was_enabled = gc.isenabled()
-            gc.disable()
-        _paused_depth += 1
-    try:
-        yield
-    finally:
-        with _paused_lock:
-            _paused_depth -= 1
-            if _paused_depth == 0:
-                if gc.get_freeze_count() == 0:
-                    gc.freeze()
-                    gc.unfreeze()
-                if _paused_was_enabled:
-                    gc.enable()
-
-
-_paused_lock: Final = threading.Lock()
-_paused_depth = 0
-_paused_was_enabled = False
+    if "~" in index_text:
+        return _rows_some_without_index(
+            templates, row_class=row_class, indexes=indexes, share_nested=share_nested
+        )
+    return _rows(templates, row_class=row_class, indexes=indexes, share_nested=share_nested)
 
 
 def _count(columns: dict[Any, Any], key: str) -> int:

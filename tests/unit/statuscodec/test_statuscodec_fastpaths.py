@@ -152,20 +152,6 @@ def test_decodes_in_several_threads_leave_the_collector_enabled() -> None:
 
 
 @pytest.mark.usefixtures("collector")
-def test_the_new_rows_skip_the_young_generations() -> None:
-    gc.enable()
-    gc.collect()
-    rows = decode_columnar(COLUMNS, max_rows=3000)
-    # 3,000 new tracked rows, yet none is young: they went to the oldest generation without
-    # a collection walking them, and no young collection is due.
-    assert gc.is_tracked(rows[-1])
-    young = {id(obj) for generation in (0, 1) for obj in gc.get_objects(generation)}
-    assert not any(id(row) in young for row in rows)
-    assert id(rows[-1]) in {id(obj) for obj in gc.get_objects(2)}
-    assert gc.get_count()[0] < 700
-
-
-@pytest.mark.usefixtures("collector")
 def test_objects_frozen_by_the_process_stay_frozen() -> None:
     gc.collect()
     keep = [[i] for i in range(100)]
