@@ -371,7 +371,8 @@ def apiserver_metrics(plane: ControlPlane) -> Metrics:
 
 
 def server_writes(after: Metrics, before: Metrics) -> dict[str, int]:
-    """Writes the API server served, by ``VERB resource[/subresource]`` (every client)."""
+    """Writes the API server served, by ``VERB resource[/subresource]`` (every client); those
+    it refused get their code appended, ``PUT inferenceservices/status (409)``."""
 
     def by_target(metrics: Metrics) -> dict[str, float]:
         out: dict[str, float] = defaultdict(float)
@@ -381,7 +382,9 @@ def server_writes(after: Metrics, before: Metrics) -> dict[str, int]:
                 target = sample.labels.get("resource", "")
                 if sample.labels.get("subresource"):
                     target += "/" + sample.labels["subresource"]
-                out[f"{verb} {target}"] += sample.value
+                code = sample.labels.get("code", "")
+                suffix = "" if code.startswith("2") else f" ({code})"
+                out[f"{verb} {target}{suffix}"] += sample.value
         return out
 
     return delta(by_target(after), by_target(before))
