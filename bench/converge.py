@@ -23,9 +23,9 @@ workers per controller). Then:
    third client with its own limiter).
 3. **The bound.** The fewest writes the controllers must make for one InferenceService of
    E single-pod Instances (:func:`min_writes`): its finalizer and one status write (Ready),
-   the InferenceReplica's create, finalizer and two status writes (the Create operations
-   recorded before the first pod, the Ready rows at the end), and per Instance one pod
-   create and one readiness-gate patch: ``6 + 2E``. The limiter lets ``burst`` requests
+   the InferenceReplica's create (with its finalizer on) and two status writes (the Create
+   operations recorded before the first pod, the Ready rows at the end), and per Instance
+   one pod create and one readiness-gate patch: ``5 + 2E``. The limiter lets ``burst`` requests
    through at once and then ``qps`` a second, so no manager with these flags converges faster
    than ``(minimum writes - burst) / qps``. The goal: within 1.3x of it.
 4. **Idle.** Every write the manager makes during ``--idle`` seconds once it has stopped
@@ -124,7 +124,7 @@ RUNTIME = {
 def min_writes(engines: int) -> int:
     """The fewest controller writes for one InferenceService of ``engines`` Instances."""
     service = 1 + 1  # finalizer, status (Ready)
-    replica = 1 + 1 + 2  # create, finalizer, status (operations recorded; Ready rows)
+    replica = 1 + 2  # create (finalizer included), status (operations recorded; Ready rows)
     pods = 2 * engines  # create, readiness gate
     return service + replica + pods
 

@@ -10,8 +10,8 @@ with the manager's limiter (100 QPS, burst 200), with no worker limit (every Inf
 advances at once) and no reads but one pod watch:
 
 1. the InferenceService's finalizer;
-2. the InferenceReplica create (the object omed's InferenceService controller projects), its
-   finalizer, and its status with each Instance's Create operation;
+2. the InferenceReplica create (the object omed's InferenceService controller projects, its
+   finalizer on) and its status with each Instance's Create operation;
 3. per Instance one pod create (the pod omed's InferenceReplica controller renders), and the
    ``ome.io/serving`` gate patch once the simulated kubelet reports the pod's containers ready;
 4. once every pod is Ready, the InferenceReplica's status (Ready rows) and the
@@ -59,7 +59,7 @@ from converge import (
     apiserver_metrics as read_apiserver_metrics,
 )
 
-from omed.api.constants import FINALIZER_INFERENCE_REPLICA, READINESS_GATE_SERVING
+from omed.api.constants import READINESS_GATE_SERVING
 from omed.clock import rfc3339
 from omed.controllers.inferencereplica.observe import replica_target
 from omed.controllers.inferencereplica.podtemplate import render_pod
@@ -81,7 +81,6 @@ from omed.kube.resources import (
 )
 
 ROOT = Path(__file__).resolve().parent.parent
-IREP_FINALIZER = FINALIZER_INFERENCE_REPLICA
 
 
 def _now() -> str:
@@ -125,11 +124,8 @@ async def ideal_service(client: KubeClient, isvc: Obj, engines: int, pods: PodWa
     )
     projection = project(isvc, RUNTIME, default_mode="OMENative")
     wanted = projection.replicas["engine"]
-    irep = await client.create(INFERENCE_REPLICAS, wanted, NAMESPACE)
+    irep = await client.create(INFERENCE_REPLICAS, wanted, NAMESPACE)  # its finalizer on
     irep_name = irep["metadata"]["name"]
-    irep = await client.patch(
-        INFERENCE_REPLICAS, irep_name, {"metadata": {"finalizers": [IREP_FINALIZER]}}, NAMESPACE
-    )
     target = replica_target(irep)
     started = _now()
     rows = [

@@ -130,6 +130,7 @@ async def test_service_converges_then_deletes_cleanly(
         assert engine["metadata"]["labels"]["ome.io/inferenceservice"] == "chat"
         assert engine["metadata"]["annotations"]["ome.io/controller-write"] == "true"
         assert engine["metadata"]["ownerReferences"][0]["uid"] == isvc["metadata"]["uid"]
+        assert engine["metadata"]["finalizers"] == ["ome.io/inferencereplica-cleanup"]
         rows = engine["status"]["instanceStatuses"]
         assert [r["index"] for r in rows] == [0, 1, 2, 3]
         assert all(r["phase"] == "Ready" and r["podCount"] == 1 for r in rows)

@@ -169,6 +169,19 @@ def test_unchanged_projection_needs_no_update_and_a_change_does() -> None:
     )
 
 
+def test_replicas_are_created_with_the_replica_controllers_finalizer() -> None:
+    wanted = project(isvc(engine={"minReplicas": 1}), RUNTIME, default_mode=None).replicas["engine"]
+    assert wanted["metadata"]["finalizers"] == ["ome.io/inferencereplica-cleanup"]
+    # The finalizer is the InferenceReplica controller's to remove: an update leaves it be.
+    stored = copy.deepcopy(wanted)
+    stored["metadata"]["finalizers"] = []
+    assert not needs_update(stored, wanted)
+    changed = project(isvc(engine={"minReplicas": 2}), RUNTIME, default_mode=None).replicas[
+        "engine"
+    ]
+    assert updated_object(stored, changed)["metadata"]["finalizers"] == []
+
+
 def _irep(ready: int, wanted: int, *, observed: int | None, generation: int = 2) -> dict[str, Any]:
     status: dict[str, Any] = {"readyReplicas": ready, "replicas": wanted}
     if observed is not None:
