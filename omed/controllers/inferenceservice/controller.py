@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
 
 from omed.api.constants import (
+    CONDITION_READY,
     DEPLOYMENT_MODE_OME_NATIVE,
     KIND_CLUSTER_SERVING_RUNTIME,
     KIND_INFERENCE_SERVICE,
@@ -90,6 +91,13 @@ def _parent_of(irep: Mapping[str, Any]) -> str | None:
     return f"{meta.get('namespace')}/{label}" if label else None
 
 
+def _ready(status: Mapping[str, Any]) -> bool:
+    return any(
+        c.get("type") == CONDITION_READY and c.get("status") == "True"
+        for c in status.get("conditions") or ()
+    )
+
+
 def _owned_by(irep: Mapping[str, Any], uid: str) -> bool:
     owners = (irep.get("metadata") or {}).get("ownerReferences") or []
     return any(o.get("controller") and o.get("uid") == uid for o in owners)
@@ -117,7 +125,8 @@ class InferenceServiceReconciler:
         self._default_mode = default_mode
         self._clock = clock
         self._status_written: dict[str, float] = {}
-        """monotonic time of each InferenceService's last status write (for the pacing)"""
+        """monotonic time of each InferenceService's last status write, or of its first sight
+        while its first status waits (for the pacing)"""
 
     def _runtime(self, isvc: Mapping[str, Any]) -> Mapping[str, Any] | None:
         ref = (isvc.get("spec") or {}).get("runtime") or {}
@@ -277,10 +286,18 @@ class InferenceServiceReconciler:
         meta = isvc.get("metadata") or {}
         key = f"{meta.get('namespace')}/{meta.get('name')}"
         now = self._clock.monotonic()
+        old = isvc.get("status")
+        busy = self._busy()
+        urgent = status_urgent(old, status)
+        if not old and busy and not _ready(status):
+            # Under load, a first status that only says "not ready yet" waits like a count
+            # change, paced from the moment this manager first saw the InferenceService;
+            # Ready, when it comes first, is written at once.
+            urgent = False
+            self._status_written.setdefault(key, now)
         last = self._status_written.get(key)
-        if last is not None and not status_urgent(isvc.get("status"), status):
-            pace = STATUS_PACE_BUSY if self._busy() else STATUS_PACE
-            wait = last + pace - now
+        if last is not None and not urgent:
+            wait = last + (STATUS_PACE_BUSY if busy else STATUS_PACE) - now
             if wait > 0:
                 return wait
         body = {
