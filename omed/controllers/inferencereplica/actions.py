@@ -41,6 +41,12 @@ class WriteStatus:
     status: InferenceReplicaStatus
     """The new status without rows; the executor encodes ``rows`` into it."""
     rows: tuple[InstanceStatus, ...]
+    paceable: bool = False
+    """Only observation moved (pod counts, steps of the same operations, messages): nothing
+    is recorded ahead of a side effect, no count a parent reads for readiness changed, no
+    condition flipped, and the only events due are InstanceCreated (read off the stored rows,
+    so the pass that writes reports them). The controller may hold such a write back a
+    moment (:data:`~.controller.STATUS_PACE`) and let a later pass carry it."""
 
 
 @dataclass(frozen=True, slots=True)

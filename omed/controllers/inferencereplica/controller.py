@@ -95,6 +95,10 @@ RETRY_SOON: Final = 1.0
 REFUSED_RETRY: Final = 5.0
 """Seconds between pod creates refused by quota or an unreachable webhook (no watch event
 tells when the quota or the webhook comes back)."""
+STATUS_PACE: Final = 5.0
+"""Seconds a status write that only moves observation (pods appearing, a step of the same
+operation, a message) may wait after this manager's last status write of the replica, so
+that the write that carries news (Ready rows, a new operation) takes it along."""
 MIN_EXPECTATION_WAIT: Final = 0.05
 
 
@@ -154,6 +158,8 @@ class InferenceReplicaReconciler:
         """key -> resourceVersion whose stored form was found to be the one a write keeps."""
         self._refused: dict[str, dict[int, CreateRefusal]] = {}
         """key -> Instance index -> the last refused create of its pods (a waiting token)."""
+        self._status_written: dict[str, float] = {}
+        """key -> monotonic time of this manager's last status write (for the pacing)."""
 
     async def reconcile(self, key: str) -> Result:
         irep = self._replicas.get(key)
@@ -189,6 +195,7 @@ class InferenceReplicaReconciler:
             target=target, observed=observed, settings=self._settings, now=self._clock.now()
         )
         decided = self._converting(key, irep, observed, decided)
+        decided = self._paced(key, decided)
         if decided.wave_log is not None:
             log.info(
                 names.MSG_SCALE_DOWN_WAVE,
@@ -199,6 +206,8 @@ class InferenceReplicaReconciler:
                 ),
             )
         outcome = await self._executor.execute(key=key, irep=irep, target=target, plan=decided)
+        if outcome.status_sent is not None:
+            self._status_written[key] = self._clock.monotonic()
         self._expectations.expect_replica_past(key, outcome.superseded)
         fresh_refusal = self._remember_refusals(key, decided, outcome)
         if outcome.stopped == "too_large":
@@ -213,6 +222,23 @@ class InferenceReplicaReconciler:
             if result.requeue_after is None or result.requeue_after > wait:
                 result = Result(requeue_after=wait)
         return result
+
+    def _paced(self, key: str, decided: Plan) -> Plan:
+        """``decided`` without its status write when the write only moves observation and
+        this manager wrote the status less than :data:`STATUS_PACE` ago; a requeue for the
+        rest of the pace carries it (or an earlier pass with news writes it sooner)."""
+        writes = decided.of_type(WriteStatus)
+        if not writes or not all(write.paceable for write in writes):
+            return decided
+        last = self._status_written.get(key)
+        if last is None:
+            return decided
+        wait = last + STATUS_PACE - self._clock.monotonic()
+        if wait <= 0:
+            return decided
+        kept = tuple(a for a in decided.actions if not isinstance(a, WriteStatus))
+        requeue = wait if decided.requeue_after is None else min(wait, decided.requeue_after)
+        return dataclasses.replace(decided, actions=kept, requeue_after=requeue)
 
     def _remember_refusals(self, key: str, decided: Plan, outcome: Outcome) -> bool:
         """Keep the refused creates for the next pass's planner; True when one is new (its
@@ -341,6 +367,7 @@ class InferenceReplicaReconciler:
             self._size_warned.pop(key, None)
             self._form_current.pop(key, None)
             self._refused.pop(key, None)
+            self._status_written.pop(key, None)
             statusmetrics.stored(key, None)
             return Result()
         if not self._expectations.satisfied(key):

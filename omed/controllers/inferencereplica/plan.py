@@ -31,8 +31,10 @@ Invariants (checked by the property tests):
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Final
 
+from omed.api.inferencereplica import InferenceReplicaStatus, InstanceStatus, Operation
 from omed.controllers.inferencereplica import names, operations, steps, updates, waiting
 from omed.controllers.inferencereplica.actions import (
     Action,
@@ -148,7 +150,17 @@ def plan(
     if not target.deleting and not target.has_finalizer:
         actions.append(AddFinalizer())
     if status_body(status, rows) != status_body(observed.status, list(observed.rows.values())):
-        actions.append(WriteStatus(status=status, rows=rows))
+        side_effects = bool(
+            work.gates or work.creates or work.patches or work.deletes or work.release
+        )
+        paceable = (
+            not side_effects
+            # InstanceCreated is read off the stored rows, so a later write still reports it
+            and all(event.reason == names.EVENT_INSTANCE_CREATED for event in work.events)
+            and target.has_finalizer
+            and only_observation_moved(observed.status, status, observed.rows, rows)
+        )
+        actions.append(WriteStatus(status=status, rows=rows, paceable=paceable))
         actions.extend(work.events)
     if work.release is not None:
         actions.append(work.release)
@@ -438,3 +450,47 @@ def _may_remove_finalizer(
     if observed.stray_pods:
         return False
     return not any(inst.keep or inst.facts.pods for inst in instances)
+
+
+_READINESS_FIELDS: Final = (
+    "observed_generation",
+    "ready_replicas",
+    "available_replicas",
+    "serving_replicas",
+    "current_revision",
+    "update_revision",
+    "retry_blocks",
+)
+
+
+def only_observation_moved(
+    before: InferenceReplicaStatus,
+    after: InferenceReplicaStatus,
+    rows_before: Mapping[int, InstanceStatus],
+    rows_after: Sequence[InstanceStatus],
+) -> bool:
+    """Whether a status change only moves what observation shows: the same Instances with the
+    same operations (their steps may move), the same readiness counts and revisions, the same
+    conditions (type, status, reason; messages may move). Such a write may wait a moment."""
+    if any(getattr(before, f) != getattr(after, f) for f in _READINESS_FIELDS):
+        return False
+
+    def flags(status: InferenceReplicaStatus) -> set[tuple[str, str, str | None]]:
+        return {(c.type, c.status, c.reason) for c in status.conditions or ()}
+
+    if flags(before) != flags(after):
+        return False
+    if set(rows_before) != {row.index for row in rows_after}:
+        return False
+    for row in rows_after:
+        old_op, new_op = rows_before[row.index].operation, row.operation
+        if _op_identity(old_op) != _op_identity(new_op):
+            return False
+        if rows_before[row.index].phase != row.phase and row.phase in ("Ready", "Failed"):
+            return False
+    return True
+
+
+def _op_identity(op: Operation | None) -> tuple[str | None, str | None, str | None] | None:
+    """An operation's id, type and waiting token: what a paced write must not move."""
+    return None if op is None else (op.id, op.type, op.waiting)

@@ -1,0 +1,77 @@
+"""Status writes that only move observation wait a moment; news is written at once."""
+
+from __future__ import annotations
+
+from irep_world import World, target
+from test_irep_execute import FakeKube
+from test_irep_reconciler import KEY, reconciler
+
+from omed.api.inferencereplica import InferenceReplicaStatus
+from omed.controllers.inferencereplica import names
+from omed.controllers.inferencereplica.actions import (
+    Plan,
+    RecordEvent,
+    SetServingGate,
+    WriteStatus,
+)
+from omed.controllers.inferencereplica.controller import STATUS_PACE
+
+
+def _passes() -> list[Plan]:
+    world = World(target(4))
+    decided = []
+    for i in range(4):
+        decided.append(world.plan())
+        world.apply(decided[-1])
+        if i >= 1:
+            world.tick()
+    return decided
+
+
+def test_only_the_pass_that_sees_the_pods_appear_may_wait() -> None:
+    record, appeared, gates, ready = _passes()
+    # The Create operations go down before the pods are created: never paced.
+    assert [w.paceable for w in record.of_type(WriteStatus)] == [False]
+    # The pods exist now: counts and steps of the same operations move, and InstanceCreated
+    # is due; nothing is recorded ahead of a side effect.
+    assert [w.paceable for w in appeared.of_type(WriteStatus)] == [True]
+    assert {e.reason for e in appeared.of_type(RecordEvent)} == {names.EVENT_INSTANCE_CREATED}
+    # Gates are side effects; Ready rows end the operations and move the ready count.
+    assert gates.of_type(SetServingGate)
+    assert [w.paceable for w in gates.of_type(WriteStatus)] == [False]
+    assert [w.paceable for w in ready.of_type(WriteStatus)] == [False]
+
+
+def test_a_write_held_back_loses_no_event() -> None:
+    world = World(target(2))
+    world.apply(world.plan())  # Create operations and pods
+    appeared = world.plan()
+    assert all(w.paceable for w in appeared.of_type(WriteStatus))
+    world.tick()  # the write is held back: the stored rows stay as they were
+    later = world.plan()
+    reasons = [e.reason for e in later.of_type(RecordEvent)]
+    assert reasons.count(names.EVENT_INSTANCE_CREATED) == 2
+    assert [w.paceable for w in later.of_type(WriteStatus)] == [False]  # gates go with it
+
+
+def _plan(*, paceable: bool, requeue_after: float | None = None) -> Plan:
+    write = WriteStatus(status=InferenceReplicaStatus(), rows=(), paceable=paceable)
+    return Plan(
+        actions=(write,), rows=(), status=InferenceReplicaStatus(), requeue_after=requeue_after
+    )
+
+
+def test_the_reconciler_holds_a_paceable_write_back_for_the_rest_of_the_pace() -> None:
+    run, _, _ = reconciler(FakeKube())
+    paceable = _plan(paceable=True)
+    assert run._paced(KEY, paceable) is paceable  # no write by this manager yet
+    run._status_written[KEY] = run._clock.monotonic() - 1.0
+    held = run._paced(KEY, paceable)
+    assert held.of_type(WriteStatus) == []
+    assert held.requeue_after == STATUS_PACE - 1.0
+    sooner = run._paced(KEY, _plan(paceable=True, requeue_after=0.5))
+    assert sooner.requeue_after == 0.5
+    news = _plan(paceable=False)
+    assert run._paced(KEY, news) is news
+    run._status_written[KEY] = run._clock.monotonic() - STATUS_PACE
+    assert run._paced(KEY, paceable) is paceable
