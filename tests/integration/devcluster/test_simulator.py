@@ -660,7 +660,8 @@ async def test_hundreds_of_pods(simulators: SimFactory, pods: Pods) -> None:
         listed = await pods.kube.list_all(PODS, pods.namespace)
         return sum(is_ready(p) for p in listed) == count
 
-    await eventually(all_ready, timeout=60)
+    # About 10 s on a quiet machine; the margin is for a CI machine under load.
+    await eventually(all_ready, timeout=180)
     elapsed = time.monotonic() - started
     print(f"\n[simulator] {count} pods Ready in {elapsed:.1f}s, stats {sim.stats}")
     assert sim.stats.bindings == count
