@@ -43,10 +43,11 @@ class WriteStatus:
     rows: tuple[InstanceStatus, ...]
     paceable: bool = False
     """Only observation moved (pod counts, steps of the same operations, messages): nothing
-    is recorded ahead of a side effect, no count a parent reads for readiness changed, no
-    condition flipped, and the only events due are InstanceCreated (read off the stored rows,
-    so the pass that writes reports them). The controller may hold such a write back a
-    moment (:data:`~.controller.STATUS_PACE`) and let a later pass carry it."""
+    is recorded ahead of a pod creation, deletion or image patch (gates need no record), no
+    count a parent reads for readiness changed, no condition flipped, and the only events due
+    are InstanceCreated (read off the stored rows, so the pass that writes reports them). The
+    controller may hold such a write back a moment (:data:`~.controller.STATUS_PACE`) and let
+    a later pass carry it."""
 
 
 @dataclass(frozen=True, slots=True)

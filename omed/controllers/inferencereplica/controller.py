@@ -38,7 +38,7 @@ from omed.api.constants import KIND_INFERENCE_REPLICA
 from omed.api.inferencereplica import InferenceReplicaStatus
 from omed.clock import Clock, RealClock
 from omed.controllers.inferencereplica import names, statusmetrics
-from omed.controllers.inferencereplica.actions import CreatePods, Plan, WriteStatus
+from omed.controllers.inferencereplica.actions import CreatePods, Plan, RecordEvent, WriteStatus
 from omed.controllers.inferencereplica.encoding import (
     STATUS_SIZE_LIMIT,
     StatusEncodingSettings,
@@ -224,9 +224,10 @@ class InferenceReplicaReconciler:
         return result
 
     def _paced(self, key: str, decided: Plan) -> Plan:
-        """``decided`` without its status write when the write only moves observation and
-        this manager wrote the status less than :data:`STATUS_PACE` ago; a requeue for the
-        rest of the pace carries it (or an earlier pass with news writes it sooner)."""
+        """``decided`` without its status write (nor that write's events) when it only moves
+        observation and this manager wrote the status less than :data:`STATUS_PACE` ago; a
+        requeue for the rest of the pace carries it (or an earlier pass with news writes it
+        sooner)."""
         writes = decided.of_type(WriteStatus)
         if not writes or not all(write.paceable for write in writes):
             return decided
@@ -236,7 +237,9 @@ class InferenceReplicaReconciler:
         wait = last + STATUS_PACE - self._clock.monotonic()
         if wait <= 0:
             return decided
-        kept = tuple(a for a in decided.actions if not isinstance(a, WriteStatus))
+        # Its events (InstanceCreated only, by the planner's rule) go with it: the pass that
+        # writes reads them off the stored rows again.
+        kept = tuple(a for a in decided.actions if not isinstance(a, WriteStatus | RecordEvent))
         requeue = wait if decided.requeue_after is None else min(wait, decided.requeue_after)
         return dataclasses.replace(decided, actions=kept, requeue_after=requeue)
 

@@ -150,11 +150,11 @@ def plan(
     if not target.deleting and not target.has_finalizer:
         actions.append(AddFinalizer())
     if status_body(status, rows) != status_body(observed.status, list(observed.rows.values())):
-        side_effects = bool(
-            work.gates or work.creates or work.patches or work.deletes or work.release
-        )
+        # Gates need no record ahead of them (each pass sets them from the pods alone);
+        # creations, deletions, image patches and a release do.
+        recorded_ahead = bool(work.creates or work.patches or work.deletes or work.release)
         paceable = (
-            not side_effects
+            not recorded_ahead
             # InstanceCreated is read off the stored rows, so a later write still reports it
             and all(event.reason == names.EVENT_INSTANCE_CREATED for event in work.events)
             and target.has_finalizer

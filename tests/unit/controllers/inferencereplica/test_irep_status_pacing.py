@@ -10,6 +10,7 @@ from omed.api.inferencereplica import InferenceReplicaStatus
 from omed.controllers.inferencereplica import names
 from omed.controllers.inferencereplica.actions import (
     Plan,
+    PodRef,
     RecordEvent,
     SetServingGate,
     WriteStatus,
@@ -28,7 +29,7 @@ def _passes() -> list[Plan]:
     return decided
 
 
-def test_only_the_pass_that_sees_the_pods_appear_may_wait() -> None:
+def test_only_passes_that_record_nothing_ahead_of_a_pod_write_may_wait() -> None:
     record, appeared, gates, ready = _passes()
     # The Create operations go down before the pods are created: never paced.
     assert [w.paceable for w in record.of_type(WriteStatus)] == [False]
@@ -36,9 +37,10 @@ def test_only_the_pass_that_sees_the_pods_appear_may_wait() -> None:
     # is due; nothing is recorded ahead of a side effect.
     assert [w.paceable for w in appeared.of_type(WriteStatus)] == [True]
     assert {e.reason for e in appeared.of_type(RecordEvent)} == {names.EVENT_INSTANCE_CREATED}
-    # Gates are side effects; Ready rows end the operations and move the ready count.
+    # Gates need no record ahead of them: the pass that sets them (its rows only say the pods
+    # were admitted) may wait too. Ready rows end the operations and move the ready count.
     assert gates.of_type(SetServingGate)
-    assert [w.paceable for w in gates.of_type(WriteStatus)] == [False]
+    assert [w.paceable for w in gates.of_type(WriteStatus)] == [True]
     assert [w.paceable for w in ready.of_type(WriteStatus)] == [False]
 
 
@@ -51,13 +53,18 @@ def test_a_write_held_back_loses_no_event() -> None:
     later = world.plan()
     reasons = [e.reason for e in later.of_type(RecordEvent)]
     assert reasons.count(names.EVENT_INSTANCE_CREATED) == 2
-    assert [w.paceable for w in later.of_type(WriteStatus)] == [False]  # gates go with it
 
 
 def _plan(*, paceable: bool, requeue_after: float | None = None) -> Plan:
     write = WriteStatus(status=InferenceReplicaStatus(), rows=(), paceable=paceable)
+    created = RecordEvent(type="Normal", reason=names.EVENT_INSTANCE_CREATED, message="m")
+    pod = PodRef(name="chat-engine-0-default-0", uid="u1")
+    gate = SetServingGate(index=0, pod=pod, serving=True, reason="Ready")
     return Plan(
-        actions=(write,), rows=(), status=InferenceReplicaStatus(), requeue_after=requeue_after
+        actions=(write, created, gate),
+        rows=(),
+        status=InferenceReplicaStatus(),
+        requeue_after=requeue_after,
     )
 
 
@@ -68,6 +75,8 @@ def test_the_reconciler_holds_a_paceable_write_back_for_the_rest_of_the_pace() -
     run._status_written[KEY] = run._clock.monotonic() - 1.0
     held = run._paced(KEY, paceable)
     assert held.of_type(WriteStatus) == []
+    assert held.of_type(RecordEvent) == []  # reported by the pass that writes, not twice
+    assert len(held.of_type(SetServingGate)) == 1
     assert held.requeue_after == STATUS_PACE - 1.0
     sooner = run._paced(KEY, _plan(paceable=True, requeue_after=0.5))
     assert sooner.requeue_after == 0.5
@@ -75,3 +84,21 @@ def test_the_reconciler_holds_a_paceable_write_back_for_the_rest_of_the_pace() -
     assert run._paced(KEY, news) is news
     run._status_written[KEY] = run._clock.monotonic() - STATUS_PACE
     assert run._paced(KEY, paceable) is paceable
+
+
+def test_held_back_writes_still_end_in_the_ready_rows() -> None:
+    world = World(target(3))
+    for _ in range(8):
+        decided = world.plan()
+        writes = decided.of_type(WriteStatus)
+        if writes and writes[0].paceable:  # the controller holds every such write back
+            decided = Plan(
+                actions=tuple(a for a in decided.actions if not isinstance(a, WriteStatus)),
+                rows=decided.rows,
+                status=decided.status,
+            )
+        world.apply(decided)
+        world.tick()
+    assert [row.phase for row in world.rows.values()] == ["Ready"] * 3
+    assert world.status.ready_replicas == 3
+    assert all(row.operation is None for row in world.rows.values())
