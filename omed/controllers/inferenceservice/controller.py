@@ -159,8 +159,8 @@ class InferenceServiceReconciler:
         try:
             projection = project(isvc, runtime, default_mode=default_mode)
         except ProjectionError as err:
-            await self._write_status(isvc, components=(), failure=(err.reason, str(err)))
-            return Result()
+            wait = await self._write_status(isvc, components=(), failure=(err.reason, str(err)))
+            return Result(requeue_after=wait) if wait else Result()
         namespace = str(meta.get("namespace"))
         uid = str(meta.get("uid"))
         readiness: list[ComponentReadiness] = []
@@ -177,7 +177,7 @@ class InferenceServiceReconciler:
                 except AlreadyExists:
                     pass  # the cache is behind; the next pass compares
             elif not _owned_by(current, uid):
-                await self._write_status(
+                wait = await self._write_status(
                     isvc,
                     components=(),
                     failure=(
@@ -186,7 +186,7 @@ class InferenceServiceReconciler:
                         "InferenceService",
                     ),
                 )
-                return Result()
+                return Result(requeue_after=wait) if wait else Result()
             elif needs_update(current, wanted):
                 try:
                     current = await self._client.replace(
@@ -289,10 +289,10 @@ class InferenceServiceReconciler:
         old = isvc.get("status")
         busy = self._busy()
         urgent = status_urgent(old, status)
-        if not old and busy and not _ready(status):
+        if not old and busy and failure is None and not _ready(status):
             # Under load, a first status that only says "not ready yet" waits like a count
             # change, paced from the moment this manager first saw the InferenceService;
-            # Ready, when it comes first, is written at once.
+            # Ready or a failure, when it comes first, is written at once.
             urgent = False
             self._status_written.setdefault(key, now)
         last = self._status_written.get(key)

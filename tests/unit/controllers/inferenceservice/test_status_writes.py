@@ -113,3 +113,17 @@ def test_under_load_the_first_status_is_written_once_its_pace_has_passed() -> No
     clock.advance(STATUS_PACE_BUSY)
     assert _write(reconciler, _isvc(), ready=0) is None
     assert len(client.bodies) == 1
+
+
+def test_under_load_a_first_failure_is_written_at_once() -> None:
+    client, clock = RecordingClient(), FakeClock()
+    reconciler = _reconciler(client, clock, [True])
+    wait = asyncio.run(
+        reconciler._write_status(
+            _isvc(), components=(), failure=("InferenceReplicaConflict", "exists")
+        )
+    )
+    assert wait is None
+    assert [c["reason"] for c in client.bodies[-1]["status"]["conditions"]] == [
+        "InferenceReplicaConflict"
+    ]
