@@ -60,7 +60,7 @@ import time
 import urllib.error
 import urllib.request
 from collections import defaultdict
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -719,51 +719,74 @@ async def run(args: argparse.Namespace, plane: ControlPlane, workdir: Path) -> d
             stop_process(simulator)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_fleet_arguments(parser: argparse.ArgumentParser) -> None:
+    """The fleet's flags, shared with ``converge_floor.py``."""
     parser.add_argument("--services", type=int, default=200)
     parser.add_argument("--engines", type=int, default=4, help="engine Instances per service")
     parser.add_argument("--nodes", type=int, default=25)
     parser.add_argument("--gpus-per-node", type=int, default=32)
-    parser.add_argument(
-        "--workers", type=int, default=WORKERS, help="workers per controller (diagnostics)"
-    )
-    parser.add_argument("--idle", type=float, default=60.0, help="seconds of idle measurement")
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds to converge")
-    parser.add_argument("--keep-logs", action="store_true", help="keep the manager's log")
-    args = parser.parse_args()
+
+
+def run_and_print(
+    *,
+    benchmark: str,
+    run_on: Callable[[ControlPlane, Path], Coroutine[Any, Any, dict[str, Any]]],
+    flags: dict[str, Any],
+    keep_logs: bool = False,
+) -> None:
+    """Run ``run_on`` against a fresh control plane and a work directory, both removed after
+    (the directory kept with ``keep_logs``), and print its results as JSON with the machine's
+    facts; shared with ``converge_floor.py``."""
     binaries = ensure_binaries()
     plane = ControlPlane(binaries)
     plane.start()
-    workdir = Path(tempfile.mkdtemp(prefix="omed-bench-converge-"))
+    workdir = Path(tempfile.mkdtemp(prefix=f"omed-bench-{benchmark.replace('_', '-')}-"))
     try:
         load_before = os.getloadavg()
-        results = asyncio.run(run(args, plane, workdir))
+        results = asyncio.run(run_on(plane, workdir))
         load_after = os.getloadavg()
     finally:
         plane.stop()
-        if args.keep_logs:
+        if keep_logs:
             print(f"logs kept in {workdir}", file=sys.stderr)
         else:
             shutil.rmtree(workdir, ignore_errors=True)
     print(
         json.dumps(
             {
-                "benchmark": "converge",
+                "benchmark": benchmark,
                 "kubernetes": binaries.kubernetes_version,
                 "cpus": os.cpu_count(),
                 "python": sys.version.split()[0],
                 "load_average_1m": {"before": load_before[0], "after": load_after[0]},
-                "flags": {
-                    "kube_api_qps": QPS,
-                    "kube_api_burst": BURST,
-                    "workers_per_controller": args.workers,
-                    "leader_elect": False,
-                },
+                "flags": flags,
                 **results,
             },
             indent=2,
         )
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_fleet_arguments(parser)
+    parser.add_argument(
+        "--workers", type=int, default=WORKERS, help="workers per controller (diagnostics)"
+    )
+    parser.add_argument("--idle", type=float, default=60.0, help="seconds of idle measurement")
+    parser.add_argument("--keep-logs", action="store_true", help="keep the manager's log")
+    args = parser.parse_args()
+    run_and_print(
+        benchmark="converge",
+        run_on=lambda plane, workdir: run(args, plane, workdir),
+        flags={
+            "kube_api_qps": QPS,
+            "kube_api_burst": BURST,
+            "workers_per_controller": args.workers,
+            "leader_elect": False,
+        },
+        keep_logs=args.keep_logs,
     )
 
 

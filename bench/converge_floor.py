@@ -29,11 +29,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime as dt
-import json
 import os
-import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -46,9 +43,11 @@ from converge import (
     NODE_PREFIX,
     QPS,
     RUNTIME,
+    add_fleet_arguments,
     min_writes,
     pid_of,
     process_cpu_seconds,
+    run_and_print,
     server_writes,
     service_body,
     start_simulator,
@@ -66,7 +65,6 @@ from omed.controllers.inferencereplica.podtemplate import render_pod
 from omed.controllers.inferenceservice.controller import FINALIZER
 from omed.controllers.inferenceservice.project import project
 from omed.controllers.inferenceservice.status import build_status, replica_readiness
-from omed.devcluster.binaries import ensure_binaries
 from omed.devcluster.controlplane import ControlPlane
 from omed.devcluster.setup import install_crds
 from omed.informers import Handlers, InformerFactory
@@ -317,38 +315,14 @@ async def run(args: argparse.Namespace, plane: ControlPlane, workdir: Path) -> d
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--services", type=int, default=200)
-    parser.add_argument("--engines", type=int, default=4, help="engine Instances per service")
-    parser.add_argument("--nodes", type=int, default=25)
-    parser.add_argument("--gpus-per-node", type=int, default=32)
-    parser.add_argument("--timeout", type=float, default=1800.0, help="seconds to converge")
+    add_fleet_arguments(parser)
     args = parser.parse_args()
     if args.services * args.engines > args.nodes * args.gpus_per_node:
         raise SystemExit("the one-GPU pods don't fit the simulated GPUs")
-    binaries = ensure_binaries()
-    plane = ControlPlane(binaries)
-    plane.start()
-    workdir = Path(tempfile.mkdtemp(prefix="omed-bench-floor-"))
-    try:
-        load_before = os.getloadavg()
-        results = asyncio.run(run(args, plane, workdir))
-        load_after = os.getloadavg()
-    finally:
-        plane.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
-    print(
-        json.dumps(
-            {
-                "benchmark": "converge_floor",
-                "kubernetes": binaries.kubernetes_version,
-                "cpus": os.cpu_count(),
-                "python": sys.version.split()[0],
-                "load_average_1m": {"before": load_before[0], "after": load_after[0]},
-                "flags": {"kube_api_qps": QPS, "kube_api_burst": BURST},
-                **results,
-            },
-            indent=2,
-        )
+    run_and_print(
+        benchmark="converge_floor",
+        run_on=lambda plane, workdir: run(args, plane, workdir),
+        flags={"kube_api_qps": QPS, "kube_api_burst": BURST},
     )
 
 
