@@ -148,6 +148,54 @@ def ready(obj: dict[str, Any]) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
+class StatusTrace:
+    """What each status write carried, from the watch: an InferenceService's by its Ready
+    condition, an InferenceReplica's by its rows' phases and operations (``2 Ready, 2
+    Creating/Create``). Every version a watch delivers whose ``status`` changed is one write
+    (the manager writes ``status`` only through the status subresource)."""
+
+    def __init__(self) -> None:
+        self.isvc: dict[str, int] = defaultdict(int)
+        self.irep: dict[str, int] = defaultdict(int)
+        self.irep_writes_per_object: dict[str, int] = defaultdict(int)
+
+    @staticmethod
+    def _rows(status: Mapping[str, Any]) -> str:
+        kinds: dict[str, int] = defaultdict(int)
+        for row in status.get("instanceStatuses") or ():
+            operation = row.get("operation") or {}
+            kind = row.get("phase", "-")
+            if operation:
+                kind += f"/{operation.get('type')}:{operation.get('step')}"
+            kinds[kind] += 1
+        return ", ".join(f"{n} {k}" for k, n in sorted(kinds.items())) or "no rows"
+
+    def isvc_update(self, old: Obj, new: Obj) -> None:
+        if old.get("status") != new.get("status"):
+            first = "first " if not old.get("status") else ""
+            self.isvc[f"{first}Ready={ready(new)}"] += 1
+
+    def irep_update(self, old: Obj, new: Obj) -> None:
+        status = new.get("status") or {}
+        if old.get("status") != status:
+            self.irep[self._rows(status)] += 1
+            self.irep_writes_per_object[new["metadata"]["name"]] += 1
+
+    def report(self) -> dict[str, Any]:
+        per_object: dict[int, int] = defaultdict(int)
+        for count in self.irep_writes_per_object.values():
+            per_object[count] += 1
+        return {
+            "inferenceservice_status_writes": dict(self.isvc),
+            "inferencereplica_status_writes": dict(
+                sorted(self.irep.items(), key=lambda item: -item[1])
+            ),
+            "inferencereplicas_by_status_writes": {
+                str(count): n for count, n in sorted(per_object.items())
+            },
+        }
+
+
 # -- the manager process -----------------------------------------------------------------------
 
 _SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$")
@@ -454,15 +502,24 @@ async def converge(
         if name not in ready_at and ready(isvc):
             ready_at[name] = time.monotonic()
 
+    trace = StatusTrace()
+
+    def updated(old: Obj, new: Obj) -> None:
+        seen(new)
+        trace.isvc_update(old, new)
+
     informers = InformerFactory(client)
     informers.informer(INFERENCE_SERVICES, namespace=NAMESPACE).add_event_handler(
-        Handlers(on_add=seen, on_update=lambda _old, new: seen(new))
+        Handlers(on_add=seen, on_update=updated)
+    )
+    informers.informer(INFERENCE_REPLICAS, namespace=NAMESPACE).add_event_handler(
+        Handlers(on_update=trace.irep_update)
     )
     informers.start()
     try:
         if not await informers.wait_for_cache_sync(timeout=60):
             raise RuntimeError("the bench's InferenceService informer didn't sync")
-        return await _converge(
+        result = await _converge(
             client,
             manager,
             plane,
@@ -472,6 +529,8 @@ async def converge(
             ready_at=ready_at,
             pids=pids,
         )
+        result["status_writes_seen"] = trace.report()
+        return result
     finally:
         await informers.stop()
 

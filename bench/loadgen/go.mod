@@ -1,0 +1,3 @@
+module omed.bench/loadgen
+
+go 1.26
