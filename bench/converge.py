@@ -71,6 +71,7 @@ from omed.devcluster.setup import install_crds
 from omed.events import DEFAULT_COMPONENT
 from omed.informers import Handlers, InformerFactory
 from omed.informers.transform import Obj
+from omed.statuscodec import decode_status
 from omed.kube.client import KubeClient, load_config
 from omed.kube.resources import (
     CONFIGMAPS,
@@ -162,7 +163,7 @@ class StatusTrace:
     @staticmethod
     def _rows(status: Mapping[str, Any]) -> str:
         kinds: dict[str, int] = defaultdict(int)
-        for row in status.get("instanceStatuses") or ():
+        for row in decode_status(status, max_rows=1_000_000):
             operation = row.get("operation") or {}
             kind = row.get("phase", "-")
             if operation:

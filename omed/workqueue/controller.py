@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from bisect import bisect_left
 from dataclasses import dataclass
 from typing import Final, Protocol
@@ -99,8 +100,8 @@ class Controller:
     and returns when they have all stopped; ``shutdown()`` stops them.
     """
 
-    __slots__ = ("_metrics", "_name", "_now", "_queue", "_reconciler", "_started", "_tasks",
-                 "_workers")  # fmt: skip
+    __slots__ = ("_contended_at", "_metrics", "_name", "_now", "_queue", "_reconciler",
+                 "_started", "_tasks", "_workers")  # fmt: skip
 
     def __init__(
         self,
@@ -122,6 +123,7 @@ class Controller:
         self._metrics = ControllerMetrics.for_controller(name)
         self._tasks: list[asyncio.Task[None]] = []
         self._started = False
+        self._contended_at = -math.inf
 
     @property
     def name(self) -> str:
@@ -134,6 +136,15 @@ class Controller:
     @property
     def workers(self) -> int:
         return self._workers
+
+    def busy(self, window: float) -> bool:
+        """Whether keys competed for the workers within the last ``window`` seconds: a worker
+        took a key while other keys waited in the queue or another worker was reconciling.
+
+        A lone object's passes never compete (one key is never reconciled twice at once), so
+        this says "other objects are being worked on now": a fleet converging, a resync. The
+        controllers let informational status writes wait longer then (their pacing)."""
+        return self._now() - self._contended_at < window
 
     async def run(self) -> None:
         """Run the workers until :meth:`shutdown` (or cancellation, which stops them now)."""
@@ -198,8 +209,10 @@ class Controller:
             key = await queue.get()
             if key is None:
                 return
-            metrics.active_workers += 1
             started = now()
+            if metrics.active_workers or len(queue):
+                self._contended_at = started
+            metrics.active_workers += 1
             try:
                 result = await reconcile(key)
             except asyncio.CancelledError as exc:

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final, Protocol
 
 from omed.api.constants import KIND_INFERENCE_REPLICA
@@ -61,6 +61,7 @@ from omed.controllers.inferencereplica.status import (
     encode_rows_into_status,
     in_list_form,
 )
+from omed.controllers.pacing import BUSY_WINDOW, STATUS_PACE, STATUS_PACE_BUSY
 from omed.events import WARNING, EventSink
 from omed.informers import (
     NAMESPACE,
@@ -95,10 +96,6 @@ RETRY_SOON: Final = 1.0
 REFUSED_RETRY: Final = 5.0
 """Seconds between pod creates refused by quota or an unreachable webhook (no watch event
 tells when the quota or the webhook comes back)."""
-STATUS_PACE: Final = 5.0
-"""Seconds a status write that only moves observation (pods appearing, a step of the same
-operation, a message) may wait after this manager's last status write of the replica, so
-that the write that carries news (Ready rows, a new operation) takes it along."""
 MIN_EXPECTATION_WAIT: Final = 0.05
 
 
@@ -134,8 +131,10 @@ class InferenceReplicaReconciler:
         clock: Clock,
         status_encoding: StatusEncodingSettings | None = None,
         status_size_limit: int = STATUS_SIZE_LIMIT,
+        busy: Callable[[], bool] = lambda: False,
     ) -> None:
         self._client = client
+        self._busy = busy
         self._replicas = replicas
         self._pods = pods
         self._events = events
@@ -225,16 +224,18 @@ class InferenceReplicaReconciler:
 
     def _paced(self, key: str, decided: Plan) -> Plan:
         """``decided`` without its status write (nor that write's events) when it only moves
-        observation and this manager wrote the status less than :data:`STATUS_PACE` ago; a
-        requeue for the rest of the pace carries it (or an earlier pass with news writes it
-        sooner)."""
+        observation and this manager wrote the status less than :data:`STATUS_PACE` ago
+        (:data:`STATUS_PACE_BUSY` while the controller is busy, see
+        :mod:`omed.controllers.pacing`); a requeue for the rest of the pace carries it (or an
+        earlier pass with news writes it sooner)."""
         writes = decided.of_type(WriteStatus)
         if not writes or not all(write.paceable for write in writes):
             return decided
         last = self._status_written.get(key)
         if last is None:
             return decided
-        wait = last + STATUS_PACE - self._clock.monotonic()
+        pace = STATUS_PACE_BUSY if self._busy() else STATUS_PACE
+        wait = last + pace - self._clock.monotonic()
         if wait <= 0:
             return decided
         # Its events (InstanceCreated only, by the planner's rule) go with it: the pass that
@@ -439,6 +440,7 @@ class InferenceReplicaController:
             clock=self._clock,
             status_encoding=status_encoding,
             status_size_limit=status_size_limit,
+            busy=lambda: self.controller.busy(BUSY_WINDOW),
         )
         self.controller = Controller(
             name=names.CONTROLLER_NAME,

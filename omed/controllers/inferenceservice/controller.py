@@ -43,6 +43,7 @@ from omed.controllers.inferenceservice.status import (
     status_changed,
     status_urgent,
 )
+from omed.controllers.pacing import BUSY_WINDOW, STATUS_PACE, STATUS_PACE_BUSY
 from omed.informers import NAMESPACE, Handlers, InformerFactory, SharedInformer, object_key
 from omed.informers.transform import Obj
 from omed.kube.client import JSON_PATCH, KubeClient
@@ -62,18 +63,6 @@ CONTROLLER_NAME: Final = "inferenceservice"
 FINALIZER: Final = "ome.io/inferenceservice-cleanup"
 DELETION_POLL: Final = 1.0
 """Seconds between looks at replicas being drained during a deletion (events drive it too)."""
-
-STATUS_PACE: Final = 5.0
-"""Seconds between two status writes of one InferenceService that only move its counts.
-
-A condition that flips, a new observedGeneration, a Ready reason or a revision is written at
-once (:func:`~.status.status_urgent`); the ``components`` counts and the component
-conditions' messages follow at most this often. Each replica status write changes a count,
-and mirroring every one doubled the writes of a converging fleet."""
-STATUS_PACE_BUSY: Final = 30.0
-"""The pace while other InferenceServices wait in the queue: the counts yield to the writes
-that move services forward (4 workers at ~0.1 s a write make ~40 writes/s for the whole
-fleet), and catch up once the queue is empty."""
 
 DefaultMode = Callable[[], Awaitable[str | None]]
 
@@ -344,7 +333,7 @@ class InferenceServiceController:
             cluster_runtimes=self.cluster_runtimes,
             default_mode=default_mode,
             clock=self._clock,
-            busy=lambda: len(self.controller.queue) > 0,
+            busy=lambda: self.controller.busy(BUSY_WINDOW),
         )
         self.controller = Controller(
             name=CONTROLLER_NAME, reconciler=self.reconciler, workers=workers, clock=self._clock

@@ -376,3 +376,28 @@ async def test_controller_metrics_have_controller_runtimes_names(unique_name: st
     queue_labels = {"name": unique_name, "controller": unique_name}
     assert sample("workqueue_adds_total", **queue_labels) == 2
     assert sample("workqueue_work_duration_seconds_count", **queue_labels) == 2
+
+
+async def test_busy_means_other_keys_competed_for_the_workers_lately(unique_name: str) -> None:
+    clock = FakeClock()
+    reconciler = ScriptedReconciler()
+    controller = Controller(name=unique_name, reconciler=reconciler, workers=2, clock=clock)
+    async with running(controller):
+        # One object's passes, one after another, never compete.
+        for attempt in range(1, 4):
+            controller.queue.add("ns/lone")
+            await until(lambda attempt=attempt: reconciler.attempts("ns/lone") == attempt)
+        await settle()
+        assert not controller.busy(5.0)
+        # Three keys for two workers: the later ones meet a busy worker or a queue.
+        reconciler.gate = asyncio.Event()
+        for key in ("ns/a", "ns/b", "ns/c"):
+            controller.queue.add(key)
+        await until(lambda: reconciler.in_flight == 2)
+        assert controller.busy(5.0)
+        reconciler.gate.set()
+        await until(lambda: len(reconciler.calls) == 6)
+        clock.advance(4.9)
+        assert controller.busy(5.0)
+        clock.advance(0.2)  # nothing competed for 5 s
+        assert not controller.busy(5.0)

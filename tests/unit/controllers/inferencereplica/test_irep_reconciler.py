@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import Any
 
 from test_irep_execute import Events, FakeKube
@@ -49,7 +50,7 @@ class Cache:
 
 
 def reconciler(
-    kube: FakeKube, irep: Obj | None = None
+    kube: FakeKube, irep: Obj | None = None, *, busy: Callable[[], bool] = lambda: False
 ) -> tuple[InferenceReplicaReconciler, Expectations, Events]:
     clock = FakeClock()
     expectations = Expectations(clock=clock)
@@ -63,6 +64,7 @@ def reconciler(
             settings=PlanSettings(),
             expectations=expectations,
             clock=clock,
+            busy=busy,
         ),
         expectations,
         events,

@@ -15,7 +15,7 @@ from omed.controllers.inferencereplica.actions import (
     SetServingGate,
     WriteStatus,
 )
-from omed.controllers.inferencereplica.controller import STATUS_PACE
+from omed.controllers.pacing import STATUS_PACE, STATUS_PACE_BUSY
 
 
 def _passes() -> list[Plan]:
@@ -102,3 +102,17 @@ def test_held_back_writes_still_end_in_the_ready_rows() -> None:
     assert [row.phase for row in world.rows.values()] == ["Ready"] * 3
     assert world.status.ready_replicas == 3
     assert all(row.operation is None for row in world.rows.values())
+
+
+def test_a_busy_controller_holds_a_paceable_write_for_the_busy_pace() -> None:
+    busy = [True]
+    run, _, _ = reconciler(FakeKube(), busy=lambda: busy[0])
+    paceable = _plan(paceable=True)
+    run._status_written[KEY] = run._clock.monotonic() - STATUS_PACE
+    held = run._paced(KEY, paceable)
+    assert held.of_type(WriteStatus) == []
+    assert held.requeue_after == STATUS_PACE_BUSY - STATUS_PACE
+    news = _plan(paceable=False)
+    assert run._paced(KEY, news) is news  # news never waits, busy or not
+    busy[0] = False  # the fleet is done: the write goes out on the next pass
+    assert run._paced(KEY, paceable) is paceable

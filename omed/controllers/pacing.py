@@ -1,0 +1,26 @@
+"""How long a status write that only informs may wait, in both controllers.
+
+A status write either carries news (a condition that flips, a new operation, Ready rows, a new
+observedGeneration) and goes out at once, or only moves what observation shows (counts, pods
+appearing, the step of the same operation, a first "not ready yet"): such a write may wait so
+that the next write with news carries it. It waits at most :data:`STATUS_PACE` after the
+object's last status write, or :data:`STATUS_PACE_BUSY` while the controller is busy.
+
+"Busy" is :meth:`omed.workqueue.Controller.busy` over :data:`BUSY_WINDOW`: other objects
+competed for the controller's workers within the last few seconds (a fleet converging, a
+resync). Then the API server's capacity is better spent on the writes that move objects
+forward (pod creates, readiness gates, Ready rows), and the informational writes catch up
+after. A lone object on a quiet cluster is never busy, so its status follows within 5 s.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+STATUS_PACE: Final = 5.0
+"""Seconds an informational status write may wait after the object's last status write."""
+STATUS_PACE_BUSY: Final = 30.0
+"""The same while the controller is busy."""
+BUSY_WINDOW: Final = 5.0
+"""Seconds that other objects' work counts as busy after it was seen: a queue that is empty
+for a moment in the middle of a fleet's convergence doesn't end the busy pace."""
