@@ -71,7 +71,6 @@ from omed.devcluster.setup import install_crds
 from omed.events import DEFAULT_COMPONENT
 from omed.informers import Handlers, InformerFactory
 from omed.informers.transform import Obj
-from omed.statuscodec import decode_status
 from omed.kube.client import KubeClient, load_config
 from omed.kube.resources import (
     CONFIGMAPS,
@@ -82,6 +81,7 @@ from omed.kube.resources import (
     NODES,
     SERVING_RUNTIMES,
 )
+from omed.statuscodec import decode_status
 
 ROOT = Path(__file__).resolve().parent.parent
 MANAGER_NAMESPACE = "ome"
@@ -267,7 +267,9 @@ def pid_of(plane: ControlPlane, child: str) -> int:
 class Manager:
     """``python -m omed`` with the bench's flags; its metrics and CPU time."""
 
-    def __init__(self, *, kubeconfig: str, log_path: Path, workers: int) -> None:
+    def __init__(
+        self, *, kubeconfig: str, log_path: Path, workers: int, profile: Path | None = None
+    ) -> None:
         self.metrics_port, self.health_port = free_port(), free_port()
         args = [
             f"--kubeconfig={kubeconfig}",
@@ -280,8 +282,10 @@ class Manager:
         ]
         self.log_path = log_path
         with log_path.open("wb") as log:
+            # --profile-manager: cProfile writes its file when the manager exits on SIGTERM.
+            profiler = ["-m", "cProfile", "-o", str(profile)] if profile is not None else []
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "omed", *args],
+                [sys.executable, *profiler, "-m", "omed", *args],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
@@ -742,7 +746,10 @@ async def run(args: argparse.Namespace, plane: ControlPlane, workdir: Path) -> d
 
             await until(nodes_up, timeout=120, what="the simulated nodes")
             manager = Manager(
-                kubeconfig=kubeconfig, log_path=workdir / "manager.log", workers=args.workers
+                kubeconfig=kubeconfig,
+                log_path=workdir / "manager.log",
+                workers=args.workers,
+                profile=args.profile_manager,
             )
             await until(manager.ready, timeout=180, what="the manager's /readyz")
             converged = await converge(
@@ -836,6 +843,12 @@ def main() -> None:
     )
     parser.add_argument("--idle", type=float, default=60.0, help="seconds of idle measurement")
     parser.add_argument("--keep-logs", action="store_true", help="keep the manager's log")
+    parser.add_argument(
+        "--profile-manager",
+        type=Path,
+        metavar="FILE",
+        help="run the manager under cProfile and write its profile to FILE (slows it down)",
+    )
     args = parser.parse_args()
     run_and_print(
         benchmark="converge",

@@ -44,7 +44,15 @@ from omed.controllers.inferenceservice.status import (
     status_urgent,
 )
 from omed.controllers.pacing import BUSY_WINDOW, STATUS_PACE, STATUS_PACE_BUSY
-from omed.informers import NAMESPACE, Handlers, InformerFactory, SharedInformer, object_key
+from omed.informers import (
+    NAMESPACE,
+    OWNER_UID,
+    Handlers,
+    InformerFactory,
+    SharedInformer,
+    object_key,
+    owner_uid_index,
+)
 from omed.informers.transform import Obj
 from omed.kube.client import JSON_PATCH, KubeClient
 from omed.kube.errors import AlreadyExists, Conflict, NotFound
@@ -84,6 +92,25 @@ def _ready(status: Mapping[str, Any]) -> bool:
     return any(
         c.get("type") == CONDITION_READY and c.get("status") == "True"
         for c in status.get("conditions") or ()
+    )
+
+
+REPLICA_REF: Final = "replica-ref"
+"""Index of InferenceServices by the replicas they front: ``namespace/<replicaRefs[].name>``."""
+
+
+def replica_ref_index(isvc: Obj) -> tuple[str, ...]:
+    spec = isvc.get("spec")
+    refs = spec.get("replicaRefs") if isinstance(spec, dict) else None
+    if not refs or not isinstance(refs, list):
+        return ()
+    namespace = isvc["metadata"].get("namespace")
+    return tuple(
+        dict.fromkeys(
+            f"{namespace}/{ref['name']}"
+            for ref in refs
+            if isinstance(ref, dict) and isinstance(ref.get("name"), str)
+        )
     )
 
 
@@ -184,7 +211,7 @@ class InferenceServiceReconciler:
                 except Conflict:
                     return Result(requeue=True)
             readiness.append(replica_readiness(component, current))
-        for irep in self._replicas.by_index(NAMESPACE, namespace):
+        for irep in self._replicas.by_index(OWNER_UID, uid):
             owned_component = (irep.get("spec") or {}).get("component")
             if _owned_by(irep, uid) and owned_component not in projection.replicas:
                 await self._delete_replica(irep)
@@ -203,7 +230,7 @@ class InferenceServiceReconciler:
             return Result()
         namespace = str(meta.get("namespace"))
         uid = str(meta.get("uid"))
-        owned = [i for i in self._replicas.by_index(NAMESPACE, namespace) if _owned_by(i, uid)]
+        owned = [i for i in self._replicas.by_index(OWNER_UID, uid) if _owned_by(i, uid)]
         for irep in owned:
             if not (irep.get("metadata") or {}).get("deletionTimestamp"):
                 await self._delete_replica(irep)
@@ -321,8 +348,14 @@ class InferenceServiceController:
         clock: Clock | None = None,
     ) -> None:
         self._clock: Clock = clock or RealClock()
-        self.services = factory.informer(INFERENCE_SERVICES, namespace=namespace)
-        self.replicas = factory.informer(INFERENCE_REPLICAS, namespace=namespace)
+        # Looked up by index, not by a scan of the namespace: every replica event and every
+        # pass would otherwise read all InferenceServices or replicas (quadratic in a fleet).
+        self.services = factory.informer(
+            INFERENCE_SERVICES, namespace=namespace, indexers={REPLICA_REF: replica_ref_index}
+        )
+        self.replicas = factory.informer(
+            INFERENCE_REPLICAS, namespace=namespace, indexers={OWNER_UID: owner_uid_index}
+        )
         self.runtimes = factory.informer(SERVING_RUNTIMES, namespace=namespace)
         self.cluster_runtimes = factory.informer(CLUSTER_SERVING_RUNTIMES)
         self.reconciler = InferenceServiceReconciler(
@@ -388,11 +421,9 @@ class InferenceServiceController:
             self.controller.queue.add(parent)
         # Standalone replicas may be fronted through spec.replicaRefs.
         meta = irep.get("metadata") or {}
-        namespace, name = meta.get("namespace"), meta.get("name")
-        for isvc in self.services.store.by_index(NAMESPACE, str(namespace)):
-            refs = (isvc.get("spec") or {}).get("replicaRefs") or []
-            if any(r.get("name") == name for r in refs if isinstance(r, dict)):
-                self.controller.queue.add(object_key(isvc))
+        ref = f"{meta.get('namespace')}/{meta.get('name')}"
+        for isvc in self.services.store.by_index(REPLICA_REF, ref):
+            self.controller.queue.add(object_key(isvc))
 
     def _runtime_event(self, runtime: Obj) -> None:
         meta = runtime.get("metadata") or {}

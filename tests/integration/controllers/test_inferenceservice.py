@@ -7,7 +7,9 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -74,10 +76,15 @@ async def eventually(check: Callable[[], Awaitable[bool]], *, timeout: float, wh
         await asyncio.sleep(0.1)
 
 
-async def test_service_converges_then_deletes_cleanly(
-    kube: KubeClient, namespace: str, crds_installed: None
-) -> None:
-    await kube.create(SERVING_RUNTIMES, RUNTIME, namespace)
+@dataclass
+class Running:
+    replicas: InferenceReplicaController
+    services: InferenceServiceController
+
+
+@asynccontextmanager
+async def controllers(kube: KubeClient, namespace: str) -> AsyncIterator[Running]:
+    """Both controllers and the node simulator, scoped to ``namespace``."""
     factory = InformerFactory(kube)
     recorder = EventRecorder(kube, burst=400, refill_interval=5)
     replicas = InferenceReplicaController(
@@ -104,6 +111,24 @@ async def test_service_converges_then_deletes_cleanly(
     assert await factory.wait_for_cache_sync(timeout=30)
     tasks = [asyncio.create_task(replicas.run()), asyncio.create_task(services.run())]
     try:
+        yield Running(replicas=replicas, services=services)
+    finally:
+        await services.shutdown(drain=False)
+        await replicas.shutdown(drain=False)
+        await asyncio.gather(*tasks, return_exceptions=True)
+        services.close()
+        replicas.close()
+        await factory.stop()
+        await recorder.stop()
+        await simulator.stop()
+
+
+async def test_service_converges_then_deletes_cleanly(
+    kube: KubeClient, namespace: str, crds_installed: None
+) -> None:
+    await kube.create(SERVING_RUNTIMES, RUNTIME, namespace)
+    async with controllers(kube, namespace) as running:
+        services = running.services
         await kube.create(INFERENCE_SERVICES, service("chat"), namespace)
         premature: list[str] = []
 
@@ -166,12 +191,60 @@ async def test_service_converges_then_deletes_cleanly(
             return not left and not pods
 
         await eventually(gone, timeout=90, what="service, replicas and pods gone")
-    finally:
-        await services.shutdown(drain=False)
-        await replicas.shutdown(drain=False)
-        await asyncio.gather(*tasks, return_exceptions=True)
-        services.close()
-        replicas.close()
-        await factory.stop()
-        await recorder.stop()
-        await simulator.stop()
+
+
+POOL_TEMPLATE = {
+    "metadata": {"labels": {"app": "pool"}},
+    "spec": {"containers": [{"name": "ome-container", "image": "ome/serving:1.0"}]},
+}
+
+
+async def test_a_service_fronting_a_standalone_replica_follows_its_readiness(
+    kube: KubeClient, namespace: str, crds_installed: None
+) -> None:
+    """spec.replicaRefs: the service writes nothing on the pool and turns Ready when the pool
+    does. Only the pool's own events can bring that pass (the service itself doesn't change),
+    through the controller's index of services by the replicas they front."""
+    fronting = {
+        "apiVersion": "ome.io/v1beta1",
+        "kind": "InferenceService",
+        "metadata": {"name": "front"},
+        "spec": {"deploymentMode": "OMENative", "replicaRefs": [{"name": "pool-a"}]},
+    }
+    pool = {
+        "apiVersion": "ome.io/v1beta1",
+        "kind": "InferenceReplica",
+        "metadata": {"name": "pool-a"},
+        "spec": {
+            "component": "engine",
+            "replicas": 2,
+            "runners": [{"name": "default", "template": POOL_TEMPLATE}],
+        },
+    }
+    async with controllers(kube, namespace):
+        await kube.create(INFERENCE_SERVICES, fronting, namespace)
+
+        async def reports_missing_pool() -> bool:
+            isvc = await kube.get(INFERENCE_SERVICES, "front", namespace)
+            ready = [
+                c
+                for c in (isvc.get("status") or {}).get("conditions") or []
+                if c.get("type") == "Ready"
+            ]
+            return bool(ready) and ready[0]["status"] == "False"
+
+        await eventually(reports_missing_pool, timeout=30, what="a not-ready status")
+        await kube.create(INFERENCE_REPLICAS, pool, namespace)
+
+        async def front_ready() -> bool:
+            return _ready(await kube.get(INFERENCE_SERVICES, "front", namespace))
+
+        await eventually(front_ready, timeout=90, what="the fronting service Ready")
+        isvc = await kube.get(INFERENCE_SERVICES, "front", namespace)
+        ready = next(c for c in isvc["status"]["conditions"] if c["type"] == "Ready")
+        assert ready["message"] == "all fronted InferenceReplicas ready"
+        stored = await kube.get(INFERENCE_REPLICAS, "pool-a", namespace)
+        assert "ownerReferences" not in stored["metadata"]
+        assert "parentRef" not in stored["spec"]
+        assert len(stored["status"]["instanceStatuses"]) == 2
+        assert all(r["phase"] == "Ready" for r in stored["status"]["instanceStatuses"])
