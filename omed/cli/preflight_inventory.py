@@ -32,6 +32,7 @@ from pydantic import model_validator as _model_validator
 
 from omed.config import OMENativeStatusConfig
 from omed.config.rules import EntryError, validate_entry
+from omed.statuscodec.errors import type_name
 
 __all__ = [
     "BLOCK_FIELDS",
@@ -301,21 +302,7 @@ def _path(loc: tuple[int | str, ...]) -> str:
 
 
 def _json_kind(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int):
-        return "an integer"
-    if isinstance(value, float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "a mapping"
-    return type(value).__name__
+    return type_name(value, mapping="a mapping")
 
 
 def _json_value(value: object) -> str:

@@ -98,8 +98,9 @@ def describe(value: object) -> str:
     return type(value).__name__
 
 
-def type_name(value: object) -> str:
-    """The JSON type of an input value, with its article: ``a string``, ``null``."""
+def type_name(value: object, *, mapping: str = "an object") -> str:
+    """The JSON type of an input value, with its article: ``a string``, ``null``. A dict is
+    ``mapping`` (YAML documents say ``a mapping``)."""
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -111,7 +112,7 @@ def type_name(value: object) -> str:
     if isinstance(value, str):
         return "a string"
     if isinstance(value, dict):
-        return "an object"
+        return mapping
     if isinstance(value, list | tuple):
         return "a list"
     return type(value).__name__

@@ -37,8 +37,7 @@ from omed.api.constants import ANNOTATION_DEPLOYMENT_MODE, COMPONENTS, KNOWN_DEP
 from omed.config import DeployConfig
 from omed.log import kv
 from omed.webhooks.findings import is_int
-from omed.webhooks.inferenceservice import is_deleting
-from omed.webhooks.review import AdmissionRequest, AdmissionResponse, allow
+from omed.webhooks.review import AdmissionRequest, AdmissionResponse, allow, is_deleting
 
 PATH: Final = "/mutate-ome-io-v1beta1-inferenceservice"
 DEPLOY_CONFIG_TIMEOUT: Final = 2.0

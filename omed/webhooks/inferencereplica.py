@@ -35,13 +35,13 @@ from omed.api.constants import (
 )
 from omed.api.revision import MAX_REVISION_NAME_LENGTH, REVISION_HASH_LENGTH, is_revision_hash
 from omed.webhooks.findings import format_loc, show
-from omed.webhooks.inferenceservice import is_deleting
 from omed.webhooks.review import (
-    STATUS_INVALID,
     AdmissionRequest,
     AdmissionResponse,
+    Write,
     allow,
     deny,
+    screen_write,
 )
 
 PATH: Final = "/validate-ome-io-v1beta1-inferencereplica"
@@ -136,22 +136,10 @@ class InferenceReplicaValidator:
 
     def review(self, request: AdmissionRequest) -> AdmissionResponse:
         """The answer to one AdmissionReview request (pure: no I/O)."""
-        if request.operation not in ("CREATE", "UPDATE"):
-            return allow()
-        if request.kind and request.kind != KIND_INFERENCE_REPLICA:
-            return deny(
-                f"this webhook validates InferenceReplicas, got kind {request.kind}",
-                code=STATUS_INVALID,
-            )
-        obj = request.object
-        if obj is None:
-            return deny(
-                f"request.object is missing from the {request.operation} review",
-                code=STATUS_INVALID,
-            )
-        old = request.old_object if request.operation == "UPDATE" else None
-        if request.operation == "UPDATE" and (is_deleting(obj) or is_deleting(old)):
-            return allow()
+        write = screen_write(request, kind=KIND_INFERENCE_REPLICA, plural="InferenceReplicas")
+        if not isinstance(write, Write):
+            return write
+        obj, old = write.obj, write.old
 
         annotations = _annotations(obj)
         release = annotations.get(ANNOTATION_RELEASE_HELD_REVISION)

@@ -48,11 +48,12 @@ from omed.webhooks.findings import (
 from omed.webhooks.migration import check_request, is_request_key, requested_components
 from omed.webhooks.policies import FeatureGates, check_policy_refs
 from omed.webhooks.review import (
-    STATUS_INVALID,
     AdmissionRequest,
     AdmissionResponse,
+    Write,
     allow,
     deny,
+    screen_write,
 )
 
 PATH: Final = "/validate-ome-io-v1beta1-inferenceservice"
@@ -79,11 +80,6 @@ def max_name_length(component: str) -> int:
 
 _SHORTEST_NAME_LIMIT: Final = min(max_name_length(component) for component in COMPONENTS)
 """A name this long or shorter fits with every component."""
-
-
-def is_deleting(obj: Mapping[str, Any] | None) -> bool:
-    metadata = obj.get("metadata") if obj is not None else None
-    return isinstance(metadata, dict) and metadata.get("deletionTimestamp") is not None
 
 
 def _check_name(
@@ -221,22 +217,10 @@ class InferenceServiceValidator:
 
     def review(self, request: AdmissionRequest) -> AdmissionResponse:
         """The answer to one AdmissionReview request (pure: no I/O)."""
-        if request.operation not in ("CREATE", "UPDATE"):
-            return allow()
-        if request.kind and request.kind != KIND_INFERENCE_SERVICE:
-            return deny(
-                f"this webhook validates InferenceServices, got kind {request.kind}",
-                code=STATUS_INVALID,
-            )
-        obj = request.object
-        if obj is None:
-            return deny(
-                f"request.object is missing from the {request.operation} review",
-                code=STATUS_INVALID,
-            )
-        old = request.old_object if request.operation == "UPDATE" else None
-        if request.operation == "UPDATE" and (is_deleting(obj) or is_deleting(old)):
-            return allow()
+        write = screen_write(request, kind=KIND_INFERENCE_SERVICE, plural="InferenceServices")
+        if not isinstance(write, Write):
+            return write
+        obj, old = write.obj, write.old
         findings = validate_inferenceservice(obj, gates=self._gates)
         # An UPDATE that leaves the spec alone (labels, annotations such as a migration
         # request) would only ratchet what the model finds: skip the parse.

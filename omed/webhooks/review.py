@@ -157,6 +157,44 @@ def parse_review(body: bytes) -> AdmissionRequest:
 _NO_GVK: Final[Mapping[str, Any]] = {}
 
 
+def is_deleting(obj: Mapping[str, Any] | None) -> bool:
+    """Whether ``obj`` carries a deletionTimestamp (finalizers are running)."""
+    metadata = obj.get("metadata") if obj is not None else None
+    return isinstance(metadata, dict) and metadata.get("deletionTimestamp") is not None
+
+
+@dataclass(frozen=True, slots=True)
+class Write:
+    """A CREATE or UPDATE that a validating webhook must check with its rules."""
+
+    obj: Mapping[str, Any]
+    old: Mapping[str, Any] | None
+    """The stored object of an UPDATE; ``None`` for a CREATE."""
+
+
+def screen_write(request: AdmissionRequest, *, kind: str, plural: str) -> AdmissionResponse | Write:
+    """What every validating webhook decides before its own rules: other operations are
+    admitted; a review of another kind, or without ``object``, is refused as invalid; an
+    UPDATE of an object already being deleted is admitted (its finalizers must be able to
+    finish). Anything else is a :class:`Write` for the rules."""
+    if request.operation not in ("CREATE", "UPDATE"):
+        return ALLOWED
+    if request.kind and request.kind != kind:
+        return deny(
+            f"this webhook validates {plural}, got kind {request.kind}", code=STATUS_INVALID
+        )
+    obj = request.object
+    if obj is None:
+        return deny(
+            f"request.object is missing from the {request.operation} review",
+            code=STATUS_INVALID,
+        )
+    old = request.old_object if request.operation == "UPDATE" else None
+    if request.operation == "UPDATE" and (is_deleting(obj) or is_deleting(old)):
+        return ALLOWED
+    return Write(obj=obj, old=old)
+
+
 def encode_response(uid: str, response: AdmissionResponse) -> bytes:
     """The AdmissionReview v1 body that answers request ``uid`` with ``response``."""
     body: dict[str, Any] = {"uid": uid, "allowed": response.allowed}
