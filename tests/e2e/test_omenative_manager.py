@@ -25,24 +25,24 @@ from __future__ import annotations
 
 import asyncio
 import json
-import signal
 import time
 from collections import defaultdict
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import _support as support
 import pytest
+from _support import condition, eventually, pod_ready
 
 from omed.api.constants import LABEL_COMPONENT, LABEL_INCARNATION
 from omed.controllers.inferencereplica import names
 from omed.controllers.inferencereplica.operations import pass_stamp
-from omed.devcluster.simulator import NodeSimulator
 from omed.informers import Handlers, InformerFactory
 from omed.informers.transform import Obj, identity
 from omed.kube.client import KubeClient
 from omed.kube.errors import NotFound
-from omed.kube.resources import INFERENCE_REPLICAS, INFERENCE_SERVICES, PODS, SERVING_RUNTIMES
+from omed.kube.resources import INFERENCE_REPLICAS, INFERENCE_SERVICES, PODS
 from omed.statuscodec import decode_status
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -50,19 +50,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 SERVICE = "chat"
 ENGINE, DECODER = f"{SERVICE}-engine", f"{SERVICE}-decoder"
 DECODER_PODS = 3  # a leader and two workers
-LIFECYCLE = {
-    "scaleUpPodBatchSize": 5,
-    "scaleDownPodBatchSize": "10%",
-    "scaleDownRequeueInterval": "5s",
-    "requeue": {"operation": "5s", "gate": "3s"},
-}
-MANAGER_ARGS = (
-    "--zap-encoder=json",
-    "--inferenceservice-max-concurrent-reconciles=4",
-    "--inferencereplica-max-concurrent-reconciles=4",
-    "--kube-api-qps=100",
-    "--kube-api-burst=200",
-)
+LIFECYCLE = support.lifecycle(scale_up_pod_batch_size=5)
 WAVE_FIELDS = {
     "configuredPodBudget",
     "podBudget",
@@ -71,52 +59,30 @@ WAVE_FIELDS = {
     "deferredInstances",
 }
 
-RUNTIME = {
-    "apiVersion": "ome.io/v1beta1",
-    "kind": "ServingRuntime",
-    "metadata": {"name": "srt-pd"},
-    "spec": {
-        "supportedModelFormats": [{"name": "safetensors"}],
-        "engineConfig": {
-            "runner": {
-                "name": "ome-container",
-                "image": "ome/srt:1.0",
-                "args": ["--disaggregation-mode", "prefill"],
-                "resources": {"limits": {"nvidia.com/gpu": "1"}},
-            },
-        },
-        "decoderConfig": {
-            "leader": {"runner": {"name": "ome-container", "image": "ome/srt:1.0"}},
-            "worker": {"size": 2, "runner": {"name": "ome-container", "image": "ome/srt:1.0"}},
+RUNTIME = support.serving_runtime(
+    "srt-pd",
+    engineConfig={
+        "runner": {
+            "name": "ome-container",
+            "image": "ome/srt:1.0",
+            "args": ["--disaggregation-mode", "prefill"],
+            "resources": {"limits": {"nvidia.com/gpu": "1"}},
         },
     },
-}
+    decoderConfig={
+        "leader": {"runner": {"name": "ome-container", "image": "ome/srt:1.0"}},
+        "worker": {"size": 2, "runner": {"name": "ome-container", "image": "ome/srt:1.0"}},
+    },
+)
 
 
 def service_body(engine: int) -> dict[str, Any]:
-    return {
-        "apiVersion": "ome.io/v1beta1",
-        "kind": "InferenceService",
-        "metadata": {"name": SERVICE},
-        "spec": {
-            "deploymentMode": "OMENative",
-            "model": {"name": "llama-3-2-1b-instruct"},
-            "runtime": {"name": "srt-pd"},
-            "engine": {"minReplicas": engine, "maxReplicas": engine},
-            "decoder": {"minReplicas": 2, "maxReplicas": 2},
-        },
-    }
-
-
-def condition(obj: Mapping[str, Any], kind: str) -> str | None:
-    for item in (obj.get("status") or {}).get("conditions") or ():
-        if item.get("type") == kind:
-            return str(item.get("status"))
-    return None
-
-
-def pod_ready(pod: Mapping[str, Any]) -> bool:
-    return condition(pod, "Ready") == "True"
+    return support.inference_service(
+        SERVICE,
+        runtime="srt-pd",
+        engine={"minReplicas": engine, "maxReplicas": engine},
+        decoder={"minReplicas": 2, "maxReplicas": 2},
+    )
 
 
 def component_of(pod: Mapping[str, Any]) -> str:
@@ -132,31 +98,12 @@ def decoder_pod_names() -> list[str]:
     return [names.pod_name(DECODER, i, r, o) for i in range(2) for r, o in runners]
 
 
-async def eventually(
-    check: Callable[[], Any], *, timeout: float, what: str, interval: float = 0.1
-) -> Any:
-    """Poll ``check`` (sync or async) until it returns something truthy; return that."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if asyncio.iscoroutine(value):
-            value = await value
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
-        await asyncio.sleep(interval)
-
-
 # -- what a user sees ------------------------------------------------------------------------
 
 
 @dataclass
-class PodRecord:
-    name: str
-    uid: str
+class PodRecord(support.PodIdentity):
     component: str
-    incarnation: str
     operation: str
     seen_at: float
     deleted: bool = False
@@ -252,14 +199,7 @@ class Observer:
 
     def duplicates(self) -> dict[str, list[tuple[str, str]]]:
         """Pod names seen with two uids of one incarnation (a pod created twice)."""
-        by_name: dict[str, list[tuple[str, str]]] = defaultdict(list)
-        for record in self.records.values():
-            by_name[record.name].append((record.incarnation, record.uid))
-        return {
-            name: seen
-            for name, seen in by_name.items()
-            if len({incarnation for incarnation, _ in seen}) != len(seen)
-        }
+        return support.duplicate_pods(self.records.values())
 
     def passes(self, records: list[PodRecord]) -> list[int]:
         """Pods created per reconcile pass, in order (the pass stamp of their operation)."""
@@ -318,36 +258,16 @@ class Observer:
 # -- the cluster ---------------------------------------------------------------------------
 
 
-class World:
+class World(support.ManagerWorld):
     """The test's namespace: simulator, observer, and the manager processes."""
 
     def __init__(self, *, kube: KubeClient, namespace: str, managers: Any) -> None:
-        self.kube = kube
-        self.namespace = namespace
-        self.managers = managers
+        super().__init__(kube=kube, namespace=namespace, managers=managers)
         self.observer = Observer(kube, namespace)
-        self.manager: Any = None
-
-    async def start_manager(self, name: str) -> Any:
-        self.manager = self.managers.start(*MANAGER_ARGS, name=name)
-        await self.manager.wait_ready(timeout=90)
-        await eventually(self.manager.is_leader, timeout=30, what=f"{name} leading")
-        return self.manager
-
-    def kill_manager(self) -> None:
-        self.manager.signal(signal.SIGKILL)
-        self.manager.proc.wait(timeout=10)
-
-    async def create_service(self, engine: int) -> None:
-        await self.kube.create(SERVING_RUNTIMES, RUNTIME, self.namespace)
-        await self.kube.create(INFERENCE_SERVICES, service_body(engine), self.namespace)
 
     async def scale_engine(self, engine: int) -> None:
         patch = {"spec": {"engine": {"minReplicas": engine, "maxReplicas": engine}}}
-        await self.kube.patch(INFERENCE_SERVICES, SERVICE, patch, self.namespace)
-
-    async def pods(self) -> list[dict[str, Any]]:
-        return list(await self.kube.list_all(PODS, self.namespace))
+        await self.patch_service(SERVICE, patch)
 
     async def replica(self, name: str) -> dict[str, Any]:
         found: dict[str, Any] = await self.kube.get(INFERENCE_REPLICAS, name, self.namespace)
@@ -356,8 +276,7 @@ class World:
     async def converged(self, engine: int) -> bool:
         """The whole service at ``engine`` engine Instances: Ready, rows, counts, pods."""
         self.observer.check_sampler()
-        if self.manager is not None and not self.manager.running():
-            raise AssertionError(f"the manager exited:\n{self.manager.log()[-4000:]}")
+        self.check_manager()
         isvc = await self.kube.get(INFERENCE_SERVICES, SERVICE, self.namespace)
         status = isvc.get("status") or {}
         if condition(isvc, "Ready") != "True":
@@ -450,20 +369,9 @@ async def world(
     kube: KubeClient, namespace: str, managers: Any, manager_config: Any
 ) -> AsyncIterator[World]:
     await manager_config(lifecycle=LIFECYCLE)
-    simulator = NodeSimulator(
-        kube, nodes=4, gpus_per_node=8, namespaces=[namespace], node_prefix=f"{namespace}-n"
-    )
     world = World(kube=kube, namespace=namespace, managers=managers)
-    await simulator.start()
-    try:
-        await world.observer.start()
-        try:
-            yield world
-        finally:
-            await world.observer.stop()
-    finally:
-        managers.stop_all()  # kill -9 before the simulator goes, so nothing acts on a gap
-        await simulator.stop()
+    async with world.running(world.observer, nodes=4):
+        yield world
 
 
 # -- the tests -------------------------------------------------------------------------------
@@ -473,7 +381,7 @@ async def test_the_service_converges_scales_in_batches_and_waves_and_deletes_cle
     world: World,
 ) -> None:
     manager = await world.start_manager("manager-a")
-    await world.create_service(engine=4)
+    await world.create_service(RUNTIME, service_body(engine=4))
 
     # An engine of 4 single-pod Instances and a decoder of 2 x (leader + 2 workers).
     await eventually(lambda: world.converged(4), timeout=120, what="4 + 2 Instances Ready")
@@ -533,7 +441,7 @@ async def test_the_service_converges_scales_in_batches_and_waves_and_deletes_cle
 
 async def test_a_manager_killed_mid_scale_is_finished_by_the_next_one(world: World) -> None:
     await world.start_manager("manager-a")
-    await world.create_service(engine=4)
+    await world.create_service(RUNTIME, service_body(engine=4))
     await eventually(lambda: world.converged(4), timeout=120, what="4 + 2 Instances Ready")
 
     # kill -9 in the middle of a scale-up: once the first new pod exists.

@@ -16,24 +16,23 @@ never go below the wanted count, RecreatePod never below it less ``maxUnavailabl
 
 from __future__ import annotations
 
-import asyncio
 import json
-import signal
-import time
 from collections import defaultdict
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import _support as support
 import pytest
+from _support import condition, eventually, pod_ready
 
 from omed.api.constants import LABEL_INCARNATION, LABEL_INSTANCE_INDEX, LABEL_REVISION
 from omed.controllers.inferencereplica import names
-from omed.devcluster.simulator import NodeSimulator, Timings
+from omed.devcluster.simulator import Timings
 from omed.informers import Handlers, InformerFactory
 from omed.informers.transform import Obj, identity
 from omed.kube.client import KubeClient
-from omed.kube.resources import INFERENCE_REPLICAS, INFERENCE_SERVICES, PODS, SERVING_RUNTIMES
+from omed.kube.resources import INFERENCE_REPLICAS, INFERENCE_SERVICES, PODS
 from omed.statuscodec import decode_status
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -42,63 +41,29 @@ SERVICE = "chat"
 ENGINE = f"{SERVICE}-engine"
 WANTED = 4
 OLD_IMAGE, NEW_IMAGE = "ome/srt:1.0", "ome/srt:2.0"
-LIFECYCLE = {
-    "scaleUpPodBatchSize": 50,
-    "scaleDownPodBatchSize": "10%",
-    "scaleDownRequeueInterval": "5s",
-    "requeue": {"operation": "5s", "gate": "3s"},
-}
-MANAGER_ARGS = (
-    "--zap-encoder=json",
-    "--inferenceservice-max-concurrent-reconciles=4",
-    "--inferencereplica-max-concurrent-reconciles=4",
-    "--kube-api-qps=100",
-    "--kube-api-burst=200",
-)
-RUNTIME = {
-    "apiVersion": "ome.io/v1beta1",
-    "kind": "ServingRuntime",
-    "metadata": {"name": "srt-engine"},
-    "spec": {
-        "supportedModelFormats": [{"name": "safetensors"}],
-        "engineConfig": {
-            "runner": {
-                "name": "ome-container",
-                "image": OLD_IMAGE,
-                "resources": {"limits": {"nvidia.com/gpu": "1"}},
-            },
+LIFECYCLE = support.lifecycle(scale_up_pod_batch_size=50)
+RUNTIME = support.serving_runtime(
+    "srt-engine",
+    engineConfig={
+        "runner": {
+            "name": "ome-container",
+            "image": OLD_IMAGE,
+            "resources": {"limits": {"nvidia.com/gpu": "1"}},
         },
     },
-}
+)
 
 
 def service_body(strategy: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "ome.io/v1beta1",
-        "kind": "InferenceService",
-        "metadata": {"name": SERVICE},
-        "spec": {
-            "deploymentMode": "OMENative",
-            "model": {"name": "llama-3-2-1b-instruct"},
-            "runtime": {"name": "srt-engine"},
-            "engine": {
-                "minReplicas": WANTED,
-                "maxReplicas": WANTED,
-                "lifecycle": {"updateStrategy": {"type": strategy}},
-            },
+    return support.inference_service(
+        SERVICE,
+        runtime="srt-engine",
+        engine={
+            "minReplicas": WANTED,
+            "maxReplicas": WANTED,
+            "lifecycle": {"updateStrategy": {"type": strategy}},
         },
-    }
-
-
-def condition(obj: Mapping[str, Any], kind: str) -> str | None:
-    for item in (obj.get("status") or {}).get("conditions") or ():
-        if item.get("type") == kind:
-            return str(item.get("status"))
-    return None
-
-
-def pod_ready(pod: Mapping[str, Any]) -> bool:
-    return condition(pod, "Ready") == "True"
+    )
 
 
 def live(pod: Mapping[str, Any]) -> bool:
@@ -113,28 +78,9 @@ def wanted_pod_names() -> list[str]:
     return [names.pod_name(ENGINE, i, "default", 0) for i in range(WANTED)]
 
 
-async def eventually(
-    check: Callable[[], Any], *, timeout: float, what: str, interval: float = 0.1
-) -> Any:
-    """Poll ``check`` (sync or async) until it returns something truthy; return that."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if asyncio.iscoroutine(value):
-            value = await value
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
-        await asyncio.sleep(interval)
-
-
 @dataclass
-class PodRecord:
-    name: str
-    uid: str
+class PodRecord(support.PodIdentity):
     index: str
-    incarnation: str
     revision: str
     image: str
 
@@ -204,46 +150,19 @@ class PodLog:
 
     def duplicates(self) -> dict[str, list[tuple[str, str]]]:
         """Pod names seen with two uids of one incarnation (a pod created twice)."""
-        by_name: dict[str, list[tuple[str, str]]] = defaultdict(list)
-        for record in self.records.values():
-            by_name[record.name].append((record.incarnation, record.uid))
-        return {
-            name: seen
-            for name, seen in by_name.items()
-            if len({incarnation for incarnation, _ in seen}) != len(seen)
-        }
+        return support.duplicate_pods(self.records.values())
 
 
-class World:
+class World(support.ManagerWorld):
     """The test's namespace: simulator, pod log, and the manager processes."""
 
     def __init__(self, *, kube: KubeClient, namespace: str, managers: Any) -> None:
-        self.kube = kube
-        self.namespace = namespace
-        self.managers = managers
+        super().__init__(kube=kube, namespace=namespace, managers=managers)
         self.pod_log = PodLog(kube, namespace)
-        self.manager: Any = None
-
-    async def start_manager(self, name: str) -> Any:
-        self.manager = self.managers.start(*MANAGER_ARGS, name=name)
-        await self.manager.wait_ready(timeout=90)
-        await eventually(self.manager.is_leader, timeout=30, what=f"{name} leading")
-        return self.manager
-
-    def kill_manager(self) -> None:
-        self.manager.signal(signal.SIGKILL)
-        self.manager.proc.wait(timeout=10)
-
-    async def create_service(self, strategy: str) -> None:
-        await self.kube.create(SERVING_RUNTIMES, RUNTIME, self.namespace)
-        await self.kube.create(INFERENCE_SERVICES, service_body(strategy), self.namespace)
 
     async def set_image(self, image: str) -> None:
         patch = {"spec": {"engine": {"runner": {"image": image}}}}
-        await self.kube.patch(INFERENCE_SERVICES, SERVICE, patch, self.namespace)
-
-    async def pods(self) -> list[dict[str, Any]]:
-        return list(await self.kube.list_all(PODS, self.namespace))
+        await self.patch_service(SERVICE, patch)
 
     async def replica(self) -> dict[str, Any]:
         found: dict[str, Any] = await self.kube.get(INFERENCE_REPLICAS, ENGINE, self.namespace)
@@ -254,8 +173,7 @@ class World:
 
     async def converged(self, image: str) -> bool:
         """Ready, every Instance idle on the update revision, exactly the wanted pods."""
-        if self.manager is not None and not self.manager.running():
-            raise AssertionError(f"the manager exited:\n{self.manager.log()[-4000:]}")
+        self.check_manager()
         isvc = await self.kube.get(INFERENCE_SERVICES, SERVICE, self.namespace)
         if condition(isvc, "Ready") != "True":
             return False
@@ -338,25 +256,9 @@ async def world(
     kube: KubeClient, namespace: str, managers: Any, manager_config: Any, sim_timings: Timings
 ) -> AsyncIterator[World]:
     await manager_config(lifecycle=LIFECYCLE)
-    simulator = NodeSimulator(
-        kube,
-        nodes=2,
-        gpus_per_node=8,
-        namespaces=[namespace],
-        node_prefix=f"{namespace}-n",
-        timings=sim_timings,
-    )
     world = World(kube=kube, namespace=namespace, managers=managers)
-    await simulator.start()
-    try:
-        await world.pod_log.start()
-        try:
-            yield world
-        finally:
-            await world.pod_log.stop()
-    finally:
-        managers.stop_all()  # kill -9 before the simulator goes, so nothing acts on a gap
-        await simulator.stop()
+    async with world.running(world.pod_log, nodes=2, timings=sim_timings):
+        yield world
 
 
 MOMENT_STEPS: dict[str, frozenset[str] | None] = {
@@ -390,7 +292,7 @@ async def test_a_manager_killed_mid_update_is_finished_by_the_next_one(
 ) -> None:
     lowest = LOWEST[strategy]
     await world.start_manager("manager-a")
-    await world.create_service(strategy)
+    await world.create_service(RUNTIME, service_body(strategy))
     await eventually(
         lambda: world.converged(OLD_IMAGE), timeout=120, what=f"{WANTED} Instances Ready"
     )
@@ -469,7 +371,7 @@ async def test_a_manager_killed_mid_in_place_update_is_finished_by_the_next_one(
     """InPlaceIfPossible: only the image changes, so pods are patched, never replaced; the
     node simulator restarts each patched container on the new image."""
     await world.start_manager("manager-a")
-    await world.create_service("InPlaceIfPossible")
+    await world.create_service(RUNTIME, service_body("InPlaceIfPossible"))
     await eventually(
         lambda: world.converged(OLD_IMAGE), timeout=120, what=f"{WANTED} Instances Ready"
     )
@@ -523,7 +425,7 @@ async def test_an_in_place_update_takes_down_at_most_max_unavailable_instances(
     the kubelet (here the node simulator, whose containers take 2 s to stop) restarts each
     patched container on the new image, and complete only once they all run it."""
     await world.start_manager("manager-a")
-    await world.create_service("InPlaceIfPossible")
+    await world.create_service(RUNTIME, service_body("InPlaceIfPossible"))
     await eventually(
         lambda: world.converged(OLD_IMAGE), timeout=120, what=f"{WANTED} Instances Ready"
     )
