@@ -157,7 +157,7 @@ class InferenceServiceReconciler:
         return self._cluster_runtimes.get(str(name))
 
     async def reconcile(self, key: str) -> Result:
-        isvc = self._services.get(key)
+        isvc: Mapping[str, Any] | None = self._services.get(key)
         if isvc is None:
             self._status_written.pop(key, None)
             return Result()
@@ -170,8 +170,17 @@ class InferenceServiceReconciler:
         if mode != DEPLOYMENT_MODE_OME_NATIVE:
             return Result()  # another mode's controller owns it
         if FINALIZER not in (meta.get("finalizers") or []):
-            await self._patch_finalizers(isvc, [*(meta.get("finalizers") or []), FINALIZER])
-            return Result()  # the update event brings the next pass
+            patched = await self._patch_finalizers(
+                isvc, [*(meta.get("finalizers") or []), FINALIZER]
+            )
+            if patched is None:
+                return Result()  # gone
+            # The finalizer is on before anything is created: carry on in this pass with the
+            # object the API server returned (not after a trip through the watch and the back
+            # of the queue, which in a fleet put every service's replicas behind every other
+            # service's finalizer).
+            isvc = patched
+            meta = isvc.get("metadata") or {}
         try:
             projection = project(isvc, runtime, default_mode=default_mode)
         except ProjectionError as err:
@@ -266,20 +275,27 @@ class InferenceServiceReconciler:
         except (NotFound, Conflict):
             pass
 
-    async def _patch_finalizers(self, isvc: Mapping[str, Any], finalizers: list[str]) -> None:
+    async def _patch_finalizers(
+        self, isvc: Mapping[str, Any], finalizers: list[str]
+    ) -> Mapping[str, Any] | None:
+        """Set the finalizers, guarded by the resourceVersion read; the patched object, or
+        ``None`` when the InferenceService is gone."""
         meta = isvc.get("metadata") or {}
         patch = [
             {"op": "test", "path": "/metadata/resourceVersion", "value": meta["resourceVersion"]},
             {"op": "add", "path": "/metadata/finalizers", "value": finalizers},
         ]
-        with contextlib.suppress(NotFound):
-            await self._client.patch(
+        try:
+            patched: Mapping[str, Any] = await self._client.patch(
                 INFERENCE_SERVICES,
                 str(meta.get("name")),
                 patch,
                 str(meta.get("namespace")),
                 content_type=JSON_PATCH,
             )
+        except NotFound:
+            return None
+        return patched
 
     async def _write_status(
         self,
