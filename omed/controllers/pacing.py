@@ -6,11 +6,13 @@ appearing, the step of the same operation, a first "not ready yet"): such a writ
 that the next write with news carries it. It waits at most :data:`STATUS_PACE` after the
 object's last status write, or :data:`STATUS_PACE_BUSY` while the controller is busy.
 
-"Busy" is :meth:`omed.workqueue.Controller.busy` over :data:`BUSY_WINDOW`: other objects
-competed for the controller's workers within the last few seconds (a fleet converging, a
-resync). Then the API server's capacity is better spent on the writes that move objects
-forward (pod creates, readiness gates, Ready rows), and the informational writes catch up
-after. A lone object on a quiet cluster is never busy, so its status follows within 5 s.
+"Busy" is :meth:`omed.workqueue.Controller.busy` over :data:`BUSY_WINDOW`: within the last
+few seconds the controller had more work than workers, more distinct objects than it has
+workers, or objects queued with no idle worker (a fleet converging, a resync). Then the API
+server's capacity is better spent on the writes that move objects forward (pod creates,
+readiness gates, Ready rows), and the informational writes catch up after. A lone object on
+a quiet cluster is never busy, nor is one InferenceService's handful of InferenceReplicas,
+so their status follows within 5 s.
 """
 
 from __future__ import annotations

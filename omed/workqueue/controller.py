@@ -51,6 +51,9 @@ from omed.workqueue.metrics import ControllerMetrics, monotonic_of
 from omed.workqueue.ratelimit import RateLimiter
 from omed.workqueue.ratelimiting_queue import RateLimitingQueue
 
+DEFAULT_BUSY_WINDOW: Final = 5.0
+"""Seconds that "more work than workers" counts as busy after it was seen (:meth:`busy`)."""
+
 _log = logging.getLogger(__name__)
 
 MSG_RECONCILER_ERROR: Final = "Reconciler error"
@@ -100,8 +103,8 @@ class Controller:
     and returns when they have all stopped; ``shutdown()`` stops them.
     """
 
-    __slots__ = ("_contended_at", "_metrics", "_name", "_now", "_queue", "_reconciler",
-                 "_started", "_tasks", "_workers")  # fmt: skip
+    __slots__ = ("_busy_window", "_contended_at", "_metrics", "_name", "_now", "_queue",
+                 "_recent", "_reconciler", "_started", "_tasks", "_workers")  # fmt: skip
 
     def __init__(
         self,
@@ -111,6 +114,7 @@ class Controller:
         workers: int = 1,
         clock: Clock | None = None,
         rate_limiter: RateLimiter | None = None,
+        busy_window: float = DEFAULT_BUSY_WINDOW,
     ) -> None:
         if workers < 1:
             raise ValueError(f"a controller needs at least 1 worker, got {workers}")
@@ -124,6 +128,9 @@ class Controller:
         self._tasks: list[asyncio.Task[None]] = []
         self._started = False
         self._contended_at = -math.inf
+        self._busy_window = busy_window
+        self._recent: dict[str, float] = {}
+        """key -> when a worker last took it, oldest first, within the busy window."""
 
     @property
     def name(self) -> str:
@@ -137,14 +144,35 @@ class Controller:
     def workers(self) -> int:
         return self._workers
 
-    def busy(self, window: float) -> bool:
-        """Whether keys competed for the workers within the last ``window`` seconds: a worker
-        took a key while other keys waited in the queue or another worker was reconciling.
+    def busy(self) -> bool:
+        """Whether this controller had more work than workers within the busy window (a few
+        seconds): more distinct keys were taken than there are workers, or keys were queued
+        with no idle worker to take them.
 
-        A lone object's passes never compete (one key is never reconciled twice at once), so
-        this says "other objects are being worked on now": a fleet converging, a resync. The
-        controllers let informational status writes wait longer then (their pacing)."""
-        return self._now() - self._contended_at < window
+        A lone object's passes are one key, and one InferenceService's two or three
+        InferenceReplicas are fewer keys than the 4 workers, so this says "many objects at
+        once": a fleet converging, a resync. The controllers let informational status writes
+        wait longer then (:mod:`omed.controllers.pacing`)."""
+        return self._now() - self._contended_at < self._busy_window
+
+    def _note_taken(self, key: str, now: float) -> None:
+        """Record that a worker took ``key`` at ``now`` (for :meth:`busy`)."""
+        recent = self._recent
+        recent.pop(key, None)
+        recent[key] = now
+        if len(recent) <= self._workers:
+            if len(self._queue) > self._workers - self._metrics.active_workers:
+                self._contended_at = now  # keys queued with no idle worker to take them
+            return
+        horizon = now - self._busy_window
+        for old, taken in list(recent.items()):
+            if taken >= horizon:
+                break
+            del recent[old]
+        if len(recent) > self._workers or (
+            len(self._queue) > self._workers - self._metrics.active_workers
+        ):
+            self._contended_at = now
 
     async def run(self) -> None:
         """Run the workers until :meth:`shutdown` (or cancellation, which stops them now)."""
@@ -210,9 +238,8 @@ class Controller:
             if key is None:
                 return
             started = now()
-            if metrics.active_workers or len(queue):
-                self._contended_at = started
             metrics.active_workers += 1
+            self._note_taken(key, started)
             try:
                 result = await reconcile(key)
             except asyncio.CancelledError as exc:

@@ -440,7 +440,7 @@ class InferenceReplicaController:
             clock=self._clock,
             status_encoding=status_encoding,
             status_size_limit=status_size_limit,
-            busy=lambda: self.controller.busy(BUSY_WINDOW),
+            busy=lambda: self.controller.busy(),  # noqa: PLW0108 - made below
         )
         self.controller = Controller(
             name=names.CONTROLLER_NAME,
@@ -448,6 +448,7 @@ class InferenceReplicaController:
             workers=workers,
             clock=self._clock,
             rate_limiter=rate_limiter,
+            busy_window=BUSY_WINDOW,
         )
         self._registrations = [
             self.replicas.add_event_handler(

@@ -382,10 +382,14 @@ class InferenceServiceController:
             cluster_runtimes=self.cluster_runtimes,
             default_mode=default_mode,
             clock=self._clock,
-            busy=lambda: self.controller.busy(BUSY_WINDOW),
+            busy=lambda: self.controller.busy(),  # noqa: PLW0108 - made below
         )
         self.controller = Controller(
-            name=CONTROLLER_NAME, reconciler=self.reconciler, workers=workers, clock=self._clock
+            name=CONTROLLER_NAME,
+            reconciler=self.reconciler,
+            workers=workers,
+            clock=self._clock,
+            busy_window=BUSY_WINDOW,
         )
         enqueue = self.controller.queue.add
         self._registrations = [

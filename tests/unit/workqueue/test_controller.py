@@ -378,26 +378,56 @@ async def test_controller_metrics_have_controller_runtimes_names(unique_name: st
     assert sample("workqueue_work_duration_seconds_count", **queue_labels) == 2
 
 
-async def test_busy_means_other_keys_competed_for_the_workers_lately(unique_name: str) -> None:
+async def test_busy_means_more_work_than_workers_within_the_window(unique_name: str) -> None:
     clock = FakeClock()
     reconciler = ScriptedReconciler()
-    controller = Controller(name=unique_name, reconciler=reconciler, workers=2, clock=clock)
+    controller = Controller(
+        name=unique_name, reconciler=reconciler, workers=2, clock=clock, busy_window=5.0
+    )
+
+    async def one_by_one(*keys: str) -> None:
+        for key in keys:
+            wanted = len(reconciler.calls) + 1
+            controller.queue.add(key)
+            await until(lambda: len(reconciler.calls) == wanted)  # noqa: B023 - awaited here
+            await until(lambda: reconciler.in_flight == 0)
+
     async with running(controller):
-        # One object's passes, one after another, never compete.
-        for attempt in range(1, 4):
-            controller.queue.add("ns/lone")
-            await until(lambda attempt=attempt: reconciler.attempts("ns/lone") == attempt)
-        await settle()
-        assert not controller.busy(5.0)
-        # Three keys for two workers: the later ones meet a busy worker or a queue.
+        # One object's passes, one after another: one key.
+        await one_by_one("ns/lone", "ns/lone", "ns/lone")
+        assert not controller.busy()
+        clock.advance(6.0)
+        # Two keys for two workers at once: each finds an idle worker, none waits.
         reconciler.gate = asyncio.Event()
-        for key in ("ns/a", "ns/b", "ns/c"):
+        for key in ("ns/a", "ns/b"):
             controller.queue.add(key)
         await until(lambda: reconciler.in_flight == 2)
-        assert controller.busy(5.0)
+        assert not controller.busy()
         reconciler.gate.set()
-        await until(lambda: len(reconciler.calls) == 6)
+        await until(lambda: reconciler.in_flight == 0)
+        reconciler.gate = None
+        clock.advance(6.0)
+        # Four keys for two workers at once: two wait in the queue.
+        reconciler.gate = asyncio.Event()
+        for key in ("ns/c", "ns/d", "ns/e", "ns/f"):
+            controller.queue.add(key)
+        await until(lambda: reconciler.in_flight == 2)
+        assert controller.busy()
+        reconciler.gate.set()
+        await until(lambda: len(reconciler.calls) == 9 and reconciler.in_flight == 0)
+        reconciler.gate = None
         clock.advance(4.9)
-        assert controller.busy(5.0)
-        clock.advance(0.2)  # nothing competed for 5 s
-        assert not controller.busy(5.0)
+        assert controller.busy()
+        clock.advance(0.2)  # nothing of the kind for 5 s
+        assert not controller.busy()
+        # Three objects one after another within the window: more keys than workers, even
+        # though none ever waited (a fleet trickling in).
+        await one_by_one("ns/g", "ns/h")
+        assert not controller.busy()
+        clock.advance(1.0)
+        await one_by_one("ns/i")
+        assert controller.busy()
+        # Keys older than the window don't count.
+        clock.advance(5.1)
+        await one_by_one("ns/j", "ns/k")
+        assert not controller.busy()
