@@ -43,6 +43,7 @@ import asyncio
 import logging
 import math
 from bisect import bisect_left
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Final, Protocol
 
@@ -129,7 +130,7 @@ class Controller:
         self._started = False
         self._contended_at = -math.inf
         self._busy_window = busy_window
-        self._recent: dict[str, float] = {}
+        self._recent: OrderedDict[str, float] = OrderedDict()
         """key -> when a worker last took it, oldest first, within the busy window."""
 
     @property
@@ -156,22 +157,17 @@ class Controller:
         return self._now() - self._contended_at < self._busy_window
 
     def _note_taken(self, key: str, now: float) -> None:
-        """Record that a worker took ``key`` at ``now`` (for :meth:`busy`)."""
+        """Record that a worker took ``key`` at ``now`` (for :meth:`busy`). O(1) amortized:
+        the keys are kept oldest first and the stale ones leave from the front."""
         recent = self._recent
-        recent.pop(key, None)
         recent[key] = now
-        if len(recent) <= self._workers:
-            if len(self._queue) > self._workers - self._metrics.active_workers:
-                self._contended_at = now  # keys queued with no idle worker to take them
-            return
-        horizon = now - self._busy_window
-        for old, taken in list(recent.items()):
-            if taken >= horizon:
-                break
-            del recent[old]
-        if len(recent) > self._workers or (
-            len(self._queue) > self._workers - self._metrics.active_workers
-        ):
+        recent.move_to_end(key)
+        workers = self._workers
+        if len(recent) > workers:
+            horizon = now - self._busy_window
+            while len(recent) > workers and next(iter(recent.values())) < horizon:
+                recent.popitem(last=False)
+        if len(recent) > workers or len(self._queue) > workers - self._metrics.active_workers:
             self._contended_at = now
 
     async def run(self) -> None:
