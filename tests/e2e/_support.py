@@ -18,7 +18,7 @@ import asyncio
 import signal
 import time
 from collections import defaultdict
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -95,7 +95,7 @@ async def eventually(
     deadline = time.monotonic() + timeout
     while True:
         value = check()
-        if asyncio.iscoroutine(value):
+        if isinstance(value, Awaitable):
             value = await value
         if value:
             return value

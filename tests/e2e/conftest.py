@@ -18,7 +18,6 @@ offers polling helpers with timeouts; nothing here sleeps for a fixed time to sy
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import signal
@@ -33,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _support import eventually
 
 from omed.devcluster.controlplane import free_port
 
@@ -65,16 +65,7 @@ async def wait_until(
     check: Callable[[], Any], *, timeout: float, what: str, interval: float = 0.05
 ) -> Any:
     """Poll ``check`` (sync or async) until it returns something truthy; return that."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if isinstance(value, Awaitable):
-            value = await value
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
-        await asyncio.sleep(interval)
+    return await eventually(check, timeout=timeout, what=what, interval=interval)
 
 
 def parse_metrics(text: str) -> dict[str, float]:

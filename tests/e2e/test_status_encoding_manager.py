@@ -19,11 +19,11 @@ import asyncio
 import io
 import json
 import signal
-import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+import _support as support
 import pytest
 import yaml
 
@@ -45,16 +45,7 @@ TEMPLATE = {"spec": {"containers": [{"name": "ome-container", "image": "ome/serv
 
 
 async def eventually(check: Callable[[], Any], *, timeout: float = 90.0, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if asyncio.iscoroutine(value):
-            value = await value
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
-        await asyncio.sleep(0.2)
+    return await support.eventually(check, timeout=timeout, what=what, interval=0.2)
 
 
 def fields(line: str) -> dict[str, Any]:
