@@ -17,7 +17,10 @@ so their status follows within 5 s.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Final
+
+from omed.clock import Clock
 
 STATUS_PACE: Final = 5.0
 """Seconds an informational status write may wait after the object's last status write."""
@@ -26,3 +29,39 @@ STATUS_PACE_BUSY: Final = 30.0
 BUSY_WINDOW: Final = 5.0
 """Seconds that other objects' work counts as busy after it was seen: a queue that is empty
 for a moment in the middle of a fleet's convergence doesn't end the busy pace."""
+
+
+class StatusPacer:
+    """This manager's last status write per object, and how long an informational write of
+    it must still wait: :data:`STATUS_PACE` after the last one, :data:`STATUS_PACE_BUSY`
+    while ``busy()`` says the controller has more work than workers. Per process: a new leader
+    remembers nothing and writes at once."""
+
+    def __init__(self, *, clock: Clock, busy: Callable[[], bool]) -> None:
+        self._clock = clock
+        self.busy = busy
+        self._last: dict[str, float] = {}
+
+    def written(self, key: str, *, at: float | None = None) -> None:
+        """The status of ``key`` was written (at ``at``, monotonic; now by default)."""
+        self._last[key] = self._clock.monotonic() if at is None else at
+
+    def pace_from_now(self, key: str) -> None:
+        """Pace a first write of ``key`` from now, as if a status had just been written
+        (unless one was)."""
+        self._last.setdefault(key, self._clock.monotonic())
+
+    def forget(self, key: str) -> None:
+        self._last.pop(key, None)
+
+    def wait(self, key: str, *, busy: bool | None = None) -> float:
+        """Seconds an informational write of ``key`` must still wait (0: none); ``busy`` when
+        the caller already asked."""
+        last = self._last.get(key)
+        if last is None:
+            return 0.0
+        if busy is None:
+            busy = self.busy()
+        return max(
+            0.0, last + (STATUS_PACE_BUSY if busy else STATUS_PACE) - self._clock.monotonic()
+        )

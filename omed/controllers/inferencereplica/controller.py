@@ -61,7 +61,7 @@ from omed.controllers.inferencereplica.status import (
     encode_rows_into_status,
     in_list_form,
 )
-from omed.controllers.pacing import BUSY_WINDOW, STATUS_PACE, STATUS_PACE_BUSY
+from omed.controllers.pacing import BUSY_WINDOW, StatusPacer
 from omed.events import WARNING, EventSink
 from omed.informers import (
     NAMESPACE,
@@ -134,7 +134,7 @@ class InferenceReplicaReconciler:
         busy: Callable[[], bool] = lambda: False,
     ) -> None:
         self._client = client
-        self._busy = busy
+        self._pacer = StatusPacer(clock=clock, busy=busy)
         self._replicas = replicas
         self._pods = pods
         self._events = events
@@ -157,8 +157,6 @@ class InferenceReplicaReconciler:
         """key -> resourceVersion whose stored form was found to be the one a write keeps."""
         self._refused: dict[str, dict[int, CreateRefusal]] = {}
         """key -> Instance index -> the last refused create of its pods (a waiting token)."""
-        self._status_written: dict[str, float] = {}
-        """key -> monotonic time of this manager's last status write (for the pacing)."""
 
     async def reconcile(self, key: str) -> Result:
         irep = self._replicas.get(key)
@@ -206,7 +204,7 @@ class InferenceReplicaReconciler:
             )
         outcome = await self._executor.execute(key=key, irep=irep, target=target, plan=decided)
         if outcome.status_sent is not None:
-            self._status_written[key] = self._clock.monotonic()
+            self._pacer.written(key)
         self._expectations.expect_replica_past(key, outcome.superseded)
         fresh_refusal = self._remember_refusals(key, decided, outcome)
         if outcome.stopped == "too_large":
@@ -224,18 +222,14 @@ class InferenceReplicaReconciler:
 
     def _paced(self, key: str, decided: Plan) -> Plan:
         """``decided`` without its status write (nor that write's events) when it only moves
-        observation and this manager wrote the status less than :data:`STATUS_PACE` ago
-        (:data:`STATUS_PACE_BUSY` while the controller is busy, see
-        :mod:`omed.controllers.pacing`); a requeue for the rest of the pace carries it (or an
-        earlier pass with news writes it sooner)."""
+        observation and the :class:`~omed.controllers.pacing.StatusPacer` says it must still
+        wait (5 s after this manager's last status write of it, 30 s while the controller is
+        busy); a requeue for the rest of the pace carries it (or an earlier pass with news
+        writes it sooner)."""
         writes = decided.of_type(WriteStatus)
         if not writes or not all(write.paceable for write in writes):
             return decided
-        last = self._status_written.get(key)
-        if last is None:
-            return decided
-        pace = STATUS_PACE_BUSY if self._busy() else STATUS_PACE
-        wait = last + pace - self._clock.monotonic()
+        wait = self._pacer.wait(key)
         if wait <= 0:
             return decided
         # Its events (InstanceCreated only, by the planner's rule) go with it: the pass that
@@ -371,7 +365,7 @@ class InferenceReplicaReconciler:
             self._size_warned.pop(key, None)
             self._form_current.pop(key, None)
             self._refused.pop(key, None)
-            self._status_written.pop(key, None)
+            self._pacer.forget(key)
             statusmetrics.stored(key, None)
             return Result()
         if not self._expectations.satisfied(key):

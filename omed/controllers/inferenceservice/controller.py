@@ -43,7 +43,7 @@ from omed.controllers.inferenceservice.status import (
     status_changed,
     status_urgent,
 )
-from omed.controllers.pacing import BUSY_WINDOW, STATUS_PACE, STATUS_PACE_BUSY
+from omed.controllers.pacing import BUSY_WINDOW, StatusPacer
 from omed.informers import (
     NAMESPACE,
     OWNER_UID,
@@ -133,14 +133,13 @@ class InferenceServiceReconciler:
         busy: Callable[[], bool] = lambda: False,
     ) -> None:
         self._client = client
-        self._busy = busy
+        self._pacer = StatusPacer(clock=clock, busy=busy)
         self._services = services.store
         self._replicas = replicas.store
         self._runtimes = runtimes.store
         self._cluster_runtimes = cluster_runtimes.store
         self._default_mode = default_mode
         self._clock = clock
-        self._status_written: dict[str, float] = {}
         """monotonic time of each InferenceService's last status write, or of its first sight
         while its first status waits (for the pacing)"""
 
@@ -159,7 +158,7 @@ class InferenceServiceReconciler:
     async def reconcile(self, key: str) -> Result:
         isvc: Mapping[str, Any] | None = self._services.get(key)
         if isvc is None:
-            self._status_written.pop(key, None)
+            self._pacer.forget(key)
             return Result()
         meta = isvc.get("metadata") or {}
         if meta.get("deletionTimestamp"):
@@ -319,17 +318,16 @@ class InferenceServiceReconciler:
         key = f"{meta.get('namespace')}/{meta.get('name')}"
         now = self._clock.monotonic()
         old = isvc.get("status")
-        busy = self._busy()
+        busy = self._pacer.busy()
         urgent = status_urgent(old, status)
         if not old and busy and failure is None and not _ready(status):
             # Under load, a first status that only says "not ready yet" waits like a count
             # change, paced from the moment this manager first saw the InferenceService;
             # Ready or a failure, when it comes first, is written at once.
             urgent = False
-            self._status_written.setdefault(key, now)
-        last = self._status_written.get(key)
-        if last is not None and not urgent:
-            wait = last + (STATUS_PACE_BUSY if busy else STATUS_PACE) - now
+            self._pacer.pace_from_now(key)
+        if not urgent:
+            wait = self._pacer.wait(key, busy=busy)
             if wait > 0:
                 return wait
         body = {
@@ -346,7 +344,7 @@ class InferenceServiceReconciler:
         # brings the next pass.
         with contextlib.suppress(Conflict, NotFound):
             await self._client.replace_status(INFERENCE_SERVICES, body, meta.get("namespace"))
-            self._status_written[key] = now
+            self._pacer.written(key, at=now)
         return None
 
 

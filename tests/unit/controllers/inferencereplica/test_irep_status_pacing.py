@@ -72,7 +72,7 @@ def test_the_reconciler_holds_a_paceable_write_back_for_the_rest_of_the_pace() -
     run, _, _ = reconciler(FakeKube())
     paceable = _plan(paceable=True)
     assert run._paced(KEY, paceable) is paceable  # no write by this manager yet
-    run._status_written[KEY] = run._clock.monotonic() - 1.0
+    run._pacer.written(KEY, at=run._clock.monotonic() - 1.0)
     held = run._paced(KEY, paceable)
     assert held.of_type(WriteStatus) == []
     assert held.of_type(RecordEvent) == []  # reported by the pass that writes, not twice
@@ -82,7 +82,7 @@ def test_the_reconciler_holds_a_paceable_write_back_for_the_rest_of_the_pace() -
     assert sooner.requeue_after == 0.5
     news = _plan(paceable=False)
     assert run._paced(KEY, news) is news
-    run._status_written[KEY] = run._clock.monotonic() - STATUS_PACE
+    run._pacer.written(KEY, at=run._clock.monotonic() - STATUS_PACE)
     assert run._paced(KEY, paceable) is paceable
 
 
@@ -108,7 +108,7 @@ def test_a_busy_controller_holds_a_paceable_write_for_the_busy_pace() -> None:
     busy = [True]
     run, _, _ = reconciler(FakeKube(), busy=lambda: busy[0])
     paceable = _plan(paceable=True)
-    run._status_written[KEY] = run._clock.monotonic() - STATUS_PACE
+    run._pacer.written(KEY, at=run._clock.monotonic() - STATUS_PACE)
     held = run._paced(KEY, paceable)
     assert held.of_type(WriteStatus) == []
     assert held.requeue_after == STATUS_PACE_BUSY - STATUS_PACE

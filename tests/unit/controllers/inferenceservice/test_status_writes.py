@@ -7,12 +7,9 @@ import types
 from typing import Any, cast
 
 from omed.clock import FakeClock
-from omed.controllers.inferenceservice.controller import (
-    STATUS_PACE,
-    STATUS_PACE_BUSY,
-    InferenceServiceReconciler,
-)
+from omed.controllers.inferenceservice.controller import InferenceServiceReconciler
 from omed.controllers.inferenceservice.status import replica_readiness
+from omed.controllers.pacing import STATUS_PACE, STATUS_PACE_BUSY
 
 
 class RecordingClient:
