@@ -477,7 +477,10 @@ class InferenceReplicaController:
             self.controller.queue.add(key)
 
     async def run(self) -> None:
-        """Run the workers until :meth:`shutdown`; start the informers and sync them first."""
+        """Run the workers until :meth:`shutdown` (the manager has started the informers and
+        waited for their caches). Only the leader runs it, so only the leader exports the
+        status-encoding series."""
+        statusmetrics.leading()
         await self.controller.run()
 
     async def shutdown(self, *, drain: bool = True) -> None:

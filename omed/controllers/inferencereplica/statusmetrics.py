@@ -2,9 +2,12 @@
 
 Why: during a switch of ``omenativeStatus`` an operator watches the fleet convert and wants
 to see decode failures and rejected writes without reading events. Only the leader runs the
-controller, so only the leader records these series (a standby exports them at zero or not
-at all). Encoding labels are the codec's ``dense_v1`` / ``columnar_v2``
-(:data:`omed.statuscodec.METRIC_LABELS`).
+controller, so only the leader records these series: a standby exports none of them (their
+``HELP`` and ``TYPE`` lines only, never a sample at 0 that a ``sum`` across replicas would
+mix in). The leader's controller calls :func:`leading` when its workers start, so the leader
+exports the encoding gauge for both encodings from then on, at 0 until it has seen one. A
+leader that loses its Lease exits, so no former leader keeps stale series. Encoding labels
+are the codec's ``dense_v1`` / ``columnar_v2`` (:data:`omed.statuscodec.METRIC_LABELS`).
 
 Invariant: ``omed_inferencereplica_status_encoding{encoding}`` counts each InferenceReplica
 the controller has looked at once, by the encoding its status is stored in as last seen or
@@ -56,11 +59,16 @@ _size_exceeded = Counter(
     ["encoding"],
     registry=REGISTRY,
 )
-for _label in METRIC_LABELS.values():
-    _by_encoding.labels(encoding=_label).set(0)
-
 _stored: dict[str, Encoding] = {}
 """``namespace/name`` -> stored encoding, for the gauge (one controller per process)."""
+
+
+def leading() -> None:
+    """The controller's workers start (on the leader): export the gauge for both encodings.
+
+    Nothing at import: a standby imports this module too, and must export no series."""
+    for label in METRIC_LABELS.values():
+        _by_encoding.labels(encoding=label)
 
 
 def stored(key: str, encoding: Encoding | None) -> None:
