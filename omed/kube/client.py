@@ -17,8 +17,10 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import dataclasses
+import functools
 import logging
 import os
 import random
@@ -26,7 +28,7 @@ import ssl
 import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, TypeVar
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import unquote, urlencode, urlsplit
 
 import aiohttp
 import orjson
@@ -34,6 +36,7 @@ from prometheus_client import Counter, Histogram
 
 from omed.clock import Clock, RealClock
 from omed.kube.errors import ApiError, Conflict, error_from_response
+from omed.kube.proxy import ProxyEnvironment, parse_proxy_url
 from omed.kube.ratelimit import TokenBucket
 from omed.log import kv
 from omed.metrics import REGISTRY
@@ -80,31 +83,49 @@ class ClusterConfig:
     token: Callable[[], Awaitable[str | None]] | None = None
     impersonate_user: str | None = None
     impersonate_groups: tuple[str, ...] = ()
+    proxy: str | None = None
+    """The proxy requests go through (:mod:`omed.kube.proxy`), or ``None`` for direct."""
 
     def impersonating(self, user: str, groups: tuple[str, ...] = ()) -> ClusterConfig:
         return dataclasses.replace(self, impersonate_user=user, impersonate_groups=groups)
 
 
 async def load_config(
-    kubeconfig: str | None = None, *, context: str | None = None
+    kubeconfig: str | None = None,
+    *,
+    context: str | None = None,
+    environ: Mapping[str, str] | None = None,
 ) -> ClusterConfig:
-    """Load a kubeconfig file (``$KUBECONFIG`` or ``~/.kube/config``) or the in-cluster config."""
+    """Load a kubeconfig file (``$KUBECONFIG`` or ``~/.kube/config``) or the in-cluster config,
+    and the proxy to reach its server through (the cluster's ``proxy-url``, else Go's
+    ``HTTPS_PROXY``/``NO_PROXY`` rules over ``environ``, by default ``os.environ``).
+
+    Raises :class:`FileNotFoundError` for a named kubeconfig that doesn't exist (the library
+    would read it as empty and complain about missing contexts), and
+    :class:`~omed.kube.proxy.ProxyConfigError` for a proxy setting that can't be used.
+    """
     from kubernetes_asyncio import config as kconfig
     from kubernetes_asyncio.client import Configuration
 
+    env = os.environ if environ is None else environ
     configuration = Configuration()
-    path = kubeconfig or os.environ.get("KUBECONFIG")
-    if path or not os.environ.get("KUBERNETES_SERVICE_HOST"):
-        temp = tempfile.mkdtemp(prefix="omed-kubeconfig-")
+    path = kubeconfig or env.get("KUBECONFIG")
+    if path or not env.get("KUBERNETES_SERVICE_HOST"):
+        _check_kubeconfig_exists(path, named=kubeconfig is not None)
         await kconfig.load_kube_config(
             config_file=path,
             context=context,
             client_configuration=configuration,
             persist_config=False,
-            temp_file_path=temp,
+            temp_file_path=_temp_dir(),
         )
     else:
         kconfig.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    host = str(configuration.host or "").rstrip("/")
+    if configuration.proxy:
+        proxy = parse_proxy_url(str(configuration.proxy), source="the cluster's proxy-url")
+    else:
+        proxy = ProxyEnvironment.from_environ(env).proxy_for(host)
     if configuration.verify_ssl:
         ssl_context: ssl.SSLContext | bool = ssl.create_default_context(
             cafile=configuration.ssl_ca_cert
@@ -130,9 +151,44 @@ async def load_config(
         text = str(value)
         return text if text.lower().startswith("bearer ") or not prefix else f"{prefix} {text}"
 
-    return ClusterConfig(
-        host=str(configuration.host or "").rstrip("/"), ssl_context=ssl_context, token=token
-    )
+    return ClusterConfig(host=host, ssl_context=ssl_context, token=token, proxy=proxy)
+
+
+def _check_kubeconfig_exists(path: str | None, *, named: bool) -> None:
+    """A named kubeconfig must exist; of a ``$KUBECONFIG`` list (``a:b``), one must."""
+    if path is None:
+        path = os.path.expanduser("~/.kube/config")
+        named = True
+    files = [path] if named else [p for p in path.split(os.pathsep) if p]
+    if not any(os.path.exists(os.path.expanduser(f)) for f in files):
+        what = "kubeconfig" if named else "$KUBECONFIG"
+        raise FileNotFoundError(f"{what} {path}: no such file")
+
+
+@functools.cache
+def _temp_directory() -> tempfile.TemporaryDirectory[str]:
+    """Where the kubeconfig loader writes inline certificate data: one directory per
+    process, removed when the process exits (the loader may write there again when an exec
+    plugin refreshes its credentials, so it lives as long as the process)."""
+    return tempfile.TemporaryDirectory(prefix="omed-kubeconfig-")
+
+
+def _temp_dir() -> str:
+    return _temp_directory().name
+
+
+def _proxy_and_headers(proxy: str | None) -> tuple[str | None, dict[str, str] | None]:
+    """The proxy URL without its user info, and that user info as a Proxy-Authorization
+    header (Basic, as Go sends it)."""
+    if proxy is None:
+        return None, None
+    parts = urlsplit(proxy)
+    if parts.username is None and parts.password is None:
+        return proxy, None
+    credentials = f"{unquote(parts.username or '')}:{unquote(parts.password or '')}"
+    header = "Basic " + base64.b64encode(credentials.encode()).decode("ascii")
+    netloc = parts.netloc.rpartition("@")[2]
+    return parts._replace(netloc=netloc).geturl(), {"Proxy-Authorization": header}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -182,11 +238,12 @@ class KubeClient:
         self._user_agent = user_agent
         self._timeout = timeout
         self._session: aiohttp.ClientSession | None = None
+        self._proxy, self._proxy_headers = _proxy_and_headers(config.proxy)
 
     def _http(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
             connector = aiohttp.TCPConnector(ssl=self.config.ssl_context, limit=100)
-            self._session = aiohttp.ClientSession(connector=connector)
+            self._session = aiohttp.ClientSession(connector=connector, proxy=self._proxy)
         return self._session
 
     async def close(self) -> None:
@@ -258,6 +315,7 @@ class KubeClient:
                 url,
                 data=data,
                 headers=all_headers,
+                proxy_headers=self._proxy_headers,
                 timeout=aiohttp.ClientTimeout(total=timeout or self._timeout),
             ) as response:
                 raw = await response.read()
@@ -293,7 +351,9 @@ class KubeClient:
             ("Impersonate-Group", g) for g in self.config.impersonate_groups
         ]
         client_timeout = aiohttp.ClientTimeout(total=timeout, sock_connect=10)
-        async with self._http().get(url, headers=all_headers, timeout=client_timeout) as resp:
+        async with self._http().get(
+            url, headers=all_headers, proxy_headers=self._proxy_headers, timeout=client_timeout
+        ) as resp:
             REQUESTS.labels(str(resp.status), "WATCH", self._host_label).inc()
             if resp.status >= 400:
                 raw = await resp.read()

@@ -87,3 +87,27 @@ def test_a_missing_kubeconfig_logs_unable_to_get_kubeconfig_and_exits_1(
     assert len(failure) == 1, err
     assert "ERROR\tsetup" in failure[0]
     assert str(missing) in failure[0]
+
+
+def test_an_unusable_https_proxy_stops_the_manager_with_the_reason(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Go would ignore the address and connect directly; omed refuses to bypass the proxy.
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        "clusters: [{name: k, cluster: {server: 'https://10.96.0.1:443'}}]\n"
+        "contexts: [{name: c, context: {cluster: k, user: u}}]\n"
+        "users: [{name: u, user: {token: t}}]\n"
+    )
+    monkeypatch.setenv("HTTPS_PROXY", "socks5://proxy.example.com:1080")
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    assert main([f"--kubeconfig={kubeconfig}"]) == 1
+    err = capsys.readouterr().err
+    failure = [line for line in err.splitlines() if "\tunable to get kubeconfig\t" in line]
+    assert len(failure) == 1, err
+    assert (
+        "HTTPS_PROXY 'socks5://proxy.example.com:1080': the socks5 scheme is not supported"
+        in failure[0]
+    )
