@@ -44,7 +44,14 @@ from omed.controllers.inferencereplica.encoding import (
     StatusEncodingSettings,
     needs_conversion,
 )
-from omed.controllers.inferencereplica.execute import Executor, KubeApi, Outcome
+from omed.controllers.inferencereplica.execute import (
+    MSG_WRITE_TOO_LARGE,
+    REASON_WRITE_SIZE_EXCEEDED,
+    Executor,
+    KubeApi,
+    Outcome,
+    write_size_exceeded_message,
+)
 from omed.controllers.inferencereplica.expectations import DEFAULT_TIMEOUT, Expectations
 from omed.controllers.inferencereplica.model import CreateRefusal, ObservedState, PlanSettings
 from omed.controllers.inferencereplica.observe import (
@@ -330,18 +337,44 @@ class InferenceReplicaReconciler:
         self._events.event(irep, type=WARNING, reason=REASON_DECODE_FAILED, message=message)
 
     def _too_large(self, key: str, irep: Mapping[str, Any], outcome: Outcome) -> None:
-        size, encoding = outcome.status_sent or (0, "DenseV1")
-        statusmetrics.size_exceeded(encoding)
+        """A write rejected as too large: the status write is the page's StatusSizeExceeded
+        (its own bytes and encoding, and the metric); any other write is a
+        WriteSizeExceeded that names it. Logged and recorded once per resourceVersion."""
+        rejected = outcome.too_large
+        assert rejected is not None, "stopped as too_large without the rejected write"
+        encoding = rejected.encoding
+        if encoding is not None:
+            statusmetrics.size_exceeded(encoding)
         version = str((irep.get("metadata") or {}).get("resourceVersion") or "")
-        if self._size_warned.get(key) == version:
+        said = f"{rejected.write}@{version}"
+        if self._size_warned.get(key) == said:
             return
-        self._size_warned[key] = version
+        self._size_warned[key] = said
         namespace, name = split_key(key)
-        log.error(names.MSG_STATUS_TOO_LARGE, extra=kv(key=key, bytes=size, encoding=encoding))
-        message = size_exceeded_message(
-            namespace=namespace or "", name=name, size=size, encoding=encoding
+        if encoding is not None:
+            log.error(
+                names.MSG_STATUS_TOO_LARGE,
+                extra=kv(key=key, bytes=rejected.size, encoding=encoding, error=rejected.error),
+            )
+            message = size_exceeded_message(
+                namespace=namespace or "", name=name, size=rejected.size, encoding=encoding
+            )
+            self._events.event(irep, type=WARNING, reason=REASON_SIZE_EXCEEDED, message=message)
+            return
+        log.error(
+            MSG_WRITE_TOO_LARGE,
+            extra=kv(
+                key=key,
+                write=rejected.write,
+                bytes=rejected.size,
+                objectBytes=rejected.object_size,
+                error=rejected.error,
+            ),
         )
-        self._events.event(irep, type=WARNING, reason=REASON_SIZE_EXCEEDED, message=message)
+        message = write_size_exceeded_message(
+            namespace=namespace or "", name=name, rejected=rejected
+        )
+        self._events.event(irep, type=WARNING, reason=REASON_WRITE_SIZE_EXCEEDED, message=message)
 
     def _unreadable(self, key: str, irep: Mapping[str, Any], err: Exception) -> None:
         version = str((irep.get("metadata") or {}).get("resourceVersion") or "")

@@ -9,11 +9,18 @@ each decision safe against what the cache didn't know. Order and guards:
    any side effect, in the form :mod:`.encoding` picks (a write that changes the stored form
    records InstanceStatusConverted). If this write fails (Conflict: the cache was stale;
    NotFound; TooLarge: the status doesn't fit), the pass stops here and no pod is touched;
+   the same holds for step 1;
 3. events (only after the status that records their transition is stored);
 4. serving gates, pod creations, pod deletions, each first *expected* (:mod:`.expectations`);
    creations tolerate ``AlreadyExists`` (fixed names: a repeat after a crash), deletions
    tolerate ``NotFound``;
 5. ``RemoveFinalizer`` after re-listing the pods from the API server.
+
+A write of the InferenceReplica that the API server rejects as too large (steps 1, 2 and 5)
+is recorded as a :class:`RejectedWrite` on the :class:`Outcome`: which write it was, the
+bytes sent, and for a status write its encoding. Only a status write is a StatusSizeExceeded
+(the page's event, with that write's own size and encoding); the others are
+:data:`REASON_WRITE_SIZE_EXCEEDED`, whose message names the write.
 
 Destructive steps re-read what they act on: before deleting an Instance's pods, each pod is
 read from the API server and the deletion goes ahead only if every one of them is still
@@ -28,7 +35,7 @@ import datetime as dt
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from omed.api.constants import API_VERSION, KIND_INFERENCE_SERVICE, READINESS_GATE_SERVING
 from omed.clock import Clock, rfc3339
@@ -67,6 +74,44 @@ log = logging.getLogger("omed.controllers.inferencereplica")
 
 WRITE_CONCURRENCY = 16
 """Pod writes one pass keeps in flight at once (the client's limiter paces them further)."""
+
+WRITE_STATUS: Final = "status write"
+WRITE_ADD_FINALIZER: Final = "add-finalizer patch"
+WRITE_REMOVE_FINALIZER: Final = "remove-finalizer patch"
+REASON_WRITE_SIZE_EXCEEDED: Final = "WriteSizeExceeded"
+"""The Warning event of a write other than the status's that was rejected as too large."""
+MSG_WRITE_TOO_LARGE: Final = "InferenceReplica write rejected as too large; the replica stalls"
+
+
+@dataclass(frozen=True, slots=True)
+class RejectedWrite:
+    """A write of the InferenceReplica that the API server (or etcd) rejected as too large."""
+
+    write: str
+    """:data:`WRITE_STATUS`, :data:`WRITE_ADD_FINALIZER` or :data:`WRITE_REMOVE_FINALIZER`."""
+    size: int
+    """Bytes of the request body sent (compact JSON): the whole object for a status write."""
+    object_size: int
+    """Bytes of the InferenceReplica as this pass read it (compact JSON)."""
+    encoding: Encoding | None = None
+    """The encoding of the rows a status write carried; ``None`` for the other writes."""
+    error: str = ""
+    """The API server's message."""
+
+
+def write_size_exceeded_message(*, namespace: str, name: str, rejected: RejectedWrite) -> str:
+    """``InferenceReplica <ns>/<name>: add-finalizer patch of <n> bytes was rejected as too
+    large (the object is <m> bytes)``: a write other than the status's."""
+    return (
+        f"InferenceReplica {namespace}/{name}: {rejected.write} of {rejected.size} bytes "
+        f"was rejected as too large (the object is {rejected.object_size} bytes)"
+    )
+
+
+class _TooLarge(Exception):
+    def __init__(self, rejected: RejectedWrite) -> None:
+        super().__init__(rejected.write)
+        self.rejected = rejected
 
 
 class KubeApi(Protocol):
@@ -127,7 +172,9 @@ class Outcome:
     stopped: str | None = None
     """``conflict``, ``gone`` or ``too_large`` when the pass stopped before its side effects."""
     status_sent: tuple[int, Encoding] | None = None
-    """Bytes and encoding of the last status write sent (the StatusSizeExceeded message)."""
+    """Bytes and encoding of the last status write sent."""
+    too_large: RejectedWrite | None = None
+    """The write rejected as too large, when ``stopped`` is ``too_large``."""
     retry_soon: bool = False
     """Something was skipped for safety or lost a race; look again shortly."""
     errors: list[Exception] = field(default_factory=list)
@@ -254,8 +301,9 @@ class Executor:
         except NotFound:
             outcome.stopped = "gone"
             return {}
-        except TooLarge:
+        except _TooLarge as err:
             outcome.stopped = "too_large"
+            outcome.too_large = err.rejected
             return {}
         return result
 
@@ -263,9 +311,19 @@ class Executor:
         meta = irep.get("metadata") or {}
         finalizers = [*(meta.get("finalizers") or ()), names.FINALIZER]
         patch = {"metadata": {"finalizers": finalizers, "resourceVersion": meta["resourceVersion"]}}
-        result: Mapping[str, Any] = await self._client.patch(
-            INFERENCE_REPLICAS, meta["name"], patch, meta.get("namespace")
-        )
+        try:
+            result: Mapping[str, Any] = await self._client.patch(
+                INFERENCE_REPLICAS, meta["name"], patch, meta.get("namespace")
+            )
+        except TooLarge as err:
+            raise _TooLarge(
+                RejectedWrite(
+                    write=WRITE_ADD_FINALIZER,
+                    size=encoded_size(patch),
+                    object_size=encoded_size(irep),
+                    error=err.message,
+                )
+            ) from err
         return result
 
     async def _write_status(
@@ -290,9 +348,20 @@ class Executor:
         body["status"] = decided.status
         size = encoded_size(body)
         outcome.status_sent = (size, decided.encoding)
-        result: Mapping[str, Any] = await self._client.replace_status(
-            INFERENCE_REPLICAS, body, meta.get("namespace")
-        )
+        try:
+            result: Mapping[str, Any] = await self._client.replace_status(
+                INFERENCE_REPLICAS, body, meta.get("namespace")
+            )
+        except TooLarge as err:
+            raise _TooLarge(
+                RejectedWrite(
+                    write=WRITE_STATUS,
+                    size=size,
+                    object_size=encoded_size(irep),
+                    encoding=decided.encoding,
+                    error=err.message,
+                )
+            ) from err
         namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
         statusmetrics.written(decided.encoding, size)
         statusmetrics.stored(f"{namespace}/{name}", decided.encoding)
@@ -335,6 +404,14 @@ class Executor:
             outcome.retry_soon = True
         except NotFound:
             pass
+        except TooLarge as err:
+            outcome.stopped = "too_large"
+            outcome.too_large = RejectedWrite(
+                write=WRITE_REMOVE_FINALIZER,
+                size=encoded_size(patch),
+                object_size=encoded_size(irep),
+                error=err.message,
+            )
 
     def _record(self, involved: Mapping[str, Any], event: RecordEvent) -> None:
         self._events.event(involved, type=event.type, reason=event.reason, message=event.message)
