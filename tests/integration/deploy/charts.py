@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -42,3 +43,11 @@ def find(docs: list[dict[str, Any]], kind: str, name: str | None = None) -> dict
     ]
     assert len(found) == 1, f"{len(found)} {kind} {name or ''} rendered"
     return found[0]
+
+
+def failure_message(stderr: str) -> str:
+    """The message of helm's ``Error: execution error at (<template>): <message>`` line: what
+    a ``fail`` in a template says, without helm's prefix."""
+    match = re.search(r"^Error: execution error at \([^)]*\): (.*)$", stderr, re.MULTILINE)
+    assert match, stderr
+    return match.group(1)

@@ -104,6 +104,7 @@ def render_error(helm: str, tmp_path: Path) -> RenderError:
         *,
         chart: Path = RESOURCES_CHART,
         sets: Sequence[str] = (),
+        set_strings: Sequence[str] = (),
         namespace: str = "ome",
     ) -> str:
         result = run_helm(
@@ -112,7 +113,7 @@ def render_error(helm: str, tmp_path: Path) -> RenderError:
                 chart,
                 values=values,
                 sets=sets,
-                set_strings=(),
+                set_strings=set_strings,
                 namespace=namespace,
                 api_versions=(),
                 tmp_path=tmp_path,

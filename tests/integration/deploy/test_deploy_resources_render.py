@@ -14,6 +14,7 @@ import pytest
 from cryptography import x509
 
 from omed.config import (
+    FlagError,
     Percent,
     check_leader_election_timing,
     load_startup_config,
@@ -22,7 +23,17 @@ from omed.config import (
 )
 from omed.webhooks import defaulting, inferencereplica, inferenceservice
 
-from .charts import CHARTS, CRD_CHART, RESOURCES_CHART, ROOT, Render, RenderError, find, run_helm
+from .charts import (
+    CHARTS,
+    CRD_CHART,
+    RESOURCES_CHART,
+    ROOT,
+    Render,
+    RenderError,
+    failure_message,
+    find,
+    run_helm,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -106,13 +117,6 @@ def config_data(docs: list[dict[str, Any]]) -> dict[str, str]:
     return dict(data)
 
 
-def failure_message(stderr: str) -> str:
-    """The message of helm's ``Error: execution error at (<template>): <message>`` line."""
-    match = re.search(r"^Error: execution error at \([^)]*\): (.*)$", stderr, re.MULTILINE)
-    assert match, stderr
-    return match.group(1)
-
-
 # --- lint ------------------------------------------------------------------------------------
 
 
@@ -190,6 +194,18 @@ def changed(**flags: str | None) -> list[str]:
         # "a 0 doesn't remove a limit: the chart then leaves the flag out"
         (controller(kubeAPIQPS=0), changed(kube_api_qps=None)),
         (controller(kubeAPIBurst=0), changed(kube_api_burst=None)),
+        # ... and a quoted "0" is the same 0 (the manager refuses --kube-api-qps=0)
+        (controller(kubeAPIQPS="0"), changed(kube_api_qps=None)),
+        (controller(kubeAPIBurst="0"), changed(kube_api_burst=None)),
+        (
+            controller(kubeAPIQPS="0.0", kubeAPIBurst="-0"),
+            changed(kube_api_qps=None, kube_api_burst=None),
+        ),
+        (controller(kubeAPIBurst="250"), changed(kube_api_burst="250")),
+        (
+            controller(inferenceServiceMaxConcurrentReconciles="0"),
+            changed(inferenceservice_max_concurrent_reconciles=None),
+        ),
         # '"0" turns the cache off ... for an unquoted 0, the chart leaves out the flag'
         (controller(configCacheTTL="0"), changed(config_cache_ttl="0")),
         (controller(configCacheTTL=0), changed(config_cache_ttl=None)),
@@ -238,6 +254,11 @@ def changed(**flags: str | None) -> list[str]:
     ids=[
         "qps-0",
         "burst-0",
+        "qps-quoted-0",
+        "burst-quoted-0",
+        "quoted-zeros",
+        "burst-quoted-250",
+        "workers-quoted-0",
         "ttl-quoted-0",
         "ttl-unquoted-0",
         "ttl-10s",
@@ -268,13 +289,42 @@ def test_args_from_values(render: Render, values: dict[str, Any], expected: list
             [],
             changed(kube_api_qps=None, kube_api_burst=None),
         ),
+        (
+            [],
+            ["ome.controller.kubeAPIQPS=0", "ome.controller.kubeAPIBurst=0"],
+            changed(kube_api_qps=None, kube_api_burst=None),
+        ),
+        ([], ["ome.controller.kubeAPIQPS=150"], changed(kube_api_qps="150")),
     ],
-    ids=["set-ttl-0", "set-string-ttl-0", "set-qps-burst-0"],
+    ids=[
+        "set-ttl-0",
+        "set-string-ttl-0",
+        "set-qps-burst-0",
+        "set-string-qps-burst-0",
+        "set-string-qps-150",
+    ],
 )
 def test_args_from_set_flags(
     render: Render, sets: list[str], set_strings: list[str], expected: list[str]
 ) -> None:
-    assert args(render(sets=sets, set_strings=set_strings)) == expected
+    rendered = args(render(sets=sets, set_strings=set_strings))
+    assert rendered == expected
+    parse_flags(rendered, {})  # the manager accepts what the chart passes
+
+
+def test_a_quoted_zero_limit_falls_back_to_the_managers_defaults(render: Render) -> None:
+    """The page: "a 0 doesn't remove a limit: the chart then leaves the flag out, and the
+    manager falls back to 20 requests a second, or a burst of 30". The manager refuses a
+    passed 0 (exit 2, a crash loop), so a quoted "0" must not reach it either."""
+    with pytest.raises(FlagError):
+        parse_flags(["--kube-api-qps=0"], {})
+    with pytest.raises(FlagError):
+        parse_flags(["--kube-api-burst=0"], {})
+    rendered = args(
+        render(set_strings=["ome.controller.kubeAPIQPS=0", "ome.controller.kubeAPIBurst=0"])
+    )
+    options = parse_flags(rendered, {})
+    assert (options.kube_api_qps, options.kube_api_burst) == (20.0, 30)
 
 
 # --- environment, volumes, pod ---------------------------------------------------------------
@@ -418,12 +468,16 @@ def test_services(render: Render) -> None:
         ),
         ({"maxDecodedInstances": None}, MSG_BOUND_REQUIRED),
         ({"instanceStatusEncoding": "ColumnarV2", "maxDecodedInstances": None}, MSG_BOUND_REQUIRED),
+        # a missing block is a missing encoding
+        (None, MSG_ENCODING.format('""')),
     ],
 )
 def test_bad_omenative_status_fails_with_the_pages_message(
-    render_error: RenderError, status: dict[str, Any], message: str
+    render_error: RenderError, status: dict[str, Any] | None, message: str
 ) -> None:
-    assert failure_message(render_error(values=controller(omenativeStatus=status))) == message
+    stderr = render_error(values=controller(omenativeStatus=status))
+    assert "can't evaluate field" not in stderr and "nil pointer" not in stderr, stderr
+    assert failure_message(stderr) == message
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,41 @@
 {{/*
+The shape of the values, checked before anything renders: a bad value fails `helm template`,
+`install` and `upgrade` with "<path> must be <what>, got <value as JSON>", as the
+ome-resources chart does. A null block or field takes the default: a policy stays off, and
+the CRDs keep helm.sh/resource-policy: keep (only an explicit false drops it, so a null
+can't make `helm uninstall` delete every InferenceService).
+*/}}
+{{- define "ome-crd.checkValues" -}}
+{{- $ome := .Values.ome -}}
+{{- if not (kindIs "map" $ome) -}}
+{{- fail (printf "ome must be a map of the chart's values, got %s" (toJson $ome)) -}}
+{{- end -}}
+{{- $fields := dict "rolloutPolicy" "enabled" "autoscalerPolicy" "enabled" "crds" "keep" -}}
+{{- range $key, $field := $fields -}}
+{{- $block := index $ome $key -}}
+{{- if not (or (kindIs "invalid" $block) (kindIs "map" $block)) -}}
+{{- fail (printf "ome.%s must be a map of %s, or null, got %s" $key $field (toJson $block)) -}}
+{{- end -}}
+{{- $value := index ($block | default dict) $field -}}
+{{- if not (or (kindIs "invalid" $value) (kindIs "bool" $value)) -}}
+{{- fail (printf "ome.%s.%s must be true or false, got %s" $key $field (toJson $value)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+A boolean value: "true" or empty. Arguments: dict "root" $ "key" "crds" "field" "keep"
+"default" true.
+*/}}
+{{- define "ome-crd.flag" -}}
+{{- $value := index (index .root.Values.ome .key | default dict) .field -}}
+{{- if kindIs "invalid" $value -}}
+{{- $value = .default -}}
+{{- end -}}
+{{- if $value -}}true{{- end -}}
+{{- end -}}
+
+{{/*
 Labels and annotations that the chart adds to each CRD's metadata. The CRD bodies in
 files/crds are byte-for-byte the generated deploy/crds files (python -m omed.api.crdgen), so
 the chart inserts its metadata as text right under the top-level "metadata:" line.
@@ -11,7 +48,7 @@ labels:
   app.kubernetes.io/managed-by: {{ .Release.Service }}
   app.kubernetes.io/instance: {{ .Release.Name }}
   helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
-{{- if .Values.ome.crds.keep }}
+{{- if include "ome-crd.flag" (dict "root" . "key" "crds" "field" "keep" "default" true) }}
 annotations:
   helm.sh/resource-policy: keep
 {{- end }}

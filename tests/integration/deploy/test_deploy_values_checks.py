@@ -1,0 +1,461 @@
+"""Values of the wrong shape fail ``helm template`` with a clear message, never a raw Go
+template error (``nil pointer evaluating``, ``can't evaluate field``) and never a rendered
+object the API server or the manager refuses later.
+
+Every message has the form of the product page's omenativeStatus messages: ``<value path>
+must be <what>, got <the value as JSON>``. docs/deploy.md lists them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from .charts import CRD_CHART, Render, RenderError, failure_message, find
+
+pytestmark = pytest.mark.integration
+
+RAW_TEMPLATE_ERRORS = ("nil pointer", "can't evaluate field", "range can't iterate", "YAML parse")
+
+
+def controller(**values: Any) -> dict[str, Any]:
+    return {"ome": {"controller": values}}
+
+
+def clear_failure(stderr: str) -> str:
+    """The template's own message, after checking that helm printed no raw error."""
+    for raw in RAW_TEMPLATE_ERRORS:
+        assert raw not in stderr, stderr
+    return failure_message(stderr)
+
+
+# --- ome-resources: values from a values file -----------------------------------------------
+
+BAD_VALUES: list[tuple[str, dict[str, Any], str]] = [
+    ("ome-null", {"ome": None}, "ome must be a map of the chart's values, got null"),
+    (
+        "controller-null",
+        {"ome": {"controller": None}},
+        "ome.controller must be a map of the manager's values, got null",
+    ),
+    (
+        "controller-string",
+        {"ome": {"controller": "x"}},
+        'ome.controller must be a map of the manager\'s values, got "x"',
+    ),
+    (
+        "omenative-status-string",
+        controller(omenativeStatus="ColumnarV2"),
+        "ome.controller.omenativeStatus must be a map of instanceStatusEncoding and "
+        'maxDecodedInstances, got "ColumnarV2"',
+    ),
+    (
+        "omenative-status-list",
+        controller(omenativeStatus=["DenseV1"]),
+        "ome.controller.omenativeStatus must be a map of instanceStatusEncoding and "
+        'maxDecodedInstances, got ["DenseV1"]',
+    ),
+    (
+        "replicas-null",
+        controller(replicaCount=None),
+        "ome.controller.replicaCount must be a whole number, 0 or more, got null",
+    ),
+    (
+        "replicas-negative",
+        controller(replicaCount=-1),
+        "ome.controller.replicaCount must be a whole number, 0 or more, got -1",
+    ),
+    (
+        "replicas-fraction",
+        controller(replicaCount=2.5),
+        "ome.controller.replicaCount must be a whole number, 0 or more, got 2.5",
+    ),
+    (
+        "replicas-string",
+        controller(replicaCount="3"),
+        'ome.controller.replicaCount must be a whole number, 0 or more, got "3"',
+    ),
+    (
+        "replicas-bool",
+        controller(replicaCount=True),
+        "ome.controller.replicaCount must be a whole number, 0 or more, got true",
+    ),
+    (
+        "grace-negative",
+        controller(terminationGracePeriodSeconds=-5),
+        "ome.controller.terminationGracePeriodSeconds must be a whole number of seconds, "
+        "0 or more, or null, got -5",
+    ),
+    (
+        "ttl-unquoted-10",
+        controller(configCacheTTL=10),
+        'ome.controller.configCacheTTL must be a quoted duration such as "30s", got 10',
+    ),
+    (
+        "ttl-bool",
+        controller(configCacheTTL=True),
+        'ome.controller.configCacheTTL must be a quoted duration such as "30s", got true',
+    ),
+    (
+        "lease-unquoted",
+        controller(leaderElection={"leaseDuration": 90}),
+        "ome.controller.leaderElection.leaseDuration must be a quoted duration such as "
+        '"60s", got 90',
+    ),
+    (
+        "retry-unquoted",
+        controller(leaderElection={"retryPeriod": 1.5}),
+        'ome.controller.leaderElection.retryPeriod must be a quoted duration such as "8s", got 1.5',
+    ),
+    (
+        "leader-election-string",
+        controller(leaderElection="60s"),
+        "ome.controller.leaderElection must be a map of leaseDuration, renewDeadline and "
+        'retryPeriod, or null, got "60s"',
+    ),
+    (
+        "qps-word",
+        controller(kubeAPIQPS="fast"),
+        'ome.controller.kubeAPIQPS must be a number, got "fast"',
+    ),
+    (
+        "burst-list",
+        controller(kubeAPIBurst=[400]),
+        "ome.controller.kubeAPIBurst must be a number, got [400]",
+    ),
+    (
+        "workers-bool",
+        controller(inferenceServiceMaxConcurrentReconciles=True),
+        "ome.controller.inferenceServiceMaxConcurrentReconciles must be a number, got true",
+    ),
+    (
+        "accelerators-number",
+        controller(acceleratorResources=5),
+        "ome.controller.acceleratorResources must be a comma-separated string or a list of "
+        "resource names, got 5",
+    ),
+    (
+        "image-null",
+        controller(image=None),
+        "ome.controller.image must be a map of repository, tag and pullPolicy, got null",
+    ),
+    (
+        "image-string",
+        controller(image="ome/ome-manager:v1.3.0"),
+        "ome.controller.image must be a map of repository, tag and pullPolicy, "
+        'got "ome/ome-manager:v1.3.0"',
+    ),
+    (
+        "repository-empty",
+        controller(image={"repository": ""}),
+        'ome.controller.image.repository must be a non-empty string such as "ome/ome-manager", '
+        'got ""',
+    ),
+    (
+        "event-recorder-number",
+        controller(eventRecorder=400),
+        "ome.controller.eventRecorder must be a map of the eventRecorder entry's fields, or "
+        "null, got 400",
+    ),
+    (
+        "lifecycle-string",
+        controller(lifecycle="fast"),
+        "ome.controller.lifecycle must be a map of the lifecycle entry's fields, or null, "
+        'got "fast"',
+    ),
+    (
+        "extra-config-list",
+        controller(extraConfig=["omeAgent"]),
+        "ome.controller.extraConfig must be a map of ConfigMap entry names to JSON objects, or "
+        'null, got ["omeAgent"]',
+    ),
+    (
+        "extra-config-entry-string",
+        controller(extraConfig={"omeAgent": "on"}),
+        'ome.controller.extraConfig.omeAgent must be a map, the entry\'s JSON object, got "on"',
+    ),
+    (
+        "extra-env-map",
+        controller(extraEnv={"HTTPS_PROXY": "http://proxy.example.com:3128"}),
+        "ome.controller.extraEnv must be a list of environment variables, written like a "
+        'container\'s env, or null, got {"HTTPS_PROXY":"http://proxy.example.com:3128"}',
+    ),
+    (
+        "extra-env-item-string",
+        controller(extraEnv=[{"name": "A", "value": "1"}, "B=2"]),
+        "ome.controller.extraEnv[1] must be a map, an environment variable such as "
+        '{name: HTTPS_PROXY, value: ...}, got "B=2"',
+    ),
+    (
+        "extra-volumes-string",
+        controller(extraVolumes="corp-ca"),
+        "ome.controller.extraVolumes must be a list of volumes, written like a Pod's volumes, "
+        'or null, got "corp-ca"',
+    ),
+    (
+        "extra-mounts-map",
+        controller(extraVolumeMounts={"name": "corp-ca", "mountPath": "/etc/corp-ca"}),
+        "ome.controller.extraVolumeMounts must be a list of volume mounts, written like a "
+        "container's volumeMounts, or null, got "
+        '{"mountPath":"/etc/corp-ca","name":"corp-ca"}',
+    ),
+    (
+        "pull-secrets-string",
+        controller(imagePullSecrets="my-pull-secret"),
+        "ome.controller.imagePullSecrets must be a list of Secret references, or null, "
+        'got "my-pull-secret"',
+    ),
+    (
+        "pull-secrets-item-string",
+        controller(imagePullSecrets=["my-pull-secret"]),
+        "ome.controller.imagePullSecrets[0] must be a map, a Secret reference such as "
+        '{name: my-pull-secret}, got "my-pull-secret"',
+    ),
+    (
+        "tolerations-map",
+        controller(tolerations={"key": "gpu"}),
+        "ome.controller.tolerations must be a list of the pod's tolerations, or null, "
+        'got {"key":"gpu"}',
+    ),
+    (
+        "resources-string",
+        controller(resources="small"),
+        "ome.controller.resources must be a map of the manager container's resources, or "
+        'null, got "small"',
+    ),
+    (
+        "pod-annotations-list",
+        controller(podAnnotations=["a=b"]),
+        'ome.controller.podAnnotations must be a map of annotations, or null, got ["a=b"]',
+    ),
+    (
+        "priority-class-number",
+        controller(priorityClassName=1000),
+        "ome.controller.priorityClassName must be a string, got 1000",
+    ),
+    (
+        "webhook-string",
+        {"ome": {"webhook": "selfSigned"}},
+        'ome.webhook must be a map of certificate and timeoutSeconds, or null, got "selfSigned"',
+    ),
+    (
+        "webhook-timeout-0",
+        {"ome": {"webhook": {"timeoutSeconds": 0}}},
+        "ome.webhook.timeoutSeconds must be a whole number of seconds from 1 to 30, got 0",
+    ),
+    (
+        "webhook-timeout-31",
+        {"ome": {"webhook": {"timeoutSeconds": 31}}},
+        "ome.webhook.timeoutSeconds must be a whole number of seconds from 1 to 30, got 31",
+    ),
+    (
+        "webhook-timeout-string",
+        {"ome": {"webhook": {"timeoutSeconds": "10s"}}},
+        'ome.webhook.timeoutSeconds must be a whole number of seconds from 1 to 30, got "10s"',
+    ),
+    (
+        "policy-string",
+        {"ome": {"rolloutPolicy": "on"}},
+        'ome.rolloutPolicy must be a map of enabled, or null, got "on"',
+    ),
+    (
+        "policy-enabled-string",
+        {"ome": {"autoscalerPolicy": {"enabled": "false"}}},
+        'ome.autoscalerPolicy.enabled must be true or false, got "false"',
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [(values, message) for _, values, message in BAD_VALUES],
+    ids=[name for name, _, _ in BAD_VALUES],
+)
+def test_bad_values_fail_with_a_clear_message(
+    render_error: RenderError, values: dict[str, Any], message: str
+) -> None:
+    assert clear_failure(render_error(values=values)) == message
+
+
+# --- ome-resources: --set and --set-string -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("sets", "set_strings", "message"),
+    [
+        (
+            ["ome.controller.omenativeStatus=ColumnarV2"],
+            [],
+            "ome.controller.omenativeStatus must be a map of instanceStatusEncoding and "
+            'maxDecodedInstances, got "ColumnarV2"',
+        ),
+        (
+            ["ome.controller=null"],
+            [],
+            "ome.controller must be a map of the manager's values, got null",
+        ),
+        (["ome=null"], [], "ome must be a map of the chart's values, got null"),
+        (
+            ["ome.controller.replicaCount=null"],
+            [],
+            "ome.controller.replicaCount must be a whole number, 0 or more, got null",
+        ),
+        (
+            ["ome.controller.replicaCount=-2"],
+            [],
+            "ome.controller.replicaCount must be a whole number, 0 or more, got -2",
+        ),
+        (
+            # --set reads 10 as an integer
+            ["ome.controller.configCacheTTL=10"],
+            [],
+            'ome.controller.configCacheTTL must be a quoted duration such as "30s", got 10',
+        ),
+        (
+            ["ome.controller.leaderElection.retryPeriod=8"],
+            [],
+            "ome.controller.leaderElection.retryPeriod must be a quoted duration such as "
+            '"8s", got 8',
+        ),
+        (
+            [],
+            ["ome.controller.kubeAPIQPS=100/s"],
+            'ome.controller.kubeAPIQPS must be a number, got "100/s"',
+        ),
+        (
+            ["ome.controller.extraEnv=HTTPS_PROXY"],
+            [],
+            "ome.controller.extraEnv must be a list of environment variables, written like a "
+            'container\'s env, or null, got "HTTPS_PROXY"',
+        ),
+        (
+            ["ome.controller.image=null"],
+            [],
+            "ome.controller.image must be a map of repository, tag and pullPolicy, got null",
+        ),
+        (
+            [],
+            ["ome.rolloutPolicy.enabled=true"],
+            'ome.rolloutPolicy.enabled must be true or false, got "true"',
+        ),
+    ],
+    ids=[
+        "omenative-status-string",
+        "controller-null",
+        "ome-null",
+        "replicas-null",
+        "replicas-negative",
+        "ttl-unquoted-10",
+        "retry-unquoted",
+        "qps-word",
+        "extra-env-string",
+        "image-null",
+        "policy-enabled-string",
+    ],
+)
+def test_bad_set_flags_fail_with_a_clear_message(
+    render_error: RenderError, sets: list[str], set_strings: list[str], message: str
+) -> None:
+    assert clear_failure(render_error(sets=sets, set_strings=set_strings)) == message
+
+
+# --- what the checks let through ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("value", "expected"), [(0, 0), (1, 1), (5.0, 5)])
+def test_replica_count_whole_numbers(render: Render, value: float, expected: int) -> None:
+    # 0 parks the manager (docs/deploy.md); a whole float from a values file is an integer
+    deployment = find(render(controller(replicaCount=value)), "Deployment")
+    assert deployment["spec"]["replicas"] == expected
+
+
+def test_null_grace_period_is_left_to_kubernetes(render: Render) -> None:
+    pod = find(render(controller(terminationGracePeriodSeconds=None)), "Deployment")
+    assert "terminationGracePeriodSeconds" not in pod["spec"]["template"]["spec"]
+    default = find(render(), "Deployment")["spec"]["template"]["spec"]
+    assert default["terminationGracePeriodSeconds"] == 30
+
+
+def test_null_webhook_block_takes_the_defaults(render: Render) -> None:
+    docs = render({"ome": {"webhook": None}})
+    assert find(docs, "Secret", "ome-webhook-server-cert")["type"] == "kubernetes.io/tls"
+    configuration = find(docs, "ValidatingWebhookConfiguration")
+    assert {hook["timeoutSeconds"] for hook in configuration["webhooks"]} == {10}
+
+
+def test_null_policy_blocks_are_off(render: Render) -> None:
+    docs = render({"ome": {"rolloutPolicy": None, "autoscalerPolicy": {"enabled": None}}})
+    annotations = find(docs, "Deployment")["spec"]["template"]["metadata"]["annotations"]
+    assert annotations["ome.io/policy-features"] == "rolloutPolicy=false,autoscalerPolicy=false"
+
+
+@pytest.mark.parametrize(
+    "entry", ["deploy", "ingress", "lifecycle", "eventRecorder", "omenativeStatus"]
+)
+def test_extra_config_cant_replace_a_chart_entry(render_error: RenderError, entry: str) -> None:
+    # values.yaml and docs/deploy.md say so: the chart's own entries are set under their value
+    message = clear_failure(render_error(values=controller(extraConfig={entry: {"x": 1}})))
+    assert message == (
+        f"ome.controller.extraConfig.{entry}: the chart writes the {entry} entry; "
+        f"set it under ome.controller.{entry}"
+    )
+
+
+# --- ome-crd ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"ome": None}, "ome must be a map of the chart's values, got null"),
+        (
+            {"ome": {"rolloutPolicy": True}},
+            "ome.rolloutPolicy must be a map of enabled, or null, got true",
+        ),
+        (
+            {"ome": {"rolloutPolicy": {"enabled": "false"}}},
+            'ome.rolloutPolicy.enabled must be true or false, got "false"',
+        ),
+        (
+            {"ome": {"autoscalerPolicy": {"enabled": 1}}},
+            "ome.autoscalerPolicy.enabled must be true or false, got 1",
+        ),
+        ({"ome": {"crds": "keep"}}, 'ome.crds must be a map of keep, or null, got "keep"'),
+        ({"ome": {"crds": {"keep": "no"}}}, 'ome.crds.keep must be true or false, got "no"'),
+    ],
+    ids=[
+        "ome-null",
+        "policy-bool",
+        "enabled-string",
+        "enabled-number",
+        "crds-string",
+        "keep-string",
+    ],
+)
+def test_crd_chart_bad_values(
+    render_error: RenderError, values: dict[str, Any], message: str
+) -> None:
+    assert clear_failure(render_error(values=values, chart=CRD_CHART)) == message
+
+
+@pytest.mark.parametrize(
+    "values",
+    [{"ome": {"crds": None}}, {"ome": {"crds": {"keep": None}}}],
+    ids=["crds-null", "keep-null"],
+)
+def test_crd_chart_null_keep_still_keeps(render: Render, values: dict[str, Any]) -> None:
+    """Only an explicit false lets `helm uninstall ome-crd` delete the CRDs, and with them every
+    InferenceService: a null can't do it by accident."""
+    crds = [d for d in render(values, chart=CRD_CHART) if d["kind"] == "CustomResourceDefinition"]
+    assert crds
+    for crd in crds:
+        assert crd["metadata"]["annotations"] == {"helm.sh/resource-policy": "keep"}
+
+
+def test_crd_chart_null_policies_are_off(render: Render) -> None:
+    docs = render(
+        {"ome": {"rolloutPolicy": None, "autoscalerPolicy": {"enabled": None}}}, chart=CRD_CHART
+    )
+    names = {d["metadata"]["name"] for d in docs}
+    assert not names & {"rolloutpolicies.ome.io", "autoscalerpolicies.ome.io"}
