@@ -8,10 +8,15 @@ from __future__ import annotations
 import base64
 import json
 import re
+import ssl
+from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
 from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
 
 from omed.config import (
     FlagError,
@@ -22,6 +27,7 @@ from omed.config import (
     reconcile_entries,
 )
 from omed.webhooks import defaulting, inferencereplica, inferenceservice
+from omed.webhooks.tls import new_server_context
 
 from .charts import (
     CHARTS,
@@ -713,9 +719,70 @@ def test_self_signed_certificate(render: Render) -> None:
         "ome-webhook-server-service.ome-system.svc",
         "ome-webhook-server-service.ome-system.svc.cluster.local",
     }
-    assert b"PRIVATE KEY" in base64.b64decode(secret["data"]["tls.key"])
     for hook in _webhooks(docs).values():
         assert base64.b64decode(hook["clientConfig"]["caBundle"]) == ca_pem
+
+
+def test_self_signed_keys_are_ecdsa_p256(render: Render) -> None:
+    """ECDSA P-256, not RSA-2048: a cheaper handshake for the webhook server when the API
+    server opens connections in a burst (docs/deploy.md)."""
+    secret = find(render(), "Secret", "ome-webhook-server-cert")
+    key = serialization.load_pem_private_key(base64.b64decode(secret["data"]["tls.key"]), None)
+    assert isinstance(key, ec.EllipticCurvePrivateKey)
+    assert isinstance(key.curve, ec.SECP256R1)
+    leaf = x509.load_pem_x509_certificate(base64.b64decode(secret["data"]["tls.crt"]))
+    ca = x509.load_pem_x509_certificate(base64.b64decode(secret["data"]["ca.crt"]))
+    for certificate in (leaf, ca):
+        public = certificate.public_key()
+        assert isinstance(public, ec.EllipticCurvePublicKey)
+        assert isinstance(public.curve, ec.SECP256R1)
+        assert certificate.signature_algorithm_oid == x509.SignatureAlgorithmOID.ECDSA_WITH_SHA256
+    # the key is the leaf certificate's, not the CA's
+    assert key.public_key().public_numbers() == leaf.public_key().public_numbers()
+    assert leaf.not_valid_after_utc - leaf.not_valid_before_utc >= timedelta(days=3649)
+
+
+def test_self_signed_certificate_serves_tls_to_a_client_trusting_the_ca_bundle(
+    render: Render, tmp_path: Path
+) -> None:
+    """The rendered Secret, as the manager loads it (its own SSLContext and load_cert_chain),
+    completes a TLS handshake with a client that trusts only the webhooks' caBundle and checks
+    the Service's name, as the API server does."""
+    docs = render(namespace="ome-system")
+    secret = find(docs, "Secret", "ome-webhook-server-cert")
+    (crt, key) = (tmp_path / "tls.crt", tmp_path / "tls.key")
+    crt.write_bytes(base64.b64decode(secret["data"]["tls.crt"]))
+    key.write_bytes(base64.b64decode(secret["data"]["tls.key"]))
+    server_context = new_server_context()
+    server_context.load_cert_chain(crt, key)
+    (ca_bundle,) = {hook["clientConfig"]["caBundle"] for hook in _webhooks(docs).values()}
+    client_context = ssl.create_default_context(cadata=base64.b64decode(ca_bundle).decode())
+
+    for name in (
+        "ome-webhook-server-service.ome-system.svc",
+        "ome-webhook-server-service.ome-system.svc.cluster.local",
+    ):
+        client_in, client_out, server_in, server_out = (ssl.MemoryBIO() for _ in range(4))
+        client = client_context.wrap_bio(client_in, client_out, server_hostname=name)
+        server = server_context.wrap_bio(server_in, server_out, server_side=True)
+        done = {"client": False, "server": False}
+        for _ in range(10):  # a handshake is a few flights; each pass moves one
+            for side, end in (("client", client), ("server", server)):
+                if not done[side]:
+                    try:
+                        end.do_handshake()
+                        done[side] = True
+                    except ssl.SSLWantReadError:
+                        pass
+            server_in.write(client_out.read())
+            client_in.write(server_out.read())
+            if all(done.values()):
+                break
+        assert all(done.values()), name
+        cipher = client.cipher()
+        assert cipher is not None
+        peer = x509.load_der_x509_certificate(client.getpeercert(binary_form=True) or b"")
+        assert isinstance(peer.public_key(), ec.EllipticCurvePublicKey)
 
 
 @pytest.mark.parametrize(
@@ -730,6 +797,13 @@ def test_cert_manager_certificate(render: Render, api_versions: list[str], sets:
     assert issuer["spec"] == {"selfSigned": {}}
     certificate = find(docs, "Certificate", "ome-serving-cert")
     assert certificate["spec"]["secretName"] == "ome-webhook-server-cert"
+    # ECDSA P-256 rather than cert-manager's RSA-2048 default; a new key at every issuance,
+    # so a Secret holding an older RSA key is re-issued rather than left waiting
+    assert certificate["spec"]["privateKey"] == {
+        "algorithm": "ECDSA",
+        "size": 256,
+        "rotationPolicy": "Always",
+    }
     assert certificate["spec"]["issuerRef"] == {"kind": "Issuer", "name": "ome-selfsigned-issuer"}
     assert "ome-webhook-server-service.ome-system.svc" in certificate["spec"]["dnsNames"]
     for kind in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"):
