@@ -7,8 +7,20 @@ probes); apply ``examples/`` (an InferenceService with an engine, a decoder and 
 show progress until it converges; print its Instances; keep running until Ctrl-C, then stop
 everything it started, in reverse order.
 
+Ctrl-C (SIGINT) or SIGTERM stops it at any stage: while the binaries build, while the
+control plane starts, while it applies the examples or waits for them to converge, and
+while it runs. It says which signal it got, stops what it started (the manager, the
+simulated nodes, kube-apiserver and etcd, any build still running), removes its temporary
+directories, and exits with 128 + the signal's number: 130 for SIGINT, 143 for SIGTERM.
+Exit 0: ``--exit-when-ready`` and the example converged; exit 1: something failed (the
+message says what, with the manager's last log lines). A second signal while it cleans up
+doesn't cut the clean-up short (each step is bounded: at most 15 s for the manager).
+
 Invariant: nothing outlives the demo. The manager and the control plane die with it even on
-``kill -9`` (``PR_SET_PDEATHSIG``), and a normal stop removes every temporary directory.
+``kill -9`` (``PR_SET_PDEATHSIG``); a stop, normal or by a signal, removes every temporary
+directory and ends every process it started (last, any descendant still alive). The manager
+and kubectl run in sessions of their own, so the terminal's Ctrl-C reaches only the demo,
+which stops them in order (a manager given two signals would exit at once).
 """
 
 from __future__ import annotations
@@ -25,7 +37,8 @@ import tempfile
 import time
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from types import FrameType
+from typing import Any, Final
 
 from omed.devcluster.binaries import BinaryError, ensure_binaries
 from omed.devcluster.certs import CertificateAuthority
@@ -42,10 +55,85 @@ EXAMPLES = ROOT / "examples"
 MANAGER_NAMESPACE = "ome"
 DEMO_NAMESPACE = "demo"
 SERVICE = "chat"
+STOP_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM)
+MANAGER_STOP_TIMEOUT: Final = 15.0
+"""Seconds the manager gets to stop after SIGTERM before it is killed."""
+LEFTOVER_STOP_TIMEOUT: Final = 5.0
+"""Seconds a leftover process gets after SIGTERM before SIGKILL."""
 
 
 def say(message: str) -> None:
     print(f"[demo {time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+def _notice(message: str) -> None:
+    """:func:`say` for signal handlers: one raw write, never the buffered (reentrant) print."""
+    line = f"[demo {time.strftime('%H:%M:%S')}] {message}\n".encode()
+    with contextlib.suppress(OSError, ValueError):
+        os.write(sys.stdout.fileno(), line)
+
+
+class Stopped(BaseException):
+    """A stop signal arrived while the demo ran synchronous work (a build, the control plane
+    starting); a ``BaseException`` like ``KeyboardInterrupt``, so no ``except Exception``
+    on the way swallows it, and ``ControlPlane.start`` cleans up as for any exception."""
+
+
+class StopSignals:
+    """SIGINT and SIGTERM, for each stage of the demo.
+
+    * :meth:`raising` (synchronous stages): the first signal raises :class:`Stopped` where
+      the main thread is, blocking calls included.
+    * :meth:`attach` (the event loop's stage): the first signal cancels the demo's task, so
+      whatever it awaits (an API call, kubectl, the convergence poll) ends at once.
+    * :meth:`recording` (between stages, and while cleaning up): signals are only recorded.
+
+    Later signals never interrupt: they say that the demo is still stopping.
+    """
+
+    def __init__(self) -> None:
+        self.received: int | None = None
+        self.cleaning = False
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + (self.received or signal.SIGINT)
+
+    def _first(self, signum: int) -> bool:
+        if self.received is not None:
+            _notice("still stopping: cleaning up what the demo started")
+            return False
+        self.received = signum
+        _notice(
+            f"{signal.Signals(signum).name} received: stopping, and cleaning up everything "
+            "the demo started"
+        )
+        return True
+
+    def _raise(self, signum: int, frame: FrameType | None) -> None:
+        del frame
+        if self._first(signum):
+            raise Stopped(signum)
+
+    def _record(self, signum: int, frame: FrameType | None) -> None:
+        del frame
+        self._first(signum)
+
+    def raising(self) -> None:
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, self._raise)
+
+    def recording(self) -> None:
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, self._record)
+
+    def attach(self, loop: asyncio.AbstractEventLoop, task: asyncio.Task[Any]) -> None:
+        def on_signal(signum: int) -> None:
+            if self._first(signum) and not self.cleaning:
+                task.cancel()
+
+        for sig in STOP_SIGNALS:
+            loop.add_signal_handler(sig, on_signal, sig)
 
 
 def _ready(obj: Mapping[str, Any], kind: str = "Ready") -> bool:
@@ -114,25 +202,49 @@ def _start_manager(
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             preexec_fn=die_with_parent,  # noqa: PLW1509 - only prctl, async-signal-safe
+            start_new_session=True,  # the terminal's Ctrl-C is the demo's to handle
         )
 
 
-def _kubectl_apply(plane: ControlPlane, path: Path) -> None:
-    result = subprocess.run(
-        [
-            str(plane.binaries.kubectl),
-            f"--kubeconfig={plane.kubeconfig_path}",
-            "apply",
-            "-f",
-            str(path),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
+async def _stop_manager(manager: subprocess.Popen[bytes]) -> None:
+    if manager.poll() is not None:
+        return
+    say("stopping the manager")
+    manager.send_signal(signal.SIGTERM)
+    try:
+        await asyncio.wait_for(asyncio.to_thread(manager.wait), MANAGER_STOP_TIMEOUT)
+    except TimeoutError:
+        say(f"the manager did not stop within {MANAGER_STOP_TIMEOUT:g}s; killing it")
+        manager.kill()
+        await asyncio.to_thread(manager.wait)
+
+
+async def _kubectl_apply(plane: ControlPlane, path: Path) -> None:
+    """``kubectl apply -f path``, without blocking the loop; cancelled, it kills kubectl."""
+    proc = await asyncio.create_subprocess_exec(
+        str(plane.binaries.kubectl),
+        f"--kubeconfig={plane.kubeconfig_path}",
+        "apply",
+        "-f",
+        str(path),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        preexec_fn=die_with_parent,  # only prctl, async-signal-safe
+        start_new_session=True,
     )
-    if result.returncode != 0:
-        raise RuntimeError(f"kubectl apply -f {path.name} failed: {result.stderr.strip()}")
-    for line in result.stdout.splitlines():
+    try:
+        out, err = await proc.communicate()
+    except asyncio.CancelledError:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        await proc.wait()
+        raise
+    if proc.returncode != 0:
+        raise RuntimeError(
+            f"kubectl apply -f {path.name} failed: {err.decode(errors='replace').strip()}"
+        )
+    for line in out.decode(errors="replace").splitlines():
         say(f"kubectl: {line}")
 
 
@@ -176,23 +288,31 @@ async def _demo(
     timeout: float,
     exit_when_ready: bool,
     workdir: Path,
+    signals: StopSignals,
 ) -> int:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    client = KubeClient(await load_config(str(plane.kubeconfig_path)), qps=200, burst=400)
+    task = asyncio.current_task()
+    assert task is not None
+    signals.attach(asyncio.get_running_loop(), task)
+    if signals.received is not None:  # between the synchronous stages and this one
+        return signals.exit_code
+    client: KubeClient | None = None
     manager: subprocess.Popen[bytes] | None = None
-    simulator = NodeSimulator(
-        client, nodes=nodes, gpus_per_node=gpus, node_prefix="gpu-node", timings=Timings.realistic()
-    )
+    simulator: NodeSimulator | None = None
     try:
+        client = KubeClient(await load_config(str(plane.kubeconfig_path)), qps=200, burst=400)
+        simulator = NodeSimulator(
+            client,
+            nodes=nodes,
+            gpus_per_node=gpus,
+            node_prefix="gpu-node",
+            timings=Timings.realistic(),
+        )
         say("installing the ome.io CRDs")
         await install_crds(client, ROOT / "deploy" / "crds")
         for name in (MANAGER_NAMESPACE, DEMO_NAMESPACE):
             with contextlib.suppress(AlreadyExists):
                 await client.create(NAMESPACES, {"metadata": {"name": name}})
-        _kubectl_apply(plane, EXAMPLES / "inferenceservice-config.yaml")
+        await _kubectl_apply(plane, EXAMPLES / "inferenceservice-config.yaml")
         say(f"starting {nodes} simulated GPU nodes ({gpus} x nvidia.com/gpu each)")
         await simulator.start()
 
@@ -216,11 +336,11 @@ async def _demo(
         await register_webhooks(
             client, base_url=f"https://127.0.0.1:{webhook_port}", ca_pem=ca.cert_pem
         )
-        _kubectl_apply(plane, EXAMPLES / "runtime.yaml")
+        await _kubectl_apply(plane, EXAMPLES / "runtime.yaml")
         say("applying examples/inferenceservice.yaml (through the manager's webhooks)")
         for attempt in range(120):  # the webhook server needs a moment to start listening
             try:
-                _kubectl_apply(plane, EXAMPLES / "inferenceservice.yaml")
+                await _kubectl_apply(plane, EXAMPLES / "inferenceservice.yaml")
                 break
             except RuntimeError:
                 if attempt == 119 or manager.poll() is not None:
@@ -238,8 +358,13 @@ async def _demo(
             "\nPress Ctrl-C to stop and clean up.",
             flush=True,
         )
-        await stop.wait()
+        await asyncio.get_running_loop().create_future()  # until a signal cancels the task
         return 0
+    except asyncio.CancelledError:
+        if signals.received is None:
+            raise
+        task.uncancel()
+        return signals.exit_code
     except (ApiError, RuntimeError, TimeoutError) as err:
         print(f"error: {err}", file=sys.stderr)
         if (workdir / "manager.log").exists():
@@ -249,14 +374,14 @@ async def _demo(
             )
         return 1
     finally:
-        if manager is not None and manager.poll() is None:
-            manager.send_signal(signal.SIGTERM)
-            try:
-                await asyncio.wait_for(asyncio.to_thread(manager.wait), 30)
-            except TimeoutError:
-                manager.kill()
-        await simulator.stop()
-        await client.close()
+        signals.cleaning = True  # a signal from here on must not cut the clean-up short
+        if manager is not None:
+            await _stop_manager(manager)
+        if simulator is not None:
+            say("stopping the simulated nodes")
+            await simulator.stop()
+        if client is not None:
+            await client.close()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -276,21 +401,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="stop once the example is Ready (for tests and scripts)",
     )
     args = parser.parse_args(argv)
+    runner: Callable[[Coroutine[Any, Any, int]], int] = asyncio.run
+    with contextlib.suppress(ImportError):
+        import uvloop
+
+        runner = uvloop.run
+    signals = StopSignals()
+    signals.raising()
+    plane: ControlPlane | None = None
+    workdir: Path | None = None
+    code = 1
     try:
         binaries = ensure_binaries()
         say("starting etcd and kube-apiserver")
-        plane = ControlPlane(binaries).start()
-    except (BinaryError, ControlPlaneError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
-    workdir = Path(tempfile.mkdtemp(prefix="omed-demo-"))
-    try:
-        runner: Callable[[Coroutine[Any, Any, int]], int] = asyncio.run
-        with contextlib.suppress(ImportError):
-            import uvloop
-
-            runner = uvloop.run
-        return runner(
+        plane = ControlPlane(binaries)
+        plane.start()  # on any exception, Stopped included, it stops what it started
+        signals.recording()  # the loop's handlers take over once it runs
+        workdir = Path(tempfile.mkdtemp(prefix="omed-demo-"))
+        code = runner(
             _demo(
                 plane,
                 nodes=args.nodes,
@@ -298,12 +426,107 @@ def main(argv: Sequence[str] | None = None) -> int:
                 timeout=args.timeout,
                 exit_when_ready=args.exit_when_ready,
                 workdir=workdir,
+                signals=signals,
             )
         )
+    except (BinaryError, ControlPlaneError) as err:
+        print(f"error: {err}", file=sys.stderr)
+    except (Stopped, KeyboardInterrupt):  # KeyboardInterrupt: SIGINT as the loop closed
+        code = signals.exit_code if signals.received else 128 + signal.SIGINT
     finally:
-        plane.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
+        # The loop's close restored the default handlers: record signals again, so that a
+        # second Ctrl-C can't cut the rest of the clean-up short.
+        signals.cleaning = True
+        signals.recording()
+        if plane is not None and plane.dir is not None:
+            say("stopping kube-apiserver and etcd")
+        if plane is not None:
+            plane.stop()
+        if workdir is not None:
+            shutil.rmtree(workdir, ignore_errors=True)
+        _stop_leftovers()
         say("stopped; nothing left behind")
+    return code
+
+
+# -- the last resort: any process the demo started that is still alive ---------------------------
+
+
+def _proc_stat(pid: int) -> tuple[int, str, int] | None:
+    """``(ppid, state, start time)`` of ``pid`` from ``/proc`` (Linux), or ``None``."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(")") + 2 :].split()
+    try:
+        return int(fields[1]), fields[0], int(fields[19])
+    except (IndexError, ValueError):
+        return None
+
+
+def _descendants(pid: int) -> dict[int, int]:
+    """Every live (not zombie) descendant of ``pid``: pid -> its start time (``/proc``)."""
+    children: dict[int, list[int]] = {}
+    started: dict[int, int] = {}
+    with contextlib.suppress(OSError):
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            stat = _proc_stat(int(entry.name))
+            if stat is None or stat[1] == "Z":
+                continue
+            children.setdefault(stat[0], []).append(int(entry.name))
+            started[int(entry.name)] = stat[2]
+    found: dict[int, int] = {}
+    todo = list(children.get(pid, ()))
+    while todo:
+        child = todo.pop()
+        if child not in found:
+            found[child] = started[child]
+            todo.extend(children.get(child, ()))
+    return found
+
+
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return "?"
+
+
+def _alive(pid: int, start: int) -> bool:
+    stat = _proc_stat(pid)
+    return stat is not None and stat[1] != "Z" and stat[2] == start
+
+
+def _reap() -> None:
+    with contextlib.suppress(ChildProcessError):
+        while os.waitpid(-1, os.WNOHANG)[0] > 0:
+            pass
+
+
+def _stop_leftovers() -> None:
+    """SIGTERM, then SIGKILL, every descendant still alive (a build interrupted by a signal,
+    say: its ``go`` and compilers). The whole tree is taken first, since a child whose
+    parent dies is no longer ours to find."""
+    left = _descendants(os.getpid())
+    if not left:
+        return
+    named = ", ".join(f"{_comm(pid)} ({pid})" for pid in sorted(left))
+    say(f"stopping {len(left)} leftover process(es): {named}")
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid, start in left.items():
+            if _alive(pid, start):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, sig)
+        deadline = time.monotonic() + LEFTOVER_STOP_TIMEOUT
+        while time.monotonic() < deadline:
+            _reap()
+            left = {pid: start for pid, start in left.items() if _alive(pid, start)}
+            if not left:
+                return
+            time.sleep(0.05)
 
 
 if __name__ == "__main__":
