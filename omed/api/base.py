@@ -28,6 +28,7 @@ from pydantic import (
     WithJsonSchema,
 )
 from pydantic.alias_generators import to_camel
+from pydantic_core import PydanticCustomError
 
 PRESERVE_UNKNOWN = "x-kubernetes-preserve-unknown-fields"
 INT_OR_STRING = "x-kubernetes-int-or-string"
@@ -85,33 +86,95 @@ Time = Annotated[
 # -- Durations -------------------------------------------------------------------------------
 
 DURATION_PATTERN = r"^(0|([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+)$"
-_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ns|us|µs|ms|s|m|h)")
-_DURATION_UNIT_SECONDS: dict[str, float] = {
-    "ns": 1e-9,
-    "us": 1e-6,
-    "µs": 1e-6,
-    "ms": 1e-3,
-    "s": 1.0,
-    "m": 60.0,
-    "h": 3600.0,
+_DURATION = re.compile(DURATION_PATTERN)
+_DURATION_PART = re.compile(r"([0-9]+)(?:\.([0-9]+))?(ns|us|µs|ms|s|m|h)")
+_DURATION_UNIT_NS: dict[str, int] = {
+    "ns": 1,
+    "us": 1_000,
+    "µs": 1_000,
+    "ms": 1_000_000,
+    "s": 1_000_000_000,
+    "m": 60_000_000_000,
+    "h": 3_600_000_000_000,
 }
+_TWO_63 = 1 << 63
 
-Duration = Annotated[str, StringConstraints(pattern=DURATION_PATTERN)]
-"""A Go duration string such as ``"90s"``, ``"5m"`` or ``"1h30m"``; no sign, no days."""
+MAX_DURATION_NS = _TWO_63 - 1
+"""The longest duration Go's ``time.Duration`` (int64 nanoseconds) holds, about 292 years."""
+MAX_DURATION = "2562047h47m16.854775807s"
+""":data:`MAX_DURATION_NS` as Go's ``Duration.String`` writes it."""
+DURATION_TOO_LONG = f"must be at most {MAX_DURATION} (Go's longest duration, about 292 years)"
+"""The rule a duration beyond :data:`MAX_DURATION` breaks, as field messages word it."""
+
+
+class DurationTooLong(ValueError):
+    """A well-formed duration longer than Go's ``time.Duration`` can hold."""
+
+
+def _check_duration_range(text: str) -> str:
+    try:
+        parse_duration_ns(text)
+    except DurationTooLong:
+        raise PydanticCustomError("duration_too_long", DURATION_TOO_LONG) from None
+    return text
+
+
+Duration = Annotated[
+    str, StringConstraints(pattern=DURATION_PATTERN), AfterValidator(_check_duration_range)
+]
+"""A Go duration string such as ``"90s"``, ``"5m"`` or ``"1h30m"``; no sign, no days, at most
+:data:`MAX_DURATION`. The CRD checks the pattern only; the range is checked by the webhook and
+when a stored object is read, so a value stored before either ran is an error, never a crash."""
+
+
+def _fraction_ns(digits: str, unit: int) -> int:
+    """Nanoseconds of ``.digits`` of ``unit``, computed as Go's ``time.ParseDuration`` does:
+    digits are kept until they would overflow an int64, then scaled through float64."""
+    value, scale = 0, 1.0
+    for digit in digits:
+        if value > MAX_DURATION_NS // 10:
+            break
+        candidate = value * 10 + ord(digit) - ord("0")
+        if candidate > _TWO_63:
+            break
+        value, scale = candidate, scale * 10
+    return int(float(value) * (float(unit) / scale))
+
+
+def parse_duration_ns(text: str) -> int:
+    """Nanoseconds of a :data:`Duration` string, as Go's ``time.ParseDuration`` reads it.
+
+    Raises :class:`DurationTooLong` beyond :data:`MAX_DURATION` (Go refuses it too), and
+    ``ValueError`` on anything that isn't a :data:`Duration`. Never overflows: a number of any
+    length is refused, not converted.
+    """
+    if text == "0":
+        return 0
+    if not _DURATION.fullmatch(text):
+        msg = f"invalid duration {text!r}"
+        raise ValueError(msg)
+    total = 0
+    for whole, fraction, unit_name in _DURATION_PART.findall(text):
+        unit = _DURATION_UNIT_NS[unit_name]
+        digits = whole.lstrip("0")
+        if len(digits) > len(str(MAX_DURATION_NS)):
+            total = _TWO_63  # far beyond the range: don't convert thousands of digits
+            break
+        total += int(digits or "0") * unit
+        if fraction:
+            total += _fraction_ns(fraction, unit)
+        if total > MAX_DURATION_NS:
+            break
+    if total > MAX_DURATION_NS:
+        msg = f"duration {text[:64]!r} is longer than {MAX_DURATION}"
+        raise DurationTooLong(msg)
+    return total
 
 
 def parse_duration(text: str) -> dt.timedelta:
-    """Parse a :data:`Duration` string; raise ``ValueError`` on anything else."""
-    if text == "0":
-        return dt.timedelta(0)
-    if not re.fullmatch(DURATION_PATTERN, text):
-        msg = f"invalid duration {text!r}"
-        raise ValueError(msg)
-    seconds = sum(
-        float(number) * _DURATION_UNIT_SECONDS[unit]
-        for number, unit in _DURATION_PART.findall(text)
-    )
-    return dt.timedelta(seconds=seconds)
+    """Parse a :data:`Duration` string (to the microsecond); ``ValueError`` on anything else,
+    :class:`DurationTooLong` (a ``ValueError``) beyond :data:`MAX_DURATION`."""
+    return dt.timedelta(microseconds=parse_duration_ns(text) / 1000)
 
 
 # -- Int-or-string ---------------------------------------------------------------------------

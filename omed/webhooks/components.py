@@ -27,7 +27,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, Final
 
-from omed.api.base import DURATION_PATTERN, parse_duration
+from omed.api.base import DURATION_PATTERN, DURATION_TOO_LONG, DurationTooLong, parse_duration
 from omed.api.lifecycle import UPDATE_STRATEGY_TYPES
 from omed.webhooks.findings import (
     Findings,
@@ -109,21 +109,42 @@ def _check_replica_range(findings: Findings, loc: Loc, *, low: Any, high: Any) -
         findings.warn(min_loc, WARN_MIN_REPLICAS_ZERO)
 
 
-@functools.lru_cache(maxsize=256)
-def _duration_seconds(text: str) -> float | None:
-    """Seconds of a Go duration string, or ``None`` when it isn't one (memoised: a cluster
-    uses a handful of distinct durations)."""
+_NOT_A_DURATION: Final = "not a duration"
+_TOO_LONG: Final = "too long"
+_MEMO_MAX_CHARS: Final = 64
+
+
+def _duration_seconds(text: str) -> float | str:
+    """Seconds of a Go duration string, or why it isn't one that OME can hold
+    (:data:`_NOT_A_DURATION`, :data:`_TOO_LONG`). Memoised for short strings: a cluster uses
+    a handful of distinct durations, and a long one isn't worth keeping."""
+    if len(text) <= _MEMO_MAX_CHARS:
+        return _memo_duration_seconds(text)
+    return _parse_duration_seconds(text)
+
+
+def _parse_duration_seconds(text: str) -> float | str:
     if not _DURATION.fullmatch(text):
-        return None
-    return parse_duration(text).total_seconds()
+        return _NOT_A_DURATION
+    try:
+        return parse_duration(text).total_seconds()
+    except DurationTooLong:
+        return _TOO_LONG
+
+
+_memo_duration_seconds = functools.lru_cache(maxsize=256)(_parse_duration_seconds)
 
 
 def _check_duration(findings: Findings, loc: Loc, *, value: Any, example: str) -> float | None:
-    """A positive Go duration such as ``example``; its seconds when it is one."""
+    """A positive Go duration such as ``example``, at most Go's longest; its seconds when it
+    is one."""
     if value is None:
         return None
-    seconds = _duration_seconds(value) if isinstance(value, str) else None
-    if seconds is None:
+    seconds = _duration_seconds(value) if isinstance(value, str) else _NOT_A_DURATION
+    if seconds == _TOO_LONG:
+        findings.error(loc, f"{DURATION_TOO_LONG}, got {show(value)}")
+        return None
+    if isinstance(seconds, str):
         findings.error(loc, f'must be a duration such as "{example}", got {show(value)}')
         return None
     if seconds <= 0:
