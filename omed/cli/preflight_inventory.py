@@ -15,13 +15,15 @@ unique, kubeconfig paths resolved against the inventory's directory) or raises
 ``error:`` lines and exit code 2.
 
 YAML is read with :func:`load_yaml`, which keeps timestamps as strings (a row's
-``readySince: 2026-09-14T20:50:00Z`` must stay the string the API stores) and refuses
-duplicate keys (the later one would silently win).
+``readySince: 2026-09-14T20:50:00Z`` must stay the string the API stores), refuses
+duplicate keys (the later one would silently win), and refuses documents nested deeper than
+:data:`MAX_YAML_DEPTH` (no inventory or replacement file needs more than a few levels, and a
+deeper one would exhaust Python's recursion limit in the parser or in the checks after it).
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterable
 from pathlib import Path
 from typing import Annotated, Any, Final, Self
 
@@ -36,6 +38,7 @@ from omed.statuscodec.errors import type_name
 
 __all__ = [
     "BLOCK_FIELDS",
+    "MAX_YAML_DEPTH",
     "ClusterEntry",
     "Inventory",
     "InventoryError",
@@ -95,14 +98,25 @@ _StrictLoader.add_constructor(
 )
 
 
+MAX_YAML_DEPTH: Final = 32
+"""The deepest nesting of mappings and lists :func:`load_yaml` accepts. A replacement row is
+at most 6 levels deep (``instanceStatuses[i].operation.hintTargetNodes[k]``), an inventory 3."""
+
+
 def load_yaml(path: Path, *, what: str) -> Any:
-    """The one YAML document in ``path``; ``what`` names the file in errors (``inventory``)."""
+    """The one YAML document in ``path``; ``what`` names the file in errors (``inventory``).
+
+    Raises :class:`YamlError` for a file that can't be read, isn't valid YAML, or nests
+    deeper than :data:`MAX_YAML_DEPTH`."""
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise YamlError(f"cannot read {what} {path}: {_os_reason(exc)}") from None
+    too_deep = f"{what} {path} is nested more than {MAX_YAML_DEPTH} levels deep"
     try:
-        return yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass
+        document = yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass
+    except RecursionError:  # the parser recurses once per level
+        raise YamlError(too_deep) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
@@ -111,6 +125,34 @@ def load_yaml(path: Path, *, what: str) -> Any:
     except yaml.YAMLError as exc:
         reason = " ".join(str(exc).split())
         raise YamlError(f"{what} {path} is not valid YAML: {reason}") from None
+    if _deeper_than(document, MAX_YAML_DEPTH):
+        raise YamlError(too_deep)
+    return document
+
+
+def _deeper_than(document: Any, limit: int) -> bool:
+    """Whether mappings and lists nest more than ``limit`` levels in ``document``.
+
+    Iterative, so it can't recurse itself; a node shared through a YAML alias is walked again
+    only when reached deeper than before, and a list that holds itself (``&a [*a]``) is found
+    deeper than any limit."""
+    deepest: dict[int, int] = {}
+    stack: list[tuple[Any, int]] = [(document, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, dict):
+            children: Iterable[Any] = [*value.keys(), *value.values()]
+        elif isinstance(value, list | tuple):
+            children = value
+        else:
+            continue
+        if depth > limit:
+            return True
+        if deepest.get(id(value), 0) >= depth:
+            continue
+        deepest[id(value)] = depth
+        stack.extend((child, depth + 1) for child in children)
+    return False
 
 
 def _os_reason(exc: BaseException) -> str:
@@ -272,9 +314,13 @@ def _message(error: Any) -> str:
     cause = (error.get("ctx") or {}).get("error")
     if isinstance(cause, _FieldError):
         return str(cause)
-    path = _path(error["loc"])
     kind = error["type"]
     value = error.get("input")
+    if kind == "invalid_key":  # a key that isn't a string: the key is the input, not the loc
+        parent = _path(error["loc"][:-1])
+        key = _json_scalar(value)
+        return f"{key if parent == 'the inventory' else f'{parent}.{key}'} is not a known field"
+    path = _path(error["loc"])
     if kind == "missing":
         return f"{path} is required"
     if kind == "extra_forbidden":
@@ -303,6 +349,13 @@ def _path(loc: tuple[int | str, ...]) -> str:
 
 def _json_kind(value: object) -> str:
     return type_name(value, mapping="a mapping")
+
+
+def _json_scalar(value: object) -> str:
+    """A key as YAML wrote it: ``1``, ``true``, ``null``, ``1.5``."""
+    if value is None or isinstance(value, bool | int | float):
+        return orjson.dumps(value).decode()
+    return str(value)
 
 
 def _json_value(value: object) -> str:

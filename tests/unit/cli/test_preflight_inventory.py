@@ -307,3 +307,61 @@ async def test_a_missing_inventory_file_exits_2(tmp_path: Path) -> None:
         f"error: inventory {tmp_path / 'nope.yaml'}: cannot read inventory "
         f"{tmp_path / 'nope.yaml'}: No such file or directory\n"
     )
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda d: d.update({1: "x"}), "1 is not a known field"),
+        (lambda d: d.update({None: "x"}), "null is not a known field"),
+        (lambda d: d["manager"].update({2.5: "x"}), "manager.2.5 is not a known field"),
+        (lambda d: d["clusters"][1].update({True: "x"}), "clusters[1].true is not a known field"),
+        (lambda d: d["omenativeStatus"].update({7: 1}), "omenativeStatus.7 is not a known field"),
+    ],
+)
+def test_keys_that_are_not_strings_are_unknown_fields(edit: Edit, message: str) -> None:
+    assert messages(edit) == [message]
+
+
+async def test_a_non_string_key_exits_2_naming_it(tmp_path: Path) -> None:
+    path = tmp_path / "fleet.yaml"
+    path.write_text(yaml.safe_dump(copy.deepcopy(GOOD)) + "1: x\n")
+    out, err = io.StringIO(), io.StringIO()
+    assert await run(["--inventory", str(path)], out=out, err=err) == 2
+    assert err.getvalue() == f"error: inventory {path}: 1 is not a known field\n"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "clusters: " + "[" * 400 + "]" * 400 + "\n",  # past Python's recursion limit
+        "clusters:\n" + "".join("  " * level + "- \n" for level in range(1, 40)),  # block style
+        "clusters: " + "[" * 32 + "]" * 32 + "\n",  # 33 levels with the top mapping
+    ],
+)
+def test_deeply_nested_yaml_is_refused_without_recursing(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "deep.yaml"
+    path.write_text(text)
+    with pytest.raises(YamlError) as caught:
+        load_yaml(path, what="inventory")
+    assert str(caught.value) == f"inventory {path} is nested more than 32 levels deep"
+
+
+def test_nesting_up_to_the_limit_and_shared_aliases_are_read(tmp_path: Path) -> None:
+    path = tmp_path / "ok.yaml"
+    path.write_text("a: " + "[" * 31 + "]" * 31 + "\n")
+    assert load_yaml(path, what="inventory") is not None
+    # 9**8 paths through nodes shared by aliases: each node is walked once per depth
+    levels = "".join(f"l{k + 1}: &n{k + 1} [{', '.join([f'*n{k}'] * 9)}]\n" for k in range(8))
+    path.write_text("l0: &n0 [1, 2, 3]\n" + levels)
+    assert len(load_yaml(path, what="inventory")["l8"]) == 9
+
+
+async def test_a_deeply_nested_inventory_exits_2(tmp_path: Path) -> None:
+    path = tmp_path / "fleet.yaml"
+    path.write_text("clusters: " + "[" * 400 + "]" * 400 + "\n")
+    out, err = io.StringIO(), io.StringIO()
+    assert await run(["--inventory", str(path)], out=out, err=err) == 2
+    assert err.getvalue() == (
+        f"error: inventory {path}: inventory {path} is nested more than 32 levels deep\n"
+    )
