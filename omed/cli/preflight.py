@@ -18,7 +18,10 @@ Invariants (exit codes):
 * the check exits 0 when every cluster is GO, 1 when any is NO-GO (an unreachable cluster is
   NO-GO, never a crash), 2 on a bad flag or a bad inventory (``error: ...`` on stderr);
 * repair exits 0 after a dry run or a write, 1 on a refusal (``refused: ...``, nothing written),
-  2 on any other error (``error: ...``).
+  2 on any other error (``error: ...``), whatever raised it: a bad flag (an empty or malformed
+  ``--namespace`` or ``--name`` included), a bad inventory or replacement file, an API error,
+  an unreachable cluster, a local file or credential plugin that fails, an answer that isn't
+  a JSON object. Only a refusal exits 1.
 
 Reports go to stdout, ``error:`` and ``refused:`` lines to stderr.
 """
@@ -28,16 +31,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NoReturn, TextIO
 
-from omed.cli.preflight_checks import ClusterReport, check_cluster
+from omed.cli.preflight_checks import ClusterReport, check_cluster, one_line
 from omed.cli.preflight_inventory import Inventory, InventoryError, load_inventory
 from omed.cli.preflight_repair import (
     BeforeWrite,
     RepairError,
     RepairRefused,
+    check_name,
+    check_namespace,
     load_replacement,
     run_repair,
 )
@@ -77,6 +82,18 @@ def _positive_seconds(text: str) -> float:
     return value
 
 
+def _flag_type(check: Callable[[str], str]) -> Callable[[str], str]:
+    """An argparse ``type`` from a check that raises :class:`ValueError` with its message."""
+
+    def parse(text: str) -> str:
+        try:
+            return check(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return parse
+
+
 def _check_parser() -> _Parser:
     parser = _Parser(
         prog=PROGRAM,
@@ -105,8 +122,15 @@ def _repair_parser() -> _Parser:
     )
     parser.add_argument("--inventory", required=True, type=Path, help="the inventory YAML file")
     parser.add_argument("--cluster", required=True, help="the cluster's name in the inventory")
-    parser.add_argument("--namespace", required=True, help="the InferenceReplica's namespace")
-    parser.add_argument("--name", required=True, help="the InferenceReplica's name")
+    parser.add_argument(
+        "--namespace",
+        required=True,
+        type=_flag_type(check_namespace),
+        help="the InferenceReplica's namespace",
+    )
+    parser.add_argument(
+        "--name", required=True, type=_flag_type(check_name), help="the InferenceReplica's name"
+    )
     parser.add_argument(
         "--replacement",
         required=True,
@@ -178,6 +202,9 @@ async def _run_repair(
         return EXIT_NO_GO
     except RepairError as exc:
         err.write(f"error: {exc}\n")
+        return EXIT_USAGE
+    except Exception as exc:  # never a traceback, and never exit 1 (a refusal's code)
+        err.write(f"error: the repair stopped: {type(exc).__name__}: {one_line(exc)}\n")
         return EXIT_USAGE
     out.write(report)
     return EXIT_GO

@@ -13,28 +13,33 @@ The checks are pure functions of what was read (:func:`image_problems`,
 
 * a cluster's verdict is GO exactly when it has no :class:`Problem`;
 * every problem has a reason from :data:`TOOL_REASONS` or, for a status that can't be
-  decoded, the codec's own :data:`~omed.statuscodec.DecodeReason` (so the report line matches
-  the manager's ``per-Instance status cannot be decoded (<reason>)`` event);
-* nothing a cluster does (an unreachable API server, an error answer, a malformed object) is
-  raised out of :func:`check_cluster`: it becomes a problem of that cluster, and the other
-  clusters are still checked.
+  decoded, the manager's own reason: statuses are decoded by the manager's function
+  (:func:`~omed.controllers.inferencereplica.status.decode_rows_from_status`: the codec, then
+  the InstanceStatus model), so the report line names the same statuses and the same reason
+  as the manager's ``per-Instance status cannot be decoded (<reason>)`` event;
+* nothing a cluster does (an unreachable API server, an error answer, an answer that isn't a
+  JSON object, a malformed object) is raised out of :func:`check_cluster`: it becomes a
+  problem of that cluster, and the other clusters are still checked.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import socket
 from collections.abc import Mapping
 from typing import Any, Final
 
 import aiohttp
 import orjson
+from pydantic import ValidationError
 
 from omed.cli.preflight_inventory import ClusterEntry, Inventory, block_json
 from omed.config import OMENativeStatusConfig, StartupConfigError, load_startup_config
+from omed.controllers.inferencereplica.status import StatusDecodeFailed, decode_rows_from_status
 from omed.kube.client import KubeClient, load_config
 from omed.kube.errors import ApiError, NotFound
 from omed.kube.resources import CONFIGMAPS, DEPLOYMENTS, INFERENCE_REPLICAS
-from omed.statuscodec import COLUMNAR_V2, DENSE_V1, DecodeError, decode_status
+from omed.statuscodec import COLUMNAR_V2, DENSE_V1
 
 __all__ = [
     "CHECK_FAILED",
@@ -43,11 +48,13 @@ __all__ = [
     "GROUP_VERSION_PATH",
     "KUBECONFIG",
     "MANAGER_IMAGE",
+    "NETWORK_ERRORS",
     "OPENAPI_V3",
     "REPLICA_LIST",
     "TOOL_REASONS",
     "UNCONVERTED",
     "UNREACHABLE",
+    "BadAnswer",
     "ClusterReport",
     "DecodeFailure",
     "Problem",
@@ -56,11 +63,16 @@ __all__ = [
     "check_cluster",
     "config_problems",
     "connect",
+    "failure_detail",
     "image_problems",
+    "json_object",
     "object_key",
+    "one_line",
     "read_cluster_block",
     "schema_problems",
     "server_relative_url",
+    "stop_reason",
+    "stopped_detail",
     "unconverted_problems",
 ]
 
@@ -91,8 +103,78 @@ GROUP_VERSION_PATH: Final = "apis/ome.io/v1beta1"
 STATUS_FIELDS: Final = ("instanceStatusEncoding", "instanceStatusColumns")
 UNCONVERTED_NAMES_SHOWN: Final = 5
 
-UNREACHABLE_ERRORS: Final = (aiohttp.ClientError, TimeoutError, OSError)
-"""What a request raises when it never got an answer from the API server."""
+NETWORK_ERRORS: Final = (
+    aiohttp.ClientError,
+    TimeoutError,
+    ConnectionError,
+    socket.gaierror,
+    socket.herror,
+)
+"""What a request raises when it got no answer from the API server (aiohttp wraps the failures
+of DNS, TCP and the TLS handshake in its :class:`aiohttp.ClientError`)."""
+
+
+def stop_reason(exc: BaseException) -> str:
+    """Why a cluster's requests stopped with ``exc``.
+
+    :data:`UNREACHABLE` when no answer came from the API server (:data:`NETWORK_ERRORS`);
+    :data:`KUBECONFIG` for any other :class:`OSError`, which happened on this machine, not on
+    the way to the API server: a certificate, key or token file that the context names and
+    that can't be read or loaded (:class:`ssl.SSLError` included), a credential plugin's
+    program that can't be run; :data:`CHECK_FAILED` for anything else.
+    """
+    if isinstance(exc, NETWORK_ERRORS):
+        return UNREACHABLE
+    if isinstance(exc, OSError):
+        return KUBECONFIG
+    return CHECK_FAILED
+
+
+def one_line(exc: BaseException) -> str:
+    """An exception's message on one line (its type's name when it has none)."""
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+class BadAnswer(ValueError):
+    """The API server (or a proxy in front of it) answered a request with success but with a
+    body that isn't the JSON object the request returns."""
+
+
+_PREVIEW_CHARS: Final = 60
+
+
+def json_object(answer: Any, *, request: str) -> Mapping[str, Any]:
+    """``answer`` (what :meth:`KubeClient.request` returned for ``request``, such as ``GET
+    /api/v1/...``) when it is a JSON object; else :class:`BadAnswer`, naming what came."""
+    if isinstance(answer, Mapping):
+        return answer
+    raise BadAnswer(f"the API server answered {request} with {_body(answer)}, not a JSON object")
+
+
+def _body(answer: Any) -> str:
+    if answer is None:
+        return "an empty body"
+    if isinstance(answer, bytes):
+        text = " ".join(answer[: _PREVIEW_CHARS * 4].decode("utf-8", "replace").split())
+        if len(text) > _PREVIEW_CHARS:
+            text = text[:_PREVIEW_CHARS] + "..."
+        noun = "byte" if len(answer) == 1 else "bytes"
+        return f"a body that is not JSON ({len(answer)} {noun}: {_quote(text)})"
+    if isinstance(answer, bool):
+        return "a JSON boolean"
+    if isinstance(answer, int | float):
+        return "a JSON number"
+    if isinstance(answer, str):
+        return "a JSON string"
+    if isinstance(answer, list):
+        return "a JSON list"
+    if isinstance(answer, Mapping):
+        return "a JSON object"
+    return f"a {type(answer).__name__}"
+
+
+def _quote(text: str) -> str:
+    return orjson.dumps(text).decode()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -157,10 +239,12 @@ class ReplicaTally:
         elif claimed is None:
             self.dense_v1 += 1
         try:
-            rows = decode_status(status, max_rows=self.max_rows)
-        except DecodeError as err:
+            rows = decode_rows_from_status(status, max_rows=self.max_rows)
+        except StatusDecodeFailed as err:
             self.failures.append(
-                DecodeFailure(namespace=namespace, name=name, reason=err.reason, detail=err.detail)
+                DecodeFailure(
+                    namespace=namespace, name=name, reason=err.reason, detail=failure_detail(err)
+                )
             )
             if columnar and err.reason == "cardinality_limit":
                 self._see_columnar_rows(_declared_rows(status))
@@ -171,6 +255,28 @@ class ReplicaTally:
     def _see_columnar_rows(self, count: int | None) -> None:
         if count is not None:
             self.largest_columnar_v2_rows = max(self.largest_columnar_v2_rows, count)
+
+
+def failure_detail(err: StatusDecodeFailed) -> str:
+    """The detail of a decode failure on one line: the codec's own detail, or, for a row the
+    InstanceStatus model refuses (``row_shape``), the row's index, the field and the model's
+    message with the value it got."""
+    cause = err.__cause__
+    if not isinstance(cause, ValidationError):
+        return err.detail
+    errors = cause.errors(include_url=False)
+    first = errors[0]
+    index = err.row.get("index") if err.row is not None else None
+    where = f"the row of index {index}" if isinstance(index, int) else "a row"
+    field = ".".join(str(part) for part in first["loc"])
+    text = f"{where} is not a valid Instance row: "
+    text += f"{field}: {first['msg']}" if field else first["msg"]
+    if field and "input" in first:
+        shown = orjson.dumps(first["input"], default=str).decode()
+        text += f" (got {shown[:80]}{'...' if len(shown) > 80 else ''})"
+    if len(errors) > 1:
+        text += f"; {len(errors) - 1} more in that row"
+    return text
 
 
 def _declared_rows(status: Any) -> int | None:
@@ -389,11 +495,22 @@ async def connect(cluster: ClusterEntry, *, timeout: float) -> KubeClient:
         config = await load_config(cluster.kubeconfig, context=cluster.context)
     except Exception as exc:  # kubernetes-asyncio raises several kinds for a bad file
         raise ValueError(
-            f"cannot load context {cluster.context} from {cluster.kubeconfig}: {_text(exc)}"
+            f"cannot load context {cluster.context} from {cluster.kubeconfig}: {one_line(exc)}"
         ) from None
     return KubeClient(
         config, qps=50.0, burst=100, user_agent="ome-status-preflight", timeout=timeout
     )
+
+
+def stopped_detail(exc: BaseException, *, cluster: ClusterEntry, host: str, what: str) -> str:
+    """The detail of a stop for :func:`stop_reason`'s reason; ``what`` names the work that
+    stopped for anything else (``the check``, ``the repair``)."""
+    reason = stop_reason(exc)
+    if reason == UNREACHABLE:
+        return f"cannot reach {host}: {one_line(exc)}"
+    if reason == KUBECONFIG:
+        return f"cannot use context {cluster.context} from {cluster.kubeconfig}: {one_line(exc)}"
+    return f"{what} stopped: {type(exc).__name__}: {one_line(exc)}"
 
 
 async def check_cluster(
@@ -413,13 +530,9 @@ async def check_cluster(
             problems += await _check_config(client, inventory)
             problems += await _check_schema(client)
             tally, listing = await _tally_replicas(client, inventory)
-        except UNREACHABLE_ERRORS as exc:
-            detail = f"cannot reach {client.config.host}: {_text(exc)}"
-            problems.append(Problem(UNREACHABLE, detail))
-            return ClusterReport(name=cluster.name, problems=tuple(problems), replicas=None)
         except Exception as exc:  # one cluster's oddity must not stop the fleet's report
-            detail = f"the check stopped: {type(exc).__name__}: {_text(exc)}"
-            problems.append(Problem(CHECK_FAILED, detail))
+            detail = stopped_detail(exc, cluster=cluster, host=client.config.host, what="the check")
+            problems.append(Problem(stop_reason(exc), detail))
             return ClusterReport(name=cluster.name, problems=tuple(problems), replicas=None)
         problems += listing
         if tally is not None:
@@ -428,18 +541,17 @@ async def check_cluster(
         return ClusterReport(name=cluster.name, problems=tuple(problems), replicas=tally)
 
 
-def _text(exc: BaseException) -> str:
-    return " ".join(str(exc).split()) or type(exc).__name__
-
-
 async def _check_manager(client: KubeClient, inventory: Inventory) -> list[Problem]:
     ref = inventory.manager
     where = f"deployment {ref.namespace}/{ref.deployment}"
     try:
-        deployment = await client.get(DEPLOYMENTS, ref.deployment, ref.namespace)
+        answer = await client.get(DEPLOYMENTS, ref.deployment, ref.namespace)
+        deployment = json_object(
+            answer, request=f"GET {DEPLOYMENTS.path(ref.namespace, ref.deployment)}"
+        )
     except NotFound:
         return [Problem(MANAGER_IMAGE, f"{where} not found")]
-    except ApiError as exc:
+    except (ApiError, BadAnswer) as exc:
         return [Problem(MANAGER_IMAGE, f"cannot read {where}: {exc}")]
     return image_problems(deployment, inventory=inventory)
 
@@ -448,25 +560,28 @@ async def _check_config(client: KubeClient, inventory: Inventory) -> list[Proble
     ref = inventory.manager
     where = f"configmap {ref.namespace}/{ref.config_map}"
     try:
-        configmap = await client.get(CONFIGMAPS, ref.config_map, ref.namespace)
+        answer = await client.get(CONFIGMAPS, ref.config_map, ref.namespace)
+        configmap = json_object(
+            answer, request=f"GET {CONFIGMAPS.path(ref.namespace, ref.config_map)}"
+        )
     except NotFound:
         return [Problem(CONFIG_BLOCK, f"{where} not found")]
-    except ApiError as exc:
+    except (ApiError, BadAnswer) as exc:
         return [Problem(CONFIG_BLOCK, f"cannot read {where}: {exc}")]
     return config_problems(configmap, inventory=inventory)
 
 
 async def _check_schema(client: KubeClient) -> list[Problem]:
     try:
-        index = await client.request("GET", OPENAPI_V3)
+        index = json_object(await client.request("GET", OPENAPI_V3), request=f"GET {OPENAPI_V3}")
         url = server_relative_url(index)
-    except ApiError as exc:
+    except (ApiError, BadAnswer) as exc:
         return [Problem(CRD_SCHEMA, f"cannot read OpenAPI v3 discovery (GET {OPENAPI_V3}): {exc}")]
     except SchemaProblem as exc:
         return [Problem(CRD_SCHEMA, str(exc))]
     try:
-        document = await client.request("GET", url)
-    except ApiError as exc:
+        document = json_object(await client.request("GET", url), request=f"GET {url}")
+    except (ApiError, BadAnswer) as exc:
         return [Problem(CRD_SCHEMA, f"cannot read the OpenAPI v3 document GET {url}: {exc}")]
     return schema_problems(document)
 
@@ -476,21 +591,41 @@ async def _tally_replicas(
 ) -> tuple[ReplicaTally | None, list[Problem]]:
     """Decode every InferenceReplica, ``pageSize`` at a time, keeping only the tally."""
     tally = ReplicaTally(max_rows=inventory.omenative_status.max_decoded_instances)
+    request = f"GET {INFERENCE_REPLICAS.path()}"
     token: str | None = None
     while True:
         try:
-            page = await client.list_page(
+            answer = await client.list_page(
                 INFERENCE_REPLICAS, None, limit=inventory.page_size, _continue=token
             )
+            page = json_object(answer, request=request)
+            items = _page_items(page, request=request)
         except NotFound:
             detail = "the API server doesn't serve inferencereplicas.ome.io/v1beta1"
             return None, [Problem(REPLICA_LIST, detail)]
-        except ApiError as exc:
+        except (ApiError, BadAnswer) as exc:
             return None, [Problem(REPLICA_LIST, f"cannot list InferenceReplicas: {exc}")]
-        items = page.get("items") if isinstance(page, Mapping) else None
-        for item in items if isinstance(items, list) else ():
-            if isinstance(item, Mapping):
-                tally.add(item)
+        for item in items:
+            tally.add(item)
         token = _dig(page, "metadata", "continue") or None
         if not token:
             return tally, []
+
+
+def _page_items(page: Mapping[str, Any], *, request: str) -> list[Mapping[str, Any]]:
+    """A list page's ``items`` (a missing or null list is empty); :class:`BadAnswer` when it
+    isn't a list of objects, so a page the tool can't read is never counted as empty."""
+    items = page.get("items")
+    if items is None:
+        return []
+    if not isinstance(items, list):
+        raise BadAnswer(
+            f"the API server answered {request} with items that are {_body(items)}, not a list"
+        )
+    for position, item in enumerate(items):
+        if not isinstance(item, Mapping):
+            raise BadAnswer(
+                f"the API server answered {request} with items[{position}] that is "
+                f"{_body(item)}, not a JSON object"
+            )
+    return items

@@ -12,18 +12,26 @@ Invariants:
 * nothing is written without ``--apply``; a dry run and an apply print the same plan;
 * only a status that fails to decode, for a reason other than cardinality_limit, is replaced
   (cardinality_limit is fixed by the bound, and a status that decodes is the manager's);
+  "decodes" is the manager's own test
+  (:func:`~omed.controllers.inferencereplica.status.decode_rows_from_status`: the codec, then
+  the InstanceStatus model), so repair accepts exactly the statuses the manager refuses;
+* the rows are written in the form the manager would write them (:func:`choose_encoding`
+  under the cluster's block): more rows than maxDecodedInstances are written as the DenseV1
+  list, which is read whatever its length, as the manager writes them;
 * the write is a PUT of the status subresource carrying the resourceVersion the tool read,
   so a change made after the read is refused by the API server (409) and nothing is written;
 * the written status holds the rows in exactly one form (:func:`~omed.statuscodec.with_rows`)
   and every other status field as it was read.
 
 A refusal is :class:`RepairRefused` (``refused:``, exit 1); any other failure is
-:class:`RepairError` (``error:``, exit 2).
+:class:`RepairError` (``error:``, exit 2), including whatever else a cluster or this machine
+raises (:func:`run_repair` turns it into one).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
@@ -31,14 +39,24 @@ from typing import Any, Final
 from pydantic import ValidationError
 
 from omed.api import InstanceStatus
-from omed.cli.preflight_checks import UNREACHABLE_ERRORS, connect, read_cluster_block
+from omed.cli.preflight_checks import (
+    BadAnswer,
+    DecodeFailure,
+    connect,
+    failure_detail,
+    json_object,
+    read_cluster_block,
+    stopped_detail,
+)
 from omed.cli.preflight_inventory import Inventory, YamlError, block_json, load_yaml
 from omed.config import OMENativeStatusConfig
+from omed.controllers.inferencereplica.status import StatusDecodeFailed, decode_rows_from_status
 from omed.kube.client import KubeClient
 from omed.kube.errors import ApiError, Conflict, NotFound
 from omed.kube.resources import CONFIGMAPS, INFERENCE_REPLICAS
 from omed.statuscodec import (
     COLUMNAR_V2,
+    DENSE_V1,
     DecodeError,
     choose_encoding,
     decode_status,
@@ -55,6 +73,8 @@ __all__ = [
     "RepairError",
     "RepairPlan",
     "RepairRefused",
+    "check_name",
+    "check_namespace",
     "check_replacement",
     "load_replacement",
     "plan_repair",
@@ -78,6 +98,44 @@ class RepairError(Exception):
 
 class RepairRefused(Exception):
     """The tool won't write, and wrote nothing (exit 1)."""
+
+
+# -- the object's name -------------------------------------------------------------------------
+
+_DNS_LABEL: Final = r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?"
+_NAMESPACE: Final = re.compile(_DNS_LABEL)
+_NAME: Final = re.compile(rf"{_DNS_LABEL}(?:\.{_DNS_LABEL})*")
+_NAMESPACE_MAX: Final = 63
+_NAME_MAX: Final = 253
+
+
+def check_namespace(text: str) -> str:
+    """``text`` when it can name a namespace (an RFC 1123 label); else :class:`ValueError`.
+
+    An empty or malformed namespace would change the request's path (an empty one would make
+    the GET of one object a list), so it is refused before any request."""
+    if len(text) <= _NAMESPACE_MAX and _NAMESPACE.fullmatch(text):
+        return text
+    raise ValueError(
+        f"{_show_name(text)} is not a valid namespace: a namespace is 1 to {_NAMESPACE_MAX} "
+        "lowercase letters, digits and '-', starting and ending with a letter or digit"
+    )
+
+
+def check_name(text: str) -> str:
+    """``text`` when it can name an InferenceReplica (an RFC 1123 subdomain); else
+    :class:`ValueError`."""
+    if len(text) <= _NAME_MAX and _NAME.fullmatch(text):
+        return text
+    raise ValueError(
+        f"{_show_name(text)} is not a valid InferenceReplica name: a name is 1 to {_NAME_MAX} "
+        "lowercase letters, digits, '-' and '.', starting and ending with a letter or digit"
+    )
+
+
+def _show_name(text: str) -> str:
+    shown = text if len(text) <= 80 else text[:80] + "..."
+    return '""' if not text else repr(shown)
 
 
 # -- the replacement file ----------------------------------------------------------------------
@@ -143,7 +201,8 @@ class RepairPlan:
     block: OMENativeStatusConfig
     stored: str
     """The stored encoding as the status claims it (DenseV1 when the field is absent)."""
-    failure: DecodeError
+    failure: DecodeFailure
+    """Why the manager can't decode the stored status (its reason, and the detail on one line)."""
     rows: list[dict[str, Any]]
     encoding: str
     payload_size: int
@@ -162,16 +221,19 @@ def plan_repair(
     obj: Mapping[str, Any], *, rows: Sequence[Mapping[str, Any]], block: OMENativeStatusConfig
 ) -> RepairPlan:
     """The write that replaces ``obj``'s rows, or :class:`RepairRefused`."""
-    metadata = obj.get("metadata") or {}
+    metadata = obj.get("metadata")
+    metadata = metadata if isinstance(metadata, Mapping) else {}
     namespace, name = str(metadata.get("namespace", "")), str(metadata.get("name", ""))
     who = f"InferenceReplica {namespace}/{name}"
-    status = obj.get("status")
-    status = status if isinstance(status, Mapping) else {}
+    stored = obj.get("status")
+    status = stored if isinstance(stored, Mapping) else {}
     bound = block.max_decoded_instances
     try:
-        stored_rows = decode_status(status, max_rows=bound)
-    except DecodeError as err:
-        failure = err
+        stored_rows = decode_rows_from_status(stored, max_rows=bound)
+    except StatusDecodeFailed as err:
+        failure = DecodeFailure(
+            namespace=namespace, name=name, reason=err.reason, detail=failure_detail(err)
+        )
     else:
         raise RepairRefused(
             f"{who} is not damaged: its status decodes ({len(stored_rows)} rows); "
@@ -181,11 +243,6 @@ def plan_repair(
         raise RepairRefused(
             f"{who} fails with cardinality_limit ({failure.detail}): "
             "raise or restore maxDecodedInstances instead of repairing"
-        )
-    if bound is not None and len(rows) > bound:
-        raise RepairRefused(
-            f"the replacement has {len(rows)} rows, more than maxDecodedInstances {bound} "
-            "(cardinality_limit): raise the bound instead"
         )
     encoding, payload = choose_encoding(
         rows, configured=block.instance_status_encoding, max_rows=bound
@@ -237,10 +294,16 @@ def report_lines(
     """The repair report; ``written`` is the object the API server returned after an apply."""
     rows = len(plan.rows)
     noun = "row" if rows == 1 else "rows"
-    what = (
-        f"{rows} {noun} as {plan.encoding} in status.{plan.target_field} "
-        f"({plan.payload_size} bytes)"
-    )
+    size = f"{plan.payload_size} bytes"
+    bound = plan.block.max_decoded_instances
+    if (
+        plan.block.instance_status_encoding == COLUMNAR_V2
+        and plan.encoding == DENSE_V1
+        and bound is not None
+        and rows > bound
+    ):
+        size += f": more rows than maxDecodedInstances {bound} are stored as a list"
+    what = f"{rows} {noun} as {plan.encoding} in status.{plan.target_field} ({size})"
     if plan.removed:
         what += "; removed " + ", ".join(f"status.{field}" for field in plan.removed)
     kept = ", ".join(f"status.{field}" for field in plan.kept) or "no other status field"
@@ -256,7 +319,7 @@ def report_lines(
     if written is None:
         lines += [f"would write: {what}", f"would keep: {kept}", DRY_RUN_FOOTER]
         return lines
-    version = (written.get("metadata") or {}).get("resourceVersion")
+    version = _resource_version(written)
     lines += [
         f"wrote: {what}",
         f"kept: {kept}",
@@ -282,8 +345,15 @@ async def run_repair(
     """Check, plan and (with ``apply``) write one repair; returns the report text.
 
     ``before_write`` runs between the read and the write (tests use it to change the object
-    in between). Raises :class:`RepairRefused` or :class:`RepairError`.
+    in between). Raises :class:`RepairRefused` or :class:`RepairError`, and nothing else: an
+    unexpected failure (an unreachable API server, a local certificate file that can't be read,
+    a failing credential plugin, an answer that isn't a JSON object) is a :class:`RepairError`
+    that names it.
     """
+    try:
+        namespace, name = check_namespace(namespace), check_name(name)
+    except ValueError as exc:
+        raise RepairError(str(exc)) from None
     cluster = inventory.cluster(cluster_name)
     if cluster is None:
         known = ", ".join(entry.name for entry in inventory.clusters)
@@ -292,6 +362,7 @@ async def run_repair(
         client = await connect(cluster, timeout=timeout)
     except ValueError as exc:
         raise RepairError(str(exc)) from None
+    writing = False
     async with client:
         try:
             plan = await _plan(
@@ -301,12 +372,24 @@ async def run_repair(
                 return "\n".join(report_lines(plan, cluster=cluster_name)) + "\n"
             if before_write is not None:
                 await before_write()
+            writing = True
             written = await _write(client, plan)
-        except UNREACHABLE_ERRORS as exc:
-            text = " ".join(str(exc).split()) or type(exc).__name__
-            raise RepairError(f"cannot reach {client.config.host}: {text}") from None
+        except (RepairRefused, RepairError):
+            raise
+        except Exception as exc:  # a cluster's or this machine's failure: error:, exit 2
+            detail = stopped_detail(
+                exc, cluster=cluster, host=client.config.host, what="the repair"
+            )
+            if writing:
+                detail += f"; {_WRITE_UNKNOWN}"
+            raise RepairError(detail) from None
     _check_written(written, plan)
     return "\n".join(report_lines(plan, cluster=cluster_name, written=written)) + "\n"
+
+
+_WRITE_UNKNOWN: Final = (
+    "the write may or may not have been stored: run the dry run again to see the stored status"
+)
 
 
 async def _plan(
@@ -320,10 +403,13 @@ async def _plan(
     ref = inventory.manager
     where = f"configmap {ref.namespace}/{ref.config_map}"
     try:
-        configmap = await client.get(CONFIGMAPS, ref.config_map, ref.namespace)
+        answer = await client.get(CONFIGMAPS, ref.config_map, ref.namespace)
+        configmap = json_object(
+            answer, request=f"GET {CONFIGMAPS.path(ref.namespace, ref.config_map)}"
+        )
     except NotFound:
         raise RepairRefused(f"{where} not found: the cluster's block can't be checked") from None
-    except ApiError as exc:
+    except (ApiError, BadAnswer) as exc:
         raise RepairError(f"cannot read {where}: {exc}") from None
     block, error = read_cluster_block(configmap)
     if block is None:
@@ -335,20 +421,20 @@ async def _plan(
         )
     who = f"InferenceReplica {namespace}/{name}"
     try:
-        obj = await client.get(INFERENCE_REPLICAS, name, namespace)
+        answer = await client.get(INFERENCE_REPLICAS, name, namespace)
+        obj = json_object(answer, request=f"GET {INFERENCE_REPLICAS.path(namespace, name)}")
     except NotFound:
         raise RepairError(f"{who} not found") from None
-    except ApiError as exc:
+    except (ApiError, BadAnswer) as exc:
         raise RepairError(f"cannot read {who}: {exc}") from None
     return plan_repair(obj, rows=rows, block=block)
 
 
-async def _write(client: KubeClient, plan: RepairPlan) -> dict[str, Any]:
+async def _write(client: KubeClient, plan: RepairPlan) -> Mapping[str, Any]:
     who = f"InferenceReplica {plan.namespace}/{plan.name}"
+    path = INFERENCE_REPLICAS.path(plan.namespace, plan.name, "status")
     try:
-        written: dict[str, Any] = await client.replace_status(
-            INFERENCE_REPLICAS, plan.body, plan.namespace
-        )
+        answer = await client.replace_status(INFERENCE_REPLICAS, plan.body, plan.namespace)
     except Conflict:
         raise RepairRefused(
             f"{who} changed after the tool read it at resourceVersion {plan.resource_version}; "
@@ -356,15 +442,28 @@ async def _write(client: KubeClient, plan: RepairPlan) -> dict[str, Any]:
         ) from None
     except ApiError as exc:
         raise RepairError(f"cannot write the status of {who}: {exc}") from None
-    return written
+    try:
+        return json_object(answer, request=f"PUT {path}")
+    except BadAnswer as exc:
+        raise RepairError(f"cannot confirm the write of {who}: {exc}; {_WRITE_UNKNOWN}") from None
 
 
 def _check_written(written: Mapping[str, Any], plan: RepairPlan) -> None:
-    """The API server may prune or default: make sure what it stored reads back as the rows."""
-    version = (written.get("metadata") or {}).get("resourceVersion")
+    """The API server may prune or default: make sure the manager can read what it stored, and
+    that it reads back as the rows."""
+    version = _resource_version(written)
+    status = written.get("status")
+    bound = plan.block.max_decoded_instances
     try:
-        rows = decode_status(written.get("status"), max_rows=plan.block.max_decoded_instances)
-    except DecodeError as err:
+        decode_rows_from_status(status, max_rows=bound)
+    except StatusDecodeFailed as err:
+        raise RepairError(
+            f"the status was written (resourceVersion {version}) but reads back as "
+            f"undecodable: {err.reason}: {failure_detail(err)}"
+        ) from None
+    try:
+        rows = decode_status(status, max_rows=bound)
+    except DecodeError as err:  # not after the manager's decode: the same codec, same bound
         raise RepairError(
             f"the status was written (resourceVersion {version}) but reads back as "
             f"undecodable: {err}"
@@ -373,3 +472,8 @@ def _check_written(written: Mapping[str, Any], plan: RepairPlan) -> None:
         raise RepairError(
             f"the status was written (resourceVersion {version}) but reads back with different rows"
         )
+
+
+def _resource_version(obj: Mapping[str, Any]) -> Any:
+    metadata = obj.get("metadata")
+    return metadata.get("resourceVersion") if isinstance(metadata, Mapping) else None

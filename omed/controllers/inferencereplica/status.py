@@ -35,10 +35,15 @@ class RowsUnreadable(Exception):
 class StatusDecodeFailed(RowsUnreadable):
     """The codec refused the stored rows: ``reason`` is the event's ``(<reason>)``."""
 
-    def __init__(self, reason: DecodeReason, detail: str) -> None:
+    def __init__(
+        self, reason: DecodeReason, detail: str, *, row: Mapping[str, Any] | None = None
+    ) -> None:
         super().__init__(f"{reason}: {detail}")
         self.reason: DecodeReason = reason
         self.detail = detail
+        self.row = row
+        """The decoded row the InstanceStatus model refused (``row_shape`` only), for
+        reports that name it; ``None`` when the codec refused the status."""
 
 
 def decode_rows_from_status(
@@ -47,7 +52,14 @@ def decode_rows_from_status(
     """The rows stored in ``status`` (a JSON status object), sorted by index.
 
     Either form; ``max_rows`` bounds ColumnarV2 (maxDecodedInstances; ``None`` or 0: no bound
-    is set, so no columns are decoded). Raises :class:`StatusDecodeFailed`.
+    is set, so no columns are decoded). Raises :class:`StatusDecodeFailed`: the codec's reason,
+    or ``row_shape`` for a decoded row the InstanceStatus model refuses (the codec accepts any
+    string as a time, the model doesn't).
+
+    This is the one definition of "the stored status can be decoded": the manager reads every
+    InferenceReplica through it (after :func:`in_list_form`, which decodes under the same
+    bound), and ``ome-status-preflight`` calls it for its fleet check and for ``repair``, so
+    the tool and the manager can't disagree on which statuses are damaged, or why.
     """
     if not status:
         return []
@@ -55,10 +67,14 @@ def decode_rows_from_status(
         raw = decode_status(status, max_rows=max_rows or None, share_nested=True)
     except DecodeError as err:
         raise StatusDecodeFailed(err.reason, err.detail) from err
-    try:
-        rows = [InstanceStatus.model_validate(item) for item in raw]
-    except ValidationError as err:
-        raise StatusDecodeFailed("row_shape", f"a row is not a valid Instance row: {err}") from err
+    rows: list[InstanceStatus] = []
+    for item in raw:
+        try:
+            rows.append(InstanceStatus.model_validate(item))
+        except ValidationError as err:
+            raise StatusDecodeFailed(
+                "row_shape", f"a row is not a valid Instance row: {err}", row=item
+            ) from err
     return sorted(rows, key=lambda row: row.index)
 
 

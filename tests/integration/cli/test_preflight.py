@@ -554,3 +554,62 @@ async def test_repair_refusals_and_errors(fleet: Fleet, tmp_path: Path) -> None:
         '{"instanceStatusEncoding":"DenseV1","maxDecodedInstances":20000}, '
         f"the inventory wants {BLOCK_JSON}\n"
     )
+
+
+async def test_a_row_the_manager_refuses_is_damaged_for_the_check_and_repair(
+    fleet: Fleet, tmp_path: Path
+) -> None:
+    """The codec accepts any string as a time; the manager's InstanceStatus model doesn't. The
+    check and repair judge the status as the manager does: NO-GO (row_shape), then repaired."""
+    west = fleet.west
+    bad = make_rows(3)
+    bad[2]["readySince"] = "not-a-time"
+    stored = await create_replica(
+        west.client, namespace=west.namespace, name="bad-time-engine", status=columnar_status(bad)
+    )
+    try:
+        assert decode_status(stored["status"], max_rows=20000) == bad  # the codec alone: fine
+        code, out, _ = await preflight("--inventory", str(fleet.inventory))
+        assert code == 1
+        assert (
+            f"  - row_shape: {west.namespace}/bad-time-engine: the row of index 2 is not a valid "
+            "Instance row: readySince: Input should be a valid datetime or date, invalid "
+            'character in year (got "not-a-time")'
+        ) in out.splitlines()
+
+        rows = make_rows(3)
+        repair = [
+            "repair", "--inventory", str(fleet.inventory), "--cluster", "west",
+            "--namespace", west.namespace, "--name", "bad-time-engine",
+            "--replacement", str(write_rows(tmp_path / "rows.yaml", rows)),
+        ]  # fmt: skip
+        code, out, err = await preflight(*repair)
+        assert (code, err) == (0, "")
+        assert (out.splitlines()[0], out.splitlines()[-1]) == (
+            "InferenceReplica status repair (dry run: nothing was written)",
+            "Re-run with --apply to write.",
+        )
+        code, out, err = await preflight(*repair, "--apply")
+        assert (code, err) == (0, "")
+        assert out.splitlines()[0] == "InferenceReplica status repair (applied)"
+        current = await west.client.get(INFERENCE_REPLICAS, "bad-time-engine", west.namespace)
+        assert decode_status(current["status"], max_rows=20000) == rows
+
+        code, out, _ = await preflight("--inventory", str(fleet.inventory))
+        assert (code, out.splitlines()[-1]) == (0, "result: GO (2 clusters)")
+    finally:
+        await west.client.delete(INFERENCE_REPLICAS, "bad-time-engine", west.namespace)
+
+
+async def test_an_empty_name_is_a_bad_flag_not_a_list(fleet: Fleet, tmp_path: Path) -> None:
+    replacement = write_rows(tmp_path / "rows.yaml", make_rows(2))
+    base = [
+        "repair", "--inventory", str(fleet.inventory), "--cluster", "west",
+        "--replacement", str(replacement),
+    ]  # fmt: skip
+    code, out, err = await preflight(*base, "--namespace", fleet.west.namespace, "--name", "")
+    assert (code, out) == (2, "")
+    assert err.startswith('error: argument --name: "" is not a valid InferenceReplica name: ')
+    code, out, err = await preflight(*base, "--namespace", "", "--name", "chat-router")
+    assert (code, out) == (2, "")
+    assert err.startswith('error: argument --namespace: "" is not a valid namespace: ')

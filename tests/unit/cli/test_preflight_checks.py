@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import copy
 import json
+import socket
+import ssl
 from pathlib import Path
 from typing import Any
 
@@ -459,3 +461,261 @@ async def test_anything_else_stops_only_that_cluster(monkeypatch: pytest.MonkeyP
     assert report.problems == (
         Problem("check_failed", "the check stopped: RuntimeError: exec plugin said no"),
     )
+
+
+# -- decode failures are the manager's ----------------------------------------------------------
+
+
+def with_bad_time(status: dict[str, Any]) -> dict[str, Any]:
+    """ColumnarV2 columns the codec decodes (any string is a time to it) but whose row 1 the
+    InstanceStatus model refuses."""
+    bad = rows(3)
+    bad[1] = {**bad[1], "readySince": "not-a-time"}
+    return {**status, "instanceStatusColumns": encode_columnar(bad)}
+
+
+def test_a_row_the_manager_refuses_is_a_row_shape_failure() -> None:
+    status = with_bad_time(columnar(3))
+    assert len(decode_status(status, max_rows=4)) == 3  # the codec alone accepts it
+    tally = ReplicaTally(max_rows=4)
+    tally.add(replica("example-engine", status))
+    tally.add(replica("listed", {"instanceStatuses": [{"index": 0, "readySince": "yesterday"}]}))
+    assert [failure.problem for failure in tally.failures] == [
+        Problem(
+            "row_shape",
+            "serving/example-engine: the row of index 1 is not a valid Instance row: readySince: "
+            "Input should be a valid datetime or date, invalid character in year "
+            '(got "not-a-time")',
+        ),
+        Problem(
+            "row_shape",
+            "serving/listed: the row of index 0 is not a valid Instance row: readySince: "
+            'Input should be a valid datetime or date, input is too short (got "yesterday")',
+        ),
+    ]
+    assert (tally.columnar_v2, tally.largest_columnar_v2_rows) == (1, 0)
+
+
+async def test_a_row_the_manager_refuses_makes_the_cluster_no_go(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    answers = healthy()
+    answers[LIST_PATH] = [{"items": [replica("a", with_bad_time(columnar(3)))]}]
+    report, _ = await scripted_check(monkeypatch, answers)
+    assert report.verdict == "NO-GO"
+    assert [problem.reason for problem in report.problems] == ["row_shape"]
+
+
+class Events:
+    def __init__(self) -> None:
+        self.reasons: list[str] = []
+        self.messages: list[str] = []
+
+    def event(self, obj: Any, *, type: str, reason: str, message: str) -> None:
+        self.reasons.append(reason)
+        self.messages.append(message)
+
+
+class OneReplica:
+    def __init__(self, obj: dict[str, Any] | None = None) -> None:
+        self.obj = obj
+
+    def get(self, key: str) -> Any:
+        return self.obj
+
+    def by_index(self, index: str, value: str) -> list[Any]:
+        return []
+
+
+def damaged_statuses() -> list[Any]:
+    coverage = columnar(3)
+    coverage["instanceStatusColumns"]["index"] = "0-1"
+    both = columnar(2)
+    both["instanceStatuses"] = rows(1)
+    return [
+        pytest.param(with_bad_time(columnar(3)), id="columns-bad-time"),
+        pytest.param({"instanceStatuses": [{"index": 0, "readySince": "x"}]}, id="list-bad-time"),
+        pytest.param({"instanceStatuses": [{"index": 0, "podCount": -1}]}, id="list-negative"),
+        pytest.param(coverage, id="coverage"),
+        pytest.param(columnar(6), id="cardinality_limit"),
+        pytest.param(both, id="both-forms"),
+        pytest.param({"instanceStatusEncoding": "ColumnarV3"}, id="encoding"),
+    ]
+
+
+async def manager_events(obj: dict[str, Any]) -> Events:
+    """The Warning events of one reconcile of ``obj`` by the manager's own reconciler, under
+    ColumnarV2 with a bound of 4 (a status it can't read sends no request at all)."""
+    from omed.clock import FakeClock
+    from omed.controllers.inferencereplica.controller import InferenceReplicaReconciler
+    from omed.controllers.inferencereplica.encoding import StatusEncodingSettings
+    from omed.controllers.inferencereplica.expectations import Expectations
+    from omed.controllers.inferencereplica.model import PlanSettings
+
+    clock = FakeClock()
+    events = Events()
+    manager = InferenceReplicaReconciler(
+        client=None,  # type: ignore[arg-type]  # any request would fail the test
+        replicas=OneReplica(obj),
+        pods=OneReplica(),
+        events=events,
+        settings=PlanSettings(),
+        expectations=Expectations(clock=clock),
+        clock=clock,
+        status_encoding=StatusEncodingSettings(encoding="ColumnarV2", max_decoded_instances=4),
+    )
+    await manager.reconcile("serving/example-engine")
+    return events
+
+
+def managed_replica(status: dict[str, Any]) -> dict[str, Any]:
+    from omed.controllers.inferencereplica import names
+
+    template = {"spec": {"containers": [{"name": "c", "image": "i"}]}}
+    return {
+        "apiVersion": "ome.io/v1beta1",
+        "kind": "InferenceReplica",
+        "metadata": {
+            "namespace": "serving",
+            "name": "example-engine",
+            "uid": "irep-uid",
+            "generation": 1,
+            "resourceVersion": "5",
+            "finalizers": [names.FINALIZER],
+        },
+        "spec": {
+            "component": "engine",
+            "replicas": 3,
+            "runners": [{"name": "default", "template": template}],
+        },
+        "status": copy.deepcopy(status),
+    }
+
+
+@pytest.mark.parametrize("status", damaged_statuses())
+async def test_the_fleet_check_flags_exactly_what_the_manager_wont_manage(
+    status: dict[str, Any],
+) -> None:
+    obj = managed_replica(status)
+    events = await manager_events(obj)  # the manager leaves it alone, with one Warning
+    tally = ReplicaTally(max_rows=4)
+    tally.add(obj)
+    (failure,) = tally.failures  # and the fleet check flags it
+    if events.reasons == ["InstanceStatusDecodeFailed"]:  # the same reason, when it gives one
+        assert events.messages == [
+            "InferenceReplica serving/example-engine: per-Instance status cannot be decoded "
+            f"({failure.reason})"
+        ]
+    else:  # today a list's rows are refused with the whole object, before the decode
+        assert events.reasons == ["InstanceStatusUnreadable"]
+        assert "status.instanceStatuses." in events.messages[0]
+
+
+async def test_a_status_the_manager_reads_is_not_flagged() -> None:
+    obj = managed_replica(columnar(3))
+    tally = ReplicaTally(max_rows=4)
+    tally.add(obj)
+    assert tally.failures == []
+    from omed.controllers.inferencereplica.status import decode_rows_from_status
+
+    assert len(decode_rows_from_status(obj["status"], max_rows=4)) == 3
+
+
+# -- answers that aren't JSON objects, local errors --------------------------------------------
+
+PROXY_PAGE = b"<html><body><h1>Authentication required</h1></body></html>"
+
+
+async def test_a_non_json_answer_is_named_not_crashed_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    answers = healthy()
+    answers[DEPLOYMENT_PATH] = PROXY_PAGE
+    answers[CONFIGMAP_PATH] = ["not", "an", "object"]
+    answers["/openapi/v3"] = None
+    report, _ = await scripted_check(monkeypatch, answers)
+    assert report.problems == (
+        Problem(
+            MANAGER_IMAGE,
+            "cannot read deployment ome/ome-controller-manager: the API server answered GET "
+            f'{DEPLOYMENT_PATH} with a body that is not JSON (58 bytes: "<html><body><h1>'
+            'Authentication required</h1></body></html>"), not a JSON object',
+        ),
+        Problem(
+            CONFIG_BLOCK,
+            "cannot read configmap ome/inferenceservice-config: the API server answered GET "
+            f"{CONFIGMAP_PATH} with a JSON list, not a JSON object",
+        ),
+        Problem(
+            CRD_SCHEMA,
+            "cannot read OpenAPI v3 discovery (GET /openapi/v3): the API server answered GET "
+            "/openapi/v3 with an empty body, not a JSON object",
+        ),
+    )
+    assert report.replicas is not None and report.replicas.total == 2
+
+
+@pytest.mark.parametrize(
+    ("page", "detail"),
+    [
+        (
+            PROXY_PAGE * 3,
+            f"the API server answered GET {LIST_PATH} with a body that is not JSON (174 bytes: "
+            '"<html><body><h1>Authentication required</h1></body></html><h..."), '
+            "not a JSON object",
+        ),
+        (
+            {"items": "none"},
+            f"the API server answered GET {LIST_PATH} with items that are a JSON string, "
+            "not a list",
+        ),
+        (
+            {"items": [replica("a", None), 7]},
+            f"the API server answered GET {LIST_PATH} with items[1] that is a JSON number, "
+            "not a JSON object",
+        ),
+    ],
+)
+async def test_a_list_page_that_cant_be_read_is_no_go_not_an_empty_fleet(
+    monkeypatch: pytest.MonkeyPatch, page: Any, detail: str
+) -> None:
+    answers = healthy()
+    answers[LIST_PATH] = [page]
+    report, _ = await scripted_check(monkeypatch, answers)
+    assert report.problems == (Problem("replica_list", f"cannot list InferenceReplicas: {detail}"),)
+    assert report.replicas is None
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        FileNotFoundError(2, "No such file or directory", "/etc/ome/certs/east.crt"),
+        PermissionError(13, "Permission denied", "/etc/ome/tokens/east"),
+        ssl.SSLError(9, "[SSL] PEM lib (_ssl.c:3874)"),
+    ],
+)
+async def test_a_local_file_error_is_a_kubeconfig_problem_not_unreachable(
+    monkeypatch: pytest.MonkeyPatch, error: OSError
+) -> None:
+    answers = healthy()
+    answers[CONFIGMAP_PATH] = error
+    report, _ = await scripted_check(monkeypatch, answers)
+    assert report.problems == (
+        Problem(KUBECONFIG, f"cannot use context east from /nowhere/prod-east: {error}"),
+    )
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        TimeoutError(),
+        ConnectionResetError(104, "Connection reset by peer"),
+        socket.gaierror(-2, "Name or service not known"),
+    ],
+)
+async def test_network_errors_stay_unreachable(
+    monkeypatch: pytest.MonkeyPatch, error: OSError
+) -> None:
+    answers = healthy()
+    answers[CONFIGMAP_PATH] = error
+    report, _ = await scripted_check(monkeypatch, answers)
+    assert [problem.reason for problem in report.problems] == ["unreachable"]
+    assert report.problems[0].detail.startswith("cannot reach https://10.0.0.1:6443: ")

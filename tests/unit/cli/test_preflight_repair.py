@@ -252,13 +252,60 @@ def test_columns_under_a_block_without_a_bound_are_refused() -> None:
     )
 
 
-def test_more_replacement_rows_than_the_bound_is_refused() -> None:
-    with pytest.raises(RepairRefused) as caught:
-        plan_repair(damaged_object(), rows=[row(index) for index in range(9)], block=COLUMNAR)
-    assert str(caught.value) == (
-        "the replacement has 9 rows, more than maxDecodedInstances 8 (cardinality_limit): "
-        "raise the bound instead"
+def test_more_replacement_rows_than_the_bound_are_written_as_the_list() -> None:
+    """The manager stores more rows than maxDecodedInstances as the DenseV1 list (read whatever
+    its length), so repair writes them so too: only a stored cardinality_limit is refused."""
+    many = [row(index) for index in range(9)]
+    plan = plan_repair(damaged_object(), rows=many, block=COLUMNAR)
+    assert plan.encoding == "DenseV1"
+    assert plan.body["status"] == {"observedGeneration": 4, "replicas": 6, "instanceStatuses": many}
+    assert decode_status(plan.body["status"], max_rows=8) == many
+    assert (
+        f"would write: 9 rows as DenseV1 in status.instanceStatuses ({plan.payload_size} "
+        "bytes: more rows than maxDecodedInstances 8 are stored as a list); removed "
+        "status.instanceStatusEncoding, status.instanceStatusColumns"
+    ) in report_lines(plan, cluster="prod-east")
+    dense = plan_repair(damaged_object(), rows=many, block=DENSE)  # a list anyway: no note
+    assert (
+        f"would write: 9 rows as DenseV1 in status.instanceStatuses ({dense.payload_size} bytes); "
+        "removed status.instanceStatusEncoding, status.instanceStatusColumns"
+    ) in report_lines(dense, cluster="prod-east")
+
+
+def test_a_row_the_manager_refuses_is_damaged_and_repaired() -> None:
+    stored = [row(0), row(1, readySince="not-a-time"), row(2)]
+    obj = damaged_object(stored)
+    obj["status"]["instanceStatusColumns"] = encode_columnar(stored)  # the codec decodes it
+    assert decode_status(obj["status"], max_rows=8) == stored
+    fixed = [row(0), row(1, readySince="2026-09-14T20:50:00Z"), row(2)]
+    plan = plan_repair(obj, rows=fixed, block=COLUMNAR)
+    assert (plan.failure.reason, plan.failure.detail) == (
+        "row_shape",
+        "the row of index 1 is not a valid Instance row: readySince: Input should be a valid "
+        'datetime or date, invalid character in year (got "not-a-time")',
     )
+    assert decode_status(plan.body["status"], max_rows=8) == fixed
+    assert (
+        "stored: ColumnarV2, cannot be decoded (row_shape: the row of index 1 is not a valid "
+        "Instance row: readySince: Input should be a valid datetime or date, invalid character "
+        'in year (got "not-a-time"))'
+    ) in report_lines(plan, cluster="prod-east")
+
+
+def test_the_report_headers_are_the_pages() -> None:
+    assert DRY_RUN_HEADER == "InferenceReplica status repair (dry run: nothing was written)"
+    assert DRY_RUN_FOOTER == "Re-run with --apply to write."
+    assert APPLIED_HEADER == "InferenceReplica status repair (applied)"
+    plan = plan_repair(damaged_object(), rows=ROWS, block=COLUMNAR)
+    dry = report_lines(plan, cluster="prod-east")
+    assert (dry[0], dry[-1]) == (
+        "InferenceReplica status repair (dry run: nothing was written)",
+        "Re-run with --apply to write.",
+    )
+    written = {"metadata": {"resourceVersion": "4720"}, "status": plan.body["status"]}
+    applied = report_lines(plan, cluster="prod-east", written=written)
+    assert applied[0] == "InferenceReplica status repair (applied)"
+    assert "Re-run with --apply to write." not in applied
 
 
 # -- through the CLI: a bad replacement exits 2 before any cluster is read --------------------
@@ -296,3 +343,244 @@ async def test_an_unknown_cluster_exits_2(tmp_path: Path) -> None:
     assert err.getvalue() == (
         "error: the inventory has no cluster prod-north (it has prod-east, prod-west)\n"
     )
+
+
+# -- through the CLI, against a scripted API server: every failure but a refusal exits 2 -------
+
+CONFIGMAP_PATH = "/api/v1/namespaces/ome/configmaps/inferenceservice-config"
+REPLICA_PATH = "/apis/ome.io/v1beta1/namespaces/serving/inferencereplicas/example-engine"
+DENSE_BLOCK = '{"instanceStatusEncoding": "DenseV1", "maxDecodedInstances": 20000}'
+DENSE_CONFIGMAP = {"data": {"omenativeStatus": DENSE_BLOCK}}
+
+
+class ScriptedClient:
+    """Answers GETs by path and the status PUT from a table: a value, or an exception."""
+
+    def __init__(self, answers: dict[str, Any]) -> None:
+        self.answers = answers
+        self.config = type("Config", (), {"host": "https://10.0.0.1:6443"})()
+        self.requests: list[str] = []
+
+    async def __aenter__(self) -> ScriptedClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+    def _answer(self, key: str) -> Any:
+        self.requests.append(key)
+        answer = self.answers[key]
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
+
+    async def get(self, resource: Any, name: str, namespace: str | None = None) -> Any:
+        return self._answer(f"GET {resource.path(namespace, name)}")
+
+    async def replace_status(self, resource: Any, body: Any, namespace: str | None = None) -> Any:
+        return self._answer(f"PUT {resource.path(namespace, body['metadata']['name'], 'status')}")
+
+
+def healthy_answers() -> dict[str, Any]:
+    obj = damaged_object()
+    written = {**obj, "metadata": {**obj["metadata"], "resourceVersion": "4720"}}
+    written["status"] = {"observedGeneration": 4, "replicas": 6, "instanceStatuses": ROWS}
+    return {
+        f"GET {CONFIGMAP_PATH}": DENSE_CONFIGMAP,
+        f"GET {REPLICA_PATH}": obj,
+        f"PUT {REPLICA_PATH}/status": written,
+    }
+
+
+async def repair(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    answers: dict[str, Any],
+    *flags: str,
+    replacement: str | None = None,
+    connect_error: BaseException | None = None,
+) -> tuple[int, str, str, ScriptedClient]:
+    from omed.cli import preflight_repair
+
+    client = ScriptedClient(answers)
+
+    async def connect(cluster: Any, *, timeout: float) -> ScriptedClient:
+        if connect_error is not None:
+            raise connect_error
+        return client
+
+    monkeypatch.setattr(preflight_repair, "connect", connect)
+    inventory = tmp_path / "fleet.yaml"
+    inventory.write_text(yaml.safe_dump(copy.deepcopy(GOOD)))
+    rows = tmp_path / "rows.yaml"
+    rows.write_text(replacement or yaml.safe_dump({"instanceStatuses": ROWS}))
+    argv = [
+        "repair", "--inventory", str(inventory), "--cluster", "prod-east",
+        "--namespace", "serving", "--name", "example-engine", "--replacement", str(rows), *flags,
+    ]  # fmt: skip
+    out, err = io.StringIO(), io.StringIO()
+    code = await run(argv, out=out, err=err)
+    return code, out.getvalue(), err.getvalue(), client
+
+
+async def test_the_scripted_repair_writes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    code, out, err, client = await repair(tmp_path, monkeypatch, healthy_answers(), "--apply")
+    assert (code, err) == (0, "")
+    assert out.startswith("InferenceReplica status repair (applied)\n")
+    assert client.requests[-1] == f"PUT {REPLICA_PATH}/status"
+
+
+@pytest.mark.parametrize(
+    ("key", "answer", "message"),
+    [
+        (
+            f"GET {CONFIGMAP_PATH}",
+            b"<html>Proxy Authentication Required</html>",
+            "cannot read configmap ome/inferenceservice-config: the API server answered GET "
+            f'{CONFIGMAP_PATH} with a body that is not JSON (42 bytes: "<html>Proxy '
+            'Authentication Required</html>"), not a JSON object',
+        ),
+        (
+            f"GET {REPLICA_PATH}",
+            ["a", "list"],
+            "cannot read InferenceReplica serving/example-engine: the API server answered GET "
+            f"{REPLICA_PATH} with a JSON list, not a JSON object",
+        ),
+        (
+            f"GET {CONFIGMAP_PATH}",
+            RuntimeError("exec plugin: aws exited with 255"),
+            "the repair stopped: RuntimeError: exec plugin: aws exited with 255",
+        ),
+        (
+            f"GET {CONFIGMAP_PATH}",
+            FileNotFoundError(2, "No such file or directory", "/etc/ome/certs/east.crt"),
+            "cannot use context east from /etc/ome/kubeconfigs/prod-east: [Errno 2] No such file "
+            "or directory: '/etc/ome/certs/east.crt'",
+        ),
+        (
+            f"GET {REPLICA_PATH}",
+            TimeoutError(),
+            "cannot reach https://10.0.0.1:6443: TimeoutError",
+        ),
+    ],
+)
+async def test_unexpected_failures_are_errors_that_exit_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, key: str, answer: Any, message: str
+) -> None:
+    answers = healthy_answers()
+    answers[key] = answer
+    code, out, err, client = await repair(tmp_path, monkeypatch, answers, "--apply")
+    assert (code, out) == (2, "")
+    assert err == f"error: {message}\n"
+    assert not any(request.startswith("PUT") for request in client.requests)
+
+
+@pytest.mark.parametrize(
+    ("answer", "message"),
+    [
+        (
+            TimeoutError(),
+            "cannot reach https://10.0.0.1:6443: TimeoutError; the write may or may not have "
+            "been stored: run the dry run again to see the stored status",
+        ),
+        (
+            b"OK",
+            "cannot confirm the write of InferenceReplica serving/example-engine: the API server "
+            f'answered PUT {REPLICA_PATH}/status with a body that is not JSON (2 bytes: "OK"), '
+            "not a JSON object; the write may or may not have been stored: run the dry run again "
+            "to see the stored status",
+        ),
+    ],
+)
+async def test_a_write_without_a_readable_answer_says_it_may_have_happened(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, answer: Any, message: str
+) -> None:
+    answers = healthy_answers()
+    answers[f"PUT {REPLICA_PATH}/status"] = answer
+    code, out, err, _ = await repair(tmp_path, monkeypatch, answers, "--apply")
+    assert (code, out, err) == (2, "", f"error: {message}\n")
+
+
+async def test_a_failing_kubeconfig_load_exits_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code, out, err, _ = await repair(
+        tmp_path, monkeypatch, {}, connect_error=ValueError("cannot load context east from x: y")
+    )
+    assert (code, out, err) == (2, "", "error: cannot load context east from x: y\n")
+
+
+async def test_anything_else_is_an_error_not_a_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code, out, err, _ = await repair(
+        tmp_path, monkeypatch, {}, connect_error=KeyError("no such thing")
+    )
+    assert (code, out, err) == (2, "", "error: the repair stopped: KeyError: 'no such thing'\n")
+
+
+NAME_RULE = (
+    "is not a valid InferenceReplica name: a name is 1 to 253 lowercase letters, digits, '-' "
+    "and '.', starting and ending with a letter or digit"
+)
+NAMESPACE_RULE = (
+    "is not a valid namespace: a namespace is 1 to 63 lowercase letters, digits and '-', "
+    "starting and ending with a letter or digit"
+)
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "message"),
+    [
+        ("--name", "", f'argument --name: "" {NAME_RULE}'),
+        ("--name", "Example-Engine", f"argument --name: 'Example-Engine' {NAME_RULE}"),
+        ("--name", "engine/status", f"argument --name: 'engine/status' {NAME_RULE}"),
+        ("--name", "-engine", f"argument --name: '-engine' {NAME_RULE}"),
+        ("--name", "a" * 254, f"argument --name: '{'a' * 80}...' {NAME_RULE}"),
+        ("--namespace", "", f'argument --namespace: "" {NAMESPACE_RULE}'),
+        ("--namespace", "serving.prod", f"argument --namespace: 'serving.prod' {NAMESPACE_RULE}"),
+        ("--namespace", "s" * 64, f"argument --namespace: '{'s' * 64}' {NAMESPACE_RULE}"),
+    ],
+)
+async def test_a_name_that_cant_name_the_object_is_a_bad_flag(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flag: str, value: str, message: str
+) -> None:
+    code, out, err, client = await repair(tmp_path, monkeypatch, {}, f"{flag}={value}")
+    assert (code, out) == (2, "")
+    assert err.startswith(f"error: {message}\nusage: ome-status-preflight repair ")
+    assert client.requests == []  # no GET, least of all a list
+
+
+@pytest.mark.parametrize(
+    ("namespace", "name"), [("serving", "example-engine.v2"), ("a", "a"), ("s" * 63, "a" * 253)]
+)
+def test_valid_names_pass(namespace: str, name: str) -> None:
+    from omed.cli.preflight_repair import check_name, check_namespace
+
+    assert (check_namespace(namespace), check_name(name)) == (namespace, name)
+
+
+async def test_run_repair_checks_the_names_too() -> None:
+    from omed.cli.preflight_inventory import parse_inventory
+    from omed.cli.preflight_repair import run_repair
+
+    with pytest.raises(RepairError, match=r'^"" is not a valid InferenceReplica name'):
+        await run_repair(
+            inventory=parse_inventory(copy.deepcopy(GOOD)),
+            cluster_name="prod-east",
+            namespace="serving",
+            name="",
+            rows=ROWS,
+            apply=False,
+        )
+
+
+async def test_a_deeply_nested_replacement_exits_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    deep = "instanceStatuses: " + "[" * 400 + "]" * 400 + "\n"
+    code, out, err, client = await repair(tmp_path, monkeypatch, {}, replacement=deep)
+    assert (code, out) == (2, "")
+    path = tmp_path / "rows.yaml"
+    assert err == f"error: replacement {path} is nested more than 32 levels deep\n"
+    assert client.requests == []
