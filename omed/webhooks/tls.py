@@ -5,16 +5,25 @@ Why: the serving certificate comes from a Secret mounted as ``tls.crt`` and ``tl
 a server that kept the certificate it started with would fail every admission once it
 expired, and with ``failurePolicy: Fail`` that stops every InferenceService write. So the
 server polls the files' identity (device, inode, size, mtime) every few seconds, and loads
-a changed pair into the same :class:`ssl.SSLContext`: new handshakes use the new
-certificate, connections already open keep theirs.
+a changed pair into a fresh :class:`ssl.SSLContext` that holds that pair only. The server
+listens with one fixed context whose SNI callback, which OpenSSL calls for every handshake
+(with or without SNI), moves the connection to the current pair's context: new handshakes
+get the new certificate, connections already open keep theirs.
+
+Why a fresh context per pair: OpenSSL keeps one certificate per key type in a context, so
+loading an ECDSA pair into the context that served an RSA one would keep serving the old RSA
+certificate to every client that negotiates RSA. The key type is whatever the Secret holds
+(the chart makes ECDSA P-256); nothing here assumes one.
 
 Invariants:
 
-* The live context only ever holds a matching certificate and key. A pair is first loaded
-  into a scratch context, from a private copy of the bytes read once, so a half-rotated
-  pair (new certificate, old key) is refused and the old pair keeps serving; the next poll
-  tries again.
-* TLS 1.2 is the minimum; ALPN offers only ``http/1.1`` (the server speaks no HTTP/2).
+* The current context only ever holds one certificate and its key. A pair is loaded from a
+  private copy of the bytes read once, so a half-rotated pair (new certificate, old key) is
+  refused and the old pair keeps serving; the next poll tries again.
+* Every context, listening or current, has the same settings: TLS 1.2 is the minimum; ALPN
+  offers only ``http/1.1`` (the server speaks no HTTP/2). The listening context holds no
+  certificate, so a handshake that somehow skipped the callback would fail, never get an
+  old certificate.
 """
 
 from __future__ import annotations
@@ -53,29 +62,46 @@ def new_server_context() -> ssl.SSLContext:
 
 
 class ServingCertificate:
-    """The SSLContext of the webhook server, and the files it is loaded from."""
+    """The SSLContexts of the webhook server, and the files the pair is loaded from.
+
+    :attr:`context` is the one the server listens with (it never changes); :attr:`current`
+    holds the pair loaded last, and every new connection is served from it.
+    """
 
     def __init__(self, *, cert_dir: Path, cert_name: str = CERT_NAME, key_name: str = KEY_NAME):
         self.cert_path = cert_dir / cert_name
         self.key_path = cert_dir / key_name
+        self.current: ssl.SSLContext | None = None
+        """The context of the pair loaded last (None before :meth:`load`)."""
         self.context = new_server_context()
+        self.context.sni_callback = self._serve_current
         self._signature: Signature | None = None
         self._failed_signature: Signature | None = None
         self._last_error: str | None = None
         self.loads = 0
-        """Times a pair was loaded into the live context (1 after :meth:`load`)."""
+        """Times a pair was loaded and made current (1 after :meth:`load`)."""
+
+    def _serve_current(
+        self, connection: ssl.SSLObject | ssl.SSLSocket, server_name: str | None, _: ssl.SSLContext
+    ) -> None:
+        """OpenSSL's servername callback, called for every ClientHello, SNI or not: serve
+        this handshake from the current pair's context."""
+        if self.current is not None:
+            connection.context = self.current
 
     def _signature_now(self) -> Signature:
         return (_stat(self.cert_path), _stat(self.key_path))
 
     def load(self) -> None:
-        """Load the current pair; :class:`CertificateError` when it can't be used."""
+        """Load the current pair into a fresh context and serve it from the next handshake
+        on; :class:`CertificateError` when it can't be used (the pair before keeps serving)."""
         try:
             signature = self._signature_now()
             cert_pem = self.cert_path.read_bytes()
             key_pem = self.key_path.read_bytes()
         except OSError as exc:
             raise CertificateError(f"reading the webhook certificate: {exc}") from exc
+        fresh = new_server_context()
         with tempfile.TemporaryDirectory(prefix="omed-webhook-cert-") as private:
             cert_copy = Path(private, CERT_NAME)
             key_copy = Path(private, KEY_NAME)
@@ -84,12 +110,12 @@ class ServingCertificate:
             with os.fdopen(fd, "wb") as key_file:
                 key_file.write(key_pem)
             try:
-                new_server_context().load_cert_chain(cert_copy, key_copy)
+                fresh.load_cert_chain(cert_copy, key_copy)
             except (ssl.SSLError, OSError, ValueError) as exc:
                 raise CertificateError(
                     f"{self.cert_path} and {self.key_path} are not a usable pair: {exc}"
                 ) from exc
-            self.context.load_cert_chain(cert_copy, key_copy)
+        self.current = fresh
         self._signature = signature
         self.loads += 1
 
