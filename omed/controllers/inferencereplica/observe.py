@@ -238,9 +238,16 @@ def pod_view(pod: Mapping[str, Any], *, replica: str) -> PodView:
 
 
 def replica_target(irep: Mapping[str, Any]) -> ReplicaTarget:
-    """The desired state of an InferenceReplica (a JSON object from the cache)."""
+    """The desired state of an InferenceReplica (a JSON object from the cache).
+
+    Only metadata and spec are validated here: the status is read by
+    :func:`~.status.decode_rows_from_status` (the rows: a refused row is
+    ``InstanceStatusDecodeFailed`` with ``row_shape``, as the product page says) and
+    :func:`~.status.status_summary` (the rest), so rows are never validated twice and a bad
+    row is never reported as an unreadable object.
+    """
     try:
-        model = InferenceReplica.model_validate(irep)
+        model = InferenceReplica.model_validate({k: v for k, v in irep.items() if k != "status"})
     except ValidationError as err:
         raise InvalidReplica(str(err)) from err
     meta = model.metadata

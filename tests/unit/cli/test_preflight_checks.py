@@ -600,15 +600,12 @@ async def test_the_fleet_check_flags_exactly_what_the_manager_wont_manage(
     events = await manager_events(obj)  # the manager leaves it alone, with one Warning
     tally = ReplicaTally(max_rows=4)
     tally.add(obj)
-    (failure,) = tally.failures  # and the fleet check flags it
-    if events.reasons == ["InstanceStatusDecodeFailed"]:  # the same reason, when it gives one
-        assert events.messages == [
-            "InferenceReplica serving/example-engine: per-Instance status cannot be decoded "
-            f"({failure.reason})"
-        ]
-    else:  # today a list's rows are refused with the whole object, before the decode
-        assert events.reasons == ["InstanceStatusUnreadable"]
-        assert "status.instanceStatuses." in events.messages[0]
+    (failure,) = tally.failures  # and the fleet check flags it, with the same reason
+    assert events.reasons == ["InstanceStatusDecodeFailed"]
+    assert events.messages == [
+        "InferenceReplica serving/example-engine: per-Instance status cannot be decoded "
+        f"({failure.reason})"
+    ]
 
 
 async def test_a_status_the_manager_reads_is_not_flagged() -> None:
