@@ -210,7 +210,7 @@ class InferenceReplicaReconciler:
                 ),
             )
         outcome = await self._executor.execute(key=key, irep=irep, target=target, plan=decided)
-        if outcome.status_sent is not None:
+        if outcome.status_stored:
             self._pacer.written(key)
         self._expectations.expect_replica_past(key, outcome.superseded)
         fresh_refusal = self._remember_refusals(key, decided, outcome)

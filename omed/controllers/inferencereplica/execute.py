@@ -173,6 +173,8 @@ class Outcome:
     """``conflict``, ``gone`` or ``too_large`` when the pass stopped before its side effects."""
     status_sent: tuple[int, Encoding] | None = None
     """Bytes and encoding of the last status write sent."""
+    status_stored: bool = False
+    """A status write was accepted (what the status pace counts; a refused one doesn't)."""
     too_large: RejectedWrite | None = None
     """The write rejected as too large, when ``stopped`` is ``too_large``."""
     retry_soon: bool = False
@@ -362,6 +364,7 @@ class Executor:
                     error=err.message,
                 )
             ) from err
+        outcome.status_stored = True
         namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
         statusmetrics.written(decided.encoding, size)
         statusmetrics.stored(f"{namespace}/{name}", decided.encoding)

@@ -116,3 +116,19 @@ def test_a_busy_controller_holds_a_paceable_write_for_the_busy_pace() -> None:
     assert run._paced(KEY, news) is news  # news never waits, busy or not
     busy[0] = False  # the fleet is done: the write goes out on the next pass
     assert run._paced(KEY, paceable) is paceable
+
+
+async def test_a_refused_status_write_does_not_start_the_pace() -> None:
+    from test_irep_reconciler import IREP
+
+    from omed.kube.errors import Conflict
+
+    kube = FakeKube()
+    kube.fail[("status", IREP["metadata"]["name"])] = Conflict(409, "Conflict", "changed")
+    run, _, _ = reconciler(kube, IREP)
+    await run.reconcile(KEY)
+    assert ("status", IREP["metadata"]["name"]) in kube.calls
+    assert run._pacer.wait(KEY) == 0.0  # the next write may go out at once
+    del kube.fail[("status", IREP["metadata"]["name"])]
+    await run.reconcile(KEY)
+    assert run._pacer.wait(KEY) > 0.0  # an accepted write starts it
