@@ -32,15 +32,26 @@ def _prepare() -> int:
     return 0
 
 
-async def _serve_cluster(plane: ControlPlane, *, nodes: int, gpus: int) -> None:
+class _Stop(Exception):
+    """SIGINT or SIGTERM while the cluster starts (outside the event loop)."""
+
+
+async def _serve_cluster(
+    plane: ControlPlane, *, nodes: int, gpus: int, received: list[int]
+) -> None:
     from omed.devcluster.setup import install_crds
     from omed.devcluster.simulator import NodeSimulator, Timings
     from omed.kube.client import KubeClient, load_config
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+
+    def on_signal(signum: int) -> None:
+        received.append(signum)
+        stop.set()
+
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(sig, on_signal, sig)
     async with KubeClient(
         await load_config(str(plane.kubeconfig_path)), qps=500, burst=1000
     ) as client:
@@ -60,20 +71,40 @@ async def _serve_cluster(plane: ControlPlane, *, nodes: int, gpus: int) -> None:
 
 
 def _up(nodes: int, gpus: int) -> int:
+    """Run the cluster until SIGINT or SIGTERM, at any stage (building the binaries, starting
+    etcd and kube-apiserver, running); then stop everything it started. Exits 128 + the
+    signal's number (130 for Ctrl-C, 143 for SIGTERM), as the demo does, or 1 on an
+    error."""
+    received: list[int] = []
+
+    def interrupt(signum: int, _frame: object) -> None:
+        received.append(signum)
+        raise _Stop
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, interrupt)
+    plane: ControlPlane | None = None
+    code = 0
     try:
         binaries = ensure_binaries()
         plane = ControlPlane(binaries)
         print("starting etcd and kube-apiserver ...", file=sys.stderr, flush=True)
         plane.start()
+        asyncio.run(_serve_cluster(plane, nodes=nodes, gpus=gpus, received=received))
     except (BinaryError, ControlPlaneError) as err:
         print(f"error: {err}", file=sys.stderr)
-        return 1
-    try:
-        asyncio.run(_serve_cluster(plane, nodes=nodes, gpus=gpus))
+        code = 1
+    except _Stop:
+        pass
     finally:
-        plane.stop()
-        print("stopped; nothing left behind.", file=sys.stderr)
-    return 0
+        for sig in (signal.SIGINT, signal.SIGTERM):  # nothing cuts the clean-up short
+            signal.signal(sig, signal.SIG_IGN)
+        if received:
+            print(f"{signal.Signals(received[0]).name} received: stopping", file=sys.stderr)
+        if plane is not None:
+            plane.stop()
+        print("stopped; nothing left behind", file=sys.stderr)
+    return 128 + received[0] if received and code == 0 else code
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -30,6 +30,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -140,6 +141,8 @@ def _run(args: Sequence[str], *, cwd: Path, label: str) -> str:
     if shutil.which("go") is None:
         raise BinaryError("the go command is not on PATH; install Go >= 1.26 to build binaries")
     started = time.monotonic()
+    # Its own process group, so that an interrupted build (Ctrl-C, SIGTERM) is stopped with
+    # every compiler it started, not left running.
     proc = subprocess.Popen(
         list(args),
         cwd=cwd,
@@ -147,17 +150,24 @@ def _run(args: Sequence[str], *, cwd: Path, label: str) -> str:
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        start_new_session=True,
     )
     assert proc.stdout is not None
     lines: list[str] = []
     last_report = 0.0
-    for count, line in enumerate(proc.stdout, start=1):
-        lines.append(line)
-        now = time.monotonic()
-        if now - last_report > 15:
-            last_report = now
-            _progress(f"{label}: {count} steps, {now - started:.0f}s: {line.strip()[:100]}")
-    code = proc.wait()
+    try:
+        for count, line in enumerate(proc.stdout, start=1):
+            lines.append(line)
+            now = time.monotonic()
+            if now - last_report > 15:
+                last_report = now
+                _progress(f"{label}: {count} steps, {now - started:.0f}s: {line.strip()[:100]}")
+        code = proc.wait()
+    except BaseException:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise
     if code != 0:
         tail = "".join(lines[-30:])
         raise BinaryError(f"{label} failed (exit {code}):\n{tail}")

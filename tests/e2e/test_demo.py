@@ -169,15 +169,21 @@ class Demo:
 
 
 @contextmanager
-def demo(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> Iterator[Demo]:
-    """The demo as a terminal runs it: the leader of its own process group (a foreground
-    job), its output to a file; ``TMPDIR`` in the test's directory."""
+def demo(
+    tmp_path: Path,
+    *args: str,
+    env: dict[str, str] | None = None,
+    command: tuple[str, ...] = DEMO,
+) -> Iterator[Demo]:
+    """The demo (or another long-running ``command``) as a terminal runs it: the leader of
+    its own process group (a foreground job), its output to a file; ``TMPDIR`` in the test's
+    directory."""
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     log = tmp_path / "demo.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            [*DEMO, *args],
+            [*command, *args],
             stdout=out,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
