@@ -43,7 +43,11 @@ class RetryPolicy:
     def delay_after(self, attempts: int) -> float:
         """Seconds of backoff after ``attempts`` failed attempts (1 -> initialDelay)."""
         exponent = max(attempts - 1, 0)
-        return float(min(self.initial_delay * self.multiplier**exponent, self.max_delay))
+        try:
+            grown = self.initial_delay * self.multiplier**exponent
+        except OverflowError:  # a huge multiplier (the API admits any >= 1): capped, as Go's +Inf
+            return float(self.max_delay)
+        return float(min(grown, self.max_delay))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

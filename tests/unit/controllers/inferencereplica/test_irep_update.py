@@ -443,6 +443,18 @@ def test_retry_policy_defaults() -> None:
     assert [policy.delay_after(n) for n in (1, 2, 3, 9)] == [10.0, 20.0, 40.0, 300.0]
 
 
+@given(
+    multiplier=st.floats(min_value=1.0, allow_infinity=False, allow_nan=False),
+    attempts=st.integers(min_value=0, max_value=10_000),
+)
+def test_retry_delay_is_capped_for_any_multiplier_the_api_admits(
+    multiplier: float, attempts: int
+) -> None:
+    policy = RetryPolicy(initial_delay=10.0, max_delay=300.0, multiplier=multiplier)
+    assert 10.0 <= policy.delay_after(attempts) <= 300.0
+    assert RetryPolicy(multiplier=1e200).delay_after(3) == 300.0  # overflowed before
+
+
 def test_scaling_during_a_surge_then_drain_update_ends_with_the_wanted_instances() -> None:
     for replicas in (1, 5):
         world = converged(3)
