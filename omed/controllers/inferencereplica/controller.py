@@ -381,10 +381,13 @@ class InferenceReplicaReconciler:
         if self._warned.get(key) == version:
             return  # said once for this version; pod events would repeat it endlessly
         self._warned[key] = version
-        log.error(names.MSG_STATUS_UNREADABLE, extra=kv(key=key, error=str(err)))
-        self._events.event(
-            irep, type=WARNING, reason=names.EVENT_STATUS_UNREADABLE, message=str(err)[:1000]
+        spec = isinstance(err, InvalidReplica)
+        log.error(
+            names.MSG_SPEC_INVALID if spec else names.MSG_STATUS_UNREADABLE,
+            extra=kv(key=key, error=str(err)),
         )
+        reason = names.EVENT_SPEC_INVALID if spec else names.EVENT_STATUS_UNREADABLE
+        self._events.event(irep, type=WARNING, reason=reason, message=str(err)[:1000])
 
     async def _orphans(self, key: str) -> Result:
         """Drain the pods of an InferenceReplica that no longer exists."""

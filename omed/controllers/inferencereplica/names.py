@@ -129,7 +129,11 @@ EVENT_PROGRESS_DEADLINE: Final = "ProgressDeadlineExceeded"
 EVENT_RETRY_BLOCK_MALFORMED: Final = "RetryBlockMalformed"
 """Warning: a retry block can't be acted on (see the condition of the same type)."""
 EVENT_STATUS_UNREADABLE: Final = "InstanceStatusUnreadable"
-"""Warning, on the InferenceReplica: its rows can't be read, so omed leaves it alone."""
+"""Warning, on the InferenceReplica: its status (apart from the rows, which give
+InstanceStatusDecodeFailed) can't be read, so omed leaves it alone."""
+EVENT_SPEC_INVALID: Final = "InvalidSpec"
+"""Warning, on the InferenceReplica: its metadata or spec can't be read (a value the models
+refuse, stored before a webhook could refuse it), so omed leaves it alone."""
 
 # -- Conditions ---------------------------------------------------------------------------------
 
@@ -168,7 +172,8 @@ MSG_SCALE_DOWN_WAVE: Final = "OMENative scale-down wave"
 MSG_SKIPPED_UNSAFE_DELETE: Final = "Skipped deleting a pod that is still routed"
 MSG_STATUS_CONFLICT: Final = "InferenceReplica changed while reconciling; retrying"
 MSG_WAITING_FOR_CACHE: Final = "Waiting for the pod cache to show this controller's writes"
-MSG_STATUS_UNREADABLE: Final = "Cannot read Instance rows; leaving the InferenceReplica alone"
+MSG_STATUS_UNREADABLE: Final = "Cannot read the InferenceReplica's status; leaving it alone"
+MSG_SPEC_INVALID: Final = "Cannot read the InferenceReplica's spec; leaving it alone"
 MSG_STATUS_DECODE_FAILED: Final = "Cannot decode per-Instance status; not managing the replica"
 MSG_STATUS_CONVERTED: Final = "Converted per-Instance status"
 MSG_STATUS_TOO_LARGE: Final = "Status write rejected as too large; the InferenceReplica stalls"

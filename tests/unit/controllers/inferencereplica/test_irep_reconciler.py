@@ -6,6 +6,7 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from test_irep_execute import Events, FakeKube
 
 from omed.clock import FakeClock
@@ -112,6 +113,31 @@ async def test_undecodable_rows_stop_management_with_one_warning_per_version() -
     assert await run.reconcile(KEY) == Result()
     assert kube.calls == []
     assert events.seen == [("InferenceReplica", "chat-engine", "InstanceStatusDecodeFailed")]
+
+
+async def test_an_unreadable_spec_or_status_is_named_as_such_and_left_alone(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    bad_spec = copy.deepcopy(IREP)  # stored before the webhook refused such a duration
+    bad_spec["spec"]["lifecycle"] = {"instanceReadyTimeout": "2562048h"}
+    bad_status = copy.deepcopy(IREP)
+    bad_status["status"] = {"readyReplicas": "two"}
+    for broken, reason, line in (
+        (bad_spec, "InvalidSpec", "Cannot read the InferenceReplica's spec; leaving it alone"),
+        (
+            bad_status,
+            "InstanceStatusUnreadable",
+            "Cannot read the InferenceReplica's status; leaving it alone",
+        ),
+    ):
+        kube = FakeKube()
+        run, _, events = reconciler(kube, broken)
+        caplog.clear()
+        assert await run.reconcile(KEY) == Result()
+        assert await run.reconcile(KEY) == Result()  # said once per resourceVersion
+        assert kube.calls == []
+        assert events.seen == [("InferenceReplica", "chat-engine", reason)]
+        assert [r.getMessage() for r in caplog.records if r.levelname == "ERROR"] == [line]
 
 
 async def test_a_key_without_replica_or_pods_is_forgotten() -> None:
