@@ -254,15 +254,17 @@ def test_sigterm_while_the_control_plane_starts_stops_it_and_exits_143(
         assert_nothing_left(running, started, ports)
 
 
-def test_ctrl_c_while_the_binaries_build_stops_the_build(tmp_path: Path) -> None:
-    # A first run with an empty cache builds the binaries with go; a go that never finishes
-    # stands in for the 10-25 minute build.
+def endless_go_build(
+    tmp_path: Path, *, then: str = "exec sleep 600"
+) -> tuple[dict[str, str], Path]:
+    """An environment whose binaries must be built (an empty cache, no prebuilt ones) by a
+    ``go`` that never finishes (it writes its pid to the returned file, then runs ``then``):
+    a stand-in for the 10-25 minute first build."""
     fake = tmp_path / "bin"
     fake.mkdir()
     go_pid = tmp_path / "go.pid"
     (fake / "go").write_text(
-        f'#!/bin/sh\necho $$ > "{go_pid}"\necho "go: downloading k8s.io/kubernetes"\n'
-        "exec sleep 600\n"
+        f'#!/bin/sh\necho $$ > "{go_pid}"\necho "go: downloading k8s.io/kubernetes"\n{then}\n'
     )
     (fake / "go").chmod(0o755)
     env = {
@@ -271,6 +273,11 @@ def test_ctrl_c_while_the_binaries_build_stops_the_build(tmp_path: Path) -> None
         if k != "KUBEBUILDER_ASSETS" and not k.startswith("TEST_ASSET_")
     }
     env.update(PATH=f"{fake}:{env.get('PATH', '')}", OMED_CACHE_DIR=str(tmp_path / "cache"))
+    return env, go_pid
+
+
+def test_ctrl_c_while_the_binaries_build_stops_the_build(tmp_path: Path) -> None:
+    env, go_pid = endless_go_build(tmp_path)
     with demo(tmp_path, env=env) as running:
         wait_for(lambda: go_pid.exists() and go_pid.read_text().strip(), timeout=60, what="go")
         running.wait_for_output("go: downloading", timeout=30)

@@ -14,6 +14,7 @@ from test_demo import (
     PROMPT,
     assert_nothing_left,
     demo,
+    endless_go_build,
     listening_ports,
     sockets_of,
     started_by,
@@ -61,22 +62,8 @@ def test_sigterm_while_the_control_plane_starts_stops_it(
 
 
 def test_ctrl_c_while_the_binaries_build_stops_the_build(tmp_path: Path) -> None:
-    # An empty cache builds the binaries with go; a go that never finishes (and has a child
-    # of its own, as go build has compilers) stands in for the 10-25 minute build.
-    fake = tmp_path / "bin"
-    fake.mkdir()
-    go_pid = tmp_path / "go.pid"
-    (fake / "go").write_text(
-        f'#!/bin/sh\necho $$ > "{go_pid}"\necho "go: downloading k8s.io/kubernetes"\n'
-        "sleep 600 &\nwait\n"
-    )
-    (fake / "go").chmod(0o755)
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k != "KUBEBUILDER_ASSETS" and not k.startswith("TEST_ASSET_")
-    }
-    env.update(PATH=f"{fake}:{env.get('PATH', '')}", OMED_CACHE_DIR=str(tmp_path / "cache"))
+    # A go with a child of its own, as go build has compilers.
+    env, go_pid = endless_go_build(tmp_path, then="sleep 600 &\nwait")
     with demo(tmp_path, env=env, command=UP) as running:
         wait_for(lambda: go_pid.exists() and go_pid.read_text().strip(), timeout=60, what="go")
         wait_for(
