@@ -88,6 +88,19 @@ __all__ = [
 ]
 
 
+def _report_death(task: asyncio.Task[None]) -> None:
+    """A simulator loop must run until :meth:`NodeSimulator.stop` cancels it; one that ends
+    otherwise leaves pods unscheduled or never Ready, so say so loudly."""
+    if task.cancelled():
+        return
+    error = task.exception()
+    log.error(
+        "A simulator loop stopped; pods it handles will not progress",
+        extra=kv(task=task.get_coro().__qualname__, error=repr(error)),  # type: ignore[union-attr]
+        exc_info=error,
+    )
+
+
 class NodeSimulator:
     """Simulated GPU nodes: scheduler and kubelets, acting through the API server."""
 
@@ -217,7 +230,9 @@ class NodeSimulator:
         self._started = False
 
     def _spawn(self, coro: Any) -> None:
-        self._tasks.append(asyncio.create_task(coro))
+        task = asyncio.create_task(coro)
+        task.add_done_callback(_report_death)
+        self._tasks.append(task)
 
     # -- nodes --------------------------------------------------------------------------------
     async def _register_node(

@@ -9,7 +9,9 @@ pod, a PodScheduled=False (reason ``Unschedulable``) status patch per pod that f
 Unschedulable pods are parked until something could change the answer: a pod leaving one
 of the simulator's nodes, a node added or changed, or ``Timings.unschedulable_retry``
 passing. A pod's own update (our condition write, say) does not wake it unless its spec or
-labels changed. A binding that fails is undone in the cluster state and the pod retried.
+labels changed. A binding that fails (an error answer, or a dropped connection or timeout
+on the way) is undone in the cluster state and the pod retried; a pass that fails in any
+other way puts its pods back and runs again, so the loop never dies while pods wait.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ import asyncio
 import logging
 from collections.abc import Mapping
 from typing import Any
+
+import aiohttp
 
 from omed.devcluster.sim.context import TERMINAL_PHASES, SimContext, pod_key
 from omed.devcluster.sim.podstatus import status_matches, unschedulable_status
@@ -93,7 +97,15 @@ class Scheduler:
         while True:
             await self._wake.wait()
             self._wake.clear()
-            await self._schedule_batch()
+            keys = list(self._active)
+            try:
+                await self._schedule_batch()
+            except Exception:  # a status write that failed on the way: try the pass again
+                log.exception("Scheduling pass failed; retrying its pods")
+                self._ctx.stats.errors += 1
+                self._active.update(dict.fromkeys(keys))
+                await asyncio.sleep(_BIND_RETRY)
+                self._wake.set()
 
     async def _schedule_batch(self) -> None:
         pods = self._ctx.pods
@@ -138,7 +150,7 @@ class Scheduler:
             async with self._ctx.writes:
                 await self._ctx.client.request("POST", path, body=body)
             self._ctx.stats.bindings += 1
-        except ApiError as err:
+        except (ApiError, aiohttp.ClientError, TimeoutError) as err:
             current = self._ctx.pods.get(key)
             bound = (current or {}).get("spec", {}).get("nodeName")
             if self._ctx.cluster.node_of(key) == node and bound != node:
