@@ -31,7 +31,6 @@ raises (:func:`run_repair` turns it into one).
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
@@ -39,6 +38,12 @@ from typing import Any, Final
 from pydantic import ValidationError
 
 from omed.api import InstanceStatus
+from omed.api.names import (
+    DNS1123_LABEL_MAX,
+    DNS1123_SUBDOMAIN_MAX,
+    is_dns1123_label,
+    is_dns1123_subdomain,
+)
 from omed.cli.preflight_checks import (
     BadAnswer,
     DecodeFailure,
@@ -102,22 +107,16 @@ class RepairRefused(Exception):
 
 # -- the object's name -------------------------------------------------------------------------
 
-_DNS_LABEL: Final = r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?"
-_NAMESPACE: Final = re.compile(_DNS_LABEL)
-_NAME: Final = re.compile(rf"{_DNS_LABEL}(?:\.{_DNS_LABEL})*")
-_NAMESPACE_MAX: Final = 63
-_NAME_MAX: Final = 253
-
 
 def check_namespace(text: str) -> str:
     """``text`` when it can name a namespace (an RFC 1123 label); else :class:`ValueError`.
 
     An empty or malformed namespace would change the request's path (an empty one would make
     the GET of one object a list), so it is refused before any request."""
-    if len(text) <= _NAMESPACE_MAX and _NAMESPACE.fullmatch(text):
+    if is_dns1123_label(text):
         return text
     raise ValueError(
-        f"{_show_name(text)} is not a valid namespace: a namespace is 1 to {_NAMESPACE_MAX} "
+        f"{_show_name(text)} is not a valid namespace: a namespace is 1 to {DNS1123_LABEL_MAX} "
         "lowercase letters, digits and '-', starting and ending with a letter or digit"
     )
 
@@ -125,10 +124,11 @@ def check_namespace(text: str) -> str:
 def check_name(text: str) -> str:
     """``text`` when it can name an InferenceReplica (an RFC 1123 subdomain); else
     :class:`ValueError`."""
-    if len(text) <= _NAME_MAX and _NAME.fullmatch(text):
+    if is_dns1123_subdomain(text):
         return text
     raise ValueError(
-        f"{_show_name(text)} is not a valid InferenceReplica name: a name is 1 to {_NAME_MAX} "
+        f"{_show_name(text)} is not a valid InferenceReplica name: a name is 1 to "
+        f"{DNS1123_SUBDOMAIN_MAX} "
         "lowercase letters, digits, '-' and '.', starting and ending with a letter or digit"
     )
 

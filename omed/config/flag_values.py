@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
+from omed.api.names import is_dns1123_label, is_dns1123_subdomain
 from omed.config import duration
 from omed.config.gostrconv import go_quote, parse_go_float, parse_go_int
 
@@ -118,22 +119,18 @@ def parse_non_empty(text: str) -> str:
     return text
 
 
-_DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-
-
 def parse_namespace(text: str) -> str:
-    if len(text) > 63 or not _DNS1123_LABEL.fullmatch(text):
+    if not is_dns1123_label(text):
         raise ValueError("must be a namespace name (lower-case letters, digits and '-')")
     return text
 
 
 _QUALIFIED_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
-_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
 
 def _resource_name(name: str) -> bool:
     prefix, slash, base = name.rpartition("/")
-    if slash and (len(prefix) > 253 or not _DNS1123_SUBDOMAIN.fullmatch(prefix)):
+    if slash and not is_dns1123_subdomain(prefix):
         return False
     return bool(_QUALIFIED_NAME.fullmatch(base))
 

@@ -25,6 +25,8 @@ from typing import Any, Final, TypeGuard
 
 import orjson
 
+from omed.api.names import is_dns1123_subdomain
+
 Loc = tuple[str | int, ...]
 """Where a value sits in an object: keys and list indices from the root."""
 
@@ -159,21 +161,10 @@ class Findings:
 
 # -- Common value rules ----------------------------------------------------------------------
 
-DNS1123_SUBDOMAIN_MAX: Final = 253
-_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-
 DNS1123_SUBDOMAIN_RULE: Final = (
     "must be a DNS-1123 subdomain (lowercase letters, digits, '-' and '.', starting and "
     "ending with a letter or digit, at most 253 characters)"
 )
-
-
-def is_dns1123_subdomain(value: Any) -> bool:
-    return (
-        isinstance(value, str)
-        and 0 < len(value) <= DNS1123_SUBDOMAIN_MAX
-        and _DNS1123_SUBDOMAIN.fullmatch(value) is not None
-    )
 
 
 def check_subdomain(findings: Findings, loc: Loc, *, value: Any) -> None:

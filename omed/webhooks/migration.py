@@ -32,11 +32,11 @@ from typing import Any, Final
 import orjson
 
 from omed.api.constants import ANNOTATION_MIGRATION_REQUEST_PREFIX, COMPONENTS
+from omed.api.names import is_dns1123_subdomain
 from omed.webhooks.findings import (
     DNS1123_SUBDOMAIN_RULE,
     Findings,
     Loc,
-    is_dns1123_subdomain,
     is_int,
     json_type,
     show,

@@ -30,12 +30,12 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from omed.api.constants import COMPONENTS
+from omed.api.names import is_dns1123_subdomain
 from omed.webhooks.findings import (
     DNS1123_SUBDOMAIN_RULE,
     Findings,
     Loc,
     as_object,
-    is_dns1123_subdomain,
     show,
 )
 
