@@ -46,6 +46,7 @@ from omed.config.reconcile import (
     ReconcileConfig,
     ReconcileConfigError,
     RequeueConfig,
+    deploy_entry,
     reconcile_entries,
 )
 from omed.config.rules import (
@@ -87,6 +88,7 @@ __all__ = [
     "RequeueConfig",
     "StartupConfig",
     "StartupConfigError",
+    "deploy_entry",
     "load_startup_config",
     "reconcile_entries",
     "resolve_budget",

@@ -46,6 +46,7 @@ __all__ = [
     "ReconcileConfig",
     "ReconcileConfigError",
     "RequeueConfig",
+    "deploy_entry",
     "reconcile_entries",
 ]
 
@@ -283,6 +284,14 @@ def _reconcile_entries(
         ingress=attempt("ingress", load_ingress),
         lifecycle=attempt("lifecycle", lambda: _load_lifecycle(lifecycle)),
     )
+
+
+def deploy_entry(data: Mapping[str, str]) -> DeployConfig:
+    """The ``deploy`` entry alone, from the cached ConfigMap ``data``: what the
+    InferenceService controller and the defaulting webhook read. The other reconcile-time
+    entries aren't parsed, so a bad ``ingress`` or ``lifecycle`` field, which these readers
+    don't use, can't fail them. Raises :class:`ReconcileConfigError` for a bad ``deploy``."""
+    return _reconcile_entries(deploy=data.get("deploy"), ingress=None, lifecycle=None).deploy
 
 
 def reconcile_entries(data: Mapping[str, str]) -> ReconcileConfig:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from omed.clock import Clock
-from omed.config import ConfigCache, Options, StartupConfig, reconcile_entries
+from omed.config import ConfigCache, Options, StartupConfig, deploy_entry
 from omed.controllers.inferencereplica.controller import InferenceReplicaController
 from omed.controllers.inferencereplica.encoding import StatusEncodingSettings
 from omed.controllers.inferencereplica.model import PlanSettings
@@ -82,10 +82,9 @@ def _inference_replica(context: ControllerContext) -> ManagedController:
 def _inference_service(context: ControllerContext) -> ManagedController:
     async def default_mode() -> str | None:
         # Read through the TTL cache on every reconcile: a kubectl edit of the deploy entry
-        # reaches the next reconcile within --config-cache-ttl. A bad entry fails the
-        # reconcile (and is retried), never the manager.
-        entries = reconcile_entries(await context.config.get())
-        return entries.deploy.default_deployment_mode
+        # reaches the next reconcile within --config-cache-ttl. A bad deploy entry fails the
+        # reconcile (and is retried), never the manager; the other entries aren't read here.
+        return deploy_entry(await context.config.get()).default_deployment_mode
 
     return InferenceServiceController(
         client=context.client,

@@ -10,7 +10,7 @@ Invariant: the defaulter parses only the ``deploy`` entry of each cache read, so
 
 from __future__ import annotations
 
-from omed.config import ConfigCache, DeployConfig, Options, reconcile_entries
+from omed.config import ConfigCache, DeployConfig, Options, deploy_entry
 from omed.webhooks.defaulting import InferenceServiceDefaulter
 from omed.webhooks.inferencereplica import InferenceReplicaValidator
 from omed.webhooks.inferenceservice import InferenceServiceValidator
@@ -26,8 +26,7 @@ def build_webhook_server(
     """The server for ``--webhook``, on ``--webhook-port`` with ``--webhook-cert-dir``."""
 
     async def deploy_config() -> DeployConfig:
-        data = await config.get()
-        return reconcile_entries({"deploy": data["deploy"]} if "deploy" in data else {}).deploy
+        return deploy_entry(await config.get())
 
     return WebhookServer(
         handlers=[

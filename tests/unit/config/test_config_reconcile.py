@@ -10,6 +10,7 @@ import pytest
 from omed.config.entries import (
     ReconcileConfig,
     ReconcileConfigError,
+    deploy_entry,
     reconcile_entries,
 )
 
@@ -59,6 +60,22 @@ def test_deploy() -> None:
     assert config.deploy.replicas is not None
     assert config.deploy.replicas.min_replicas == 1
     assert config.deploy.replicas.max_replicas == 3
+
+
+def test_the_deploy_readers_never_fail_on_the_other_entries() -> None:
+    # The InferenceService controller and the defaulting webhook read deploy alone: a bad
+    # lifecycle or ingress field (which they don't use) must not fail them.
+    data = {
+        "deploy": json.dumps({"defaultDeploymentMode": "OMENative"}),
+        "lifecycle": json.dumps({"instanceReadyTimeout": "x"}),
+        "ingress": json.dumps({"ingressDomain": 5}),
+    }
+    with pytest.raises(ReconcileConfigError):
+        reconcile_entries(data)
+    assert deploy_entry(data).default_deployment_mode == "OMENative"
+    assert deploy_entry({}).default_deployment_mode is None
+    with pytest.raises(ReconcileConfigError, match="deploy"):
+        deploy_entry({"deploy": "{"})
 
 
 def test_deploy_replicas_may_set_one_side() -> None:
