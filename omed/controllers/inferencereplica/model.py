@@ -198,6 +198,9 @@ class PlanSettings:
     scale_up_pod_batch_size: BatchSize | None = None
     scale_down_pod_batch_size: BatchSize | None = None
     scale_down_requeue_interval: float | None = None
+    repair_batch_size: BatchSize | None = None
+    """The manager-wide pace of crash-loop repairs (the entry's ``repairBatchSize``), for a
+    component whose own ``lifecycle.repairBatchSize`` is unset; 1 when neither is set."""
     scale_up_requeue_interval: float = DEFAULT_SCALE_UP_REQUEUE
 
     @classmethod
@@ -207,4 +210,5 @@ class PlanSettings:
             scale_up_pod_batch_size=config.scale_up_pod_batch_size,
             scale_down_pod_batch_size=config.scale_down_pod_batch_size,
             scale_down_requeue_interval=config.scale_down_requeue_interval,
+            repair_batch_size=config.repair_batch_size,
         )

@@ -27,6 +27,7 @@ import datetime as dt
 
 from omed.api.base import resolve_int_or_percent
 from omed.api.inferencereplica import Operation
+from omed.config import resolve_budget
 from omed.controllers.inferencereplica import names, operations, retry
 from omed.controllers.inferencereplica.actions import RecordEvent
 from omed.controllers.inferencereplica.model import PodView
@@ -37,13 +38,17 @@ from omed.controllers.inferencereplica.steps import deadline, expired, on_revisi
 
 def start_restarts(work: PassWork, instances: list[InstanceWork], *, ran: bool) -> None:
     """Rebuild Instances of the update revision whole, as new incarnations, at most
-    ``repairBatchSize`` (default 1) at once: parked repairs the retry ladder re-arms now
+    ``repairBatchSize`` at once (the component's, else the ConfigMap's lifecycle entry's,
+    else 1): parked repairs the retry ladder re-arms now
     first, then new ones: under RecreateInstanceOnPodRestart when a container restarted;
     always when a pod crash-loops on a revision that did run (one that never ran is the
     retry ladder's business, :mod:`.retry`). Parked repairs take no room."""
     target = work.target
-    batch = target.update.repair_batch_size
-    limit = max(resolve_int_or_percent(batch or 1, total=target.replicas, round_up=True), 1)
+    own = target.update.repair_batch_size
+    if own is not None:
+        limit = max(resolve_int_or_percent(own, total=target.replicas, round_up=True), 1)
+    else:
+        limit = resolve_budget(work.settings.repair_batch_size, target.replicas) or 1
     room = limit - sum(
         1
         for i in instances

@@ -6,9 +6,10 @@ import dataclasses
 
 from test_irep_update import converged, events, spec
 
+from omed.config import LifecycleScaleConfig, Percent
 from omed.controllers.inferencereplica import names
 from omed.controllers.inferencereplica.actions import CreatePods, DeletePods
-from omed.controllers.inferencereplica.model import ContainerFailure, PodView
+from omed.controllers.inferencereplica.model import ContainerFailure, PlanSettings, PodView
 
 
 def test_a_container_restart_recreates_the_whole_instance_as_a_new_incarnation() -> None:
@@ -50,6 +51,29 @@ def test_recreations_are_paced_by_the_repair_batch_size() -> None:
         decided = world.plan()
         restarting = [r for r in decided.rows if r.operation and r.operation.type == "Restart"]
         assert len(restarting) == expected, batch
+
+
+def test_the_configmaps_repair_batch_size_paces_components_that_set_none() -> None:
+    # The lifecycle entry's repairBatchSize (read at start) is the manager-wide pace; a
+    # component's own lifecycle.repairBatchSize wins; with neither, one at a time.
+    for own, manager_wide, expected in (
+        (None, 2, 2),
+        (None, Percent(100), 3),
+        (1, Percent(100), 1),
+        (None, None, 1),
+    ):
+        world = converged(3)
+        world.spec = spec(3, recreate_on_restart=True, repair_batch_size=own)
+        for item in list(world.pods.values()):
+            world.pods[item.name] = dataclasses.replace(item, restarts=1)
+        decided = world.plan(PlanSettings(repair_batch_size=manager_wide))
+        restarting = [r for r in decided.rows if r.operation and r.operation.type == "Restart"]
+        assert len(restarting) == expected, (own, manager_wide)
+
+
+def test_plan_settings_take_the_repair_batch_size_from_the_lifecycle_entry() -> None:
+    config = LifecycleScaleConfig.model_validate({"repairBatchSize": "10%"})
+    assert PlanSettings.from_config(config).repair_batch_size == Percent(10)
 
 
 def crash(item: PodView) -> PodView:
