@@ -161,6 +161,15 @@ class NodeSimulator:
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
 
+    def queues(self) -> dict[str, int]:
+        """How much work waits, for diagnostics: pods known to the simulator, pods waiting
+        for the scheduler, and pod keys queued for the kubelets."""
+        return {
+            "pods_cached": len(self._ctx.pods),
+            "scheduling_pending": self._scheduler.pending,
+            "kubelet_queued": len(self._kubelets.queue),
+        }
+
     @property
     def node_names(self) -> list[str]:
         """The simulator's nodes, in index order."""

@@ -44,6 +44,11 @@ class WatchHandler(Protocol):
     def delete(self, obj: dict[str, Any]) -> None: ...
 
 
+SILENCE_TIMEOUT = 70.0
+"""Seconds without an event or a bookmark after which a watch is restarted (the API server
+sends a bookmark about every minute to a watch that asks for them)."""
+
+
 async def list_watch(
     client: KubeClient,
     resource: Resource,
@@ -54,8 +59,14 @@ async def list_watch(
     synced: asyncio.Event | None = None,
     timeout_seconds: int = 300,
     page_size: int = 500,
+    silence_timeout: float = SILENCE_TIMEOUT,
 ) -> None:
-    """List, then watch ``resource`` forever, feeding ``handler``; set ``synced`` once listed."""
+    """List, then watch ``resource`` forever, feeding ``handler``; set ``synced`` once listed.
+
+    A watch that delivers nothing, not even a bookmark, for ``silence_timeout`` is ended and
+    resumed from the last version seen (as the product's reflector does): a connection that
+    died without a reset would otherwise hang until the server-side timeout, minutes later,
+    with every pod change in between unseen."""
     version: str | None = None
     delay = 0.1
     path = resource.path(namespace)
@@ -73,8 +84,13 @@ async def list_watch(
                 "timeoutSeconds": timeout_seconds + random.randint(0, timeout_seconds // 5),
                 "labelSelector": label_selector,
             }
-            async with client.stream(path, params=params) as lines:
+            loop = asyncio.get_running_loop()
+            async with (
+                client.stream(path, params=params) as lines,
+                asyncio.timeout(silence_timeout) as silence,
+            ):
                 async for line in lines:
+                    silence.reschedule(loop.time() + silence_timeout)
                     event = orjson.loads(line)
                     kind, obj = event.get("type"), event.get("object") or {}
                     if kind == "ERROR":
@@ -91,6 +107,11 @@ async def list_watch(
             raise
         except Gone:
             version = None
+        except TimeoutError:
+            log.info(
+                "Watch silent, restarting it",
+                extra=kv(resource=resource.plural, namespace=namespace, after=silence_timeout),
+            )
         except Exception as err:  # a broken connection or a restarted API server
             log.info(
                 "Watch failed, retrying",

@@ -643,6 +643,30 @@ async def test_removed_node_takes_its_pods(simulators: SimFactory, pods: Pods) -
 # -- scale -------------------------------------------------------------------------------------
 
 
+async def _where_pods_stand(pods: Pods, sim: NodeSimulator) -> str:
+    """What a timed-out wait saw: pods by state, a few of the stuck ones, the simulator's
+    counters and queues."""
+    listed = await pods.kube.list_all(PODS, pods.namespace)
+    states: dict[str, list[str]] = {}
+    for pod in listed:
+        if is_ready(pod):
+            state = "ready"
+        elif not (pod.get("spec") or {}).get("nodeName"):
+            scheduled = conditions(pod).get("PodScheduled", {})
+            state = f"unbound ({scheduled.get('reason') or 'no condition'})"
+        else:
+            state = f"bound, {(pod.get('status') or {}).get('phase')}"
+        states.setdefault(state, []).append(pod["metadata"]["name"])
+    counts = {state: len(names) for state, names in states.items()}
+    stuck = {state: names[:3] for state, names in states.items() if state != "ready"}
+    sample = next((p for p in listed if not is_ready(p)), None)
+    return (
+        f"not all pods Ready: {counts}; e.g. {stuck}; stats {sim.stats}; "
+        f"queues {sim.queues()}; "
+        f"a stuck pod's status: {json.dumps((sample or {}).get('status'))[:1500]}"
+    )
+
+
 @pytest.mark.slow
 async def test_hundreds_of_pods(simulators: SimFactory, pods: Pods) -> None:
     sim = await simulators(nodes=8, gpus_per_node=8)
@@ -661,7 +685,10 @@ async def test_hundreds_of_pods(simulators: SimFactory, pods: Pods) -> None:
         return sum(is_ready(p) for p in listed) == count
 
     # About 10 s on a quiet machine; the margin is for a CI machine under load.
-    await eventually(all_ready, timeout=180)
+    try:
+        await eventually(all_ready, timeout=180)
+    except AssertionError:
+        raise AssertionError(await _where_pods_stand(pods, sim)) from None
     elapsed = time.monotonic() - started
     print(f"\n[simulator] {count} pods Ready in {elapsed:.1f}s, stats {sim.stats}")
     assert sim.stats.bindings == count

@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import orjson
 
 from omed.clock import FakeClock
-from omed.devcluster.sim.watch import KeyQueue, Wakeups
+from omed.devcluster.sim.watch import KeyQueue, Wakeups, list_watch
+from omed.kube.resources import PODS
 
 
 async def test_key_queue_dedups_and_never_hands_a_key_to_two_workers() -> None:
@@ -82,3 +88,60 @@ async def test_wakeups_stop_when_cancelled_at_any_point() -> None:
         task.cancel()
         await settle()
         assert task.done(), f"still running after a cancel {turns} turns in"
+
+
+class SilentThenLiveClient:
+    """A list of one pod; the first watch stays open and silent (a connection that died
+    without a reset), the next one delivers an event."""
+
+    def __init__(self) -> None:
+        self.watches: list[dict[str, object]] = []
+
+    async def list_page(self, resource: object, namespace: object, **kw: object) -> object:
+        pod = {"metadata": {"name": "a", "namespace": "ns", "resourceVersion": "5"}}
+        return {"items": [pod], "metadata": {"resourceVersion": "5"}}
+
+    @contextlib.asynccontextmanager
+    async def stream(self, path: str, *, params: dict[str, object]) -> AsyncIterator[object]:
+        self.watches.append(params)
+        silent = len(self.watches) == 1
+
+        async def lines() -> AsyncIterator[bytes]:
+            if silent:
+                await asyncio.Event().wait()  # never set
+            pod = {"metadata": {"name": "b", "namespace": "ns", "resourceVersion": "6"}}
+            yield orjson.dumps({"type": "ADDED", "object": pod})
+            await asyncio.Event().wait()
+
+        yield lines()
+
+
+class Seen:
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def replace(self, namespace: object, items: list[dict[str, Any]]) -> None:
+        self.names.extend(item["metadata"]["name"] for item in items)
+
+    def upsert(self, obj: dict[str, Any]) -> None:
+        self.names.append(obj["metadata"]["name"])
+
+    def delete(self, obj: dict[str, Any]) -> None:
+        pass
+
+
+async def test_a_silent_watch_is_restarted_from_the_last_version() -> None:
+    client = SilentThenLiveClient()
+    seen = Seen()
+    task = asyncio.create_task(
+        list_watch(client, PODS, seen, namespace="ns", silence_timeout=0.2)  # type: ignore[arg-type]
+    )
+    try:
+        for _ in range(100):
+            if seen.names == ["a", "b"]:
+                break
+            await asyncio.sleep(0.02)
+    finally:
+        task.cancel()
+    assert seen.names == ["a", "b"]
+    assert [w["resourceVersion"] for w in client.watches[:2]] == ["5", "5"]
