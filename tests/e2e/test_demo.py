@@ -202,6 +202,18 @@ def demo(
                 os.kill(child.pid, signal.SIGKILL)
 
 
+def etcd_starting(running: Demo) -> set[int]:
+    """Wait until ``running`` has started etcd (and not yet finished starting the control
+    plane); the ports its processes listen on so far."""
+    running.wait_for_output("starting etcd and kube-apiserver", timeout=60)
+    wait_for(
+        lambda: {"etcd"} <= {p.comm for p in started_by(running.proc.pid)},
+        timeout=30,
+        what="etcd to start",
+    )
+    return listening_ports(sockets_of(started_by(running.proc.pid)))
+
+
 def assert_nothing_left(running: Demo, started: list[Proc], ports: set[int]) -> None:
     assert still_running(started) == []
     group = [p for p in processes().values() if p.pgid == running.proc.pid]
@@ -238,13 +250,7 @@ def test_sigterm_while_the_control_plane_starts_stops_it_and_exits_143(
     control_plane: object, tmp_path: Path
 ) -> None:
     with demo(tmp_path) as running:
-        running.wait_for_output("starting etcd and kube-apiserver", timeout=60)
-        wait_for(
-            lambda: {"etcd"} <= {p.comm for p in started_by(running.proc.pid)},
-            timeout=30,
-            what="etcd to start",
-        )
-        ports = listening_ports(sockets_of(started_by(running.proc.pid)))
+        ports = etcd_starting(running)
         code, elapsed, started = running.stopped_by(running.proc.terminate)  # SIGTERM
         output = running.output()
         assert "installing the ome.io CRDs" not in output  # it stopped before the API server

@@ -15,6 +15,7 @@ from test_demo import (
     assert_nothing_left,
     demo,
     endless_go_build,
+    etcd_starting,
     listening_ports,
     sockets_of,
     started_by,
@@ -45,13 +46,7 @@ def test_sigterm_while_the_control_plane_starts_stops_it(
     control_plane: object, tmp_path: Path
 ) -> None:
     with demo(tmp_path, command=UP) as running:
-        running.wait_for_output("starting etcd and kube-apiserver", timeout=60)
-        wait_for(
-            lambda: {"etcd"} <= {p.comm for p in started_by(running.proc.pid)},
-            timeout=30,
-            what="etcd to start",
-        )
-        ports = listening_ports(sockets_of(started_by(running.proc.pid)))
+        ports = etcd_starting(running)
         code, elapsed, started = running.stopped_by(running.proc.terminate)
         output = running.output()
         assert "A local control plane is running" not in output
