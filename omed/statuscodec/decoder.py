@@ -38,7 +38,7 @@ from omed.statuscodec.rowschema import (
     INT64_MAX,
     STR,
 )
-from omed.statuscodec.sequences import Token, mark_ranges, parse_sequence
+from omed.statuscodec.sequences import Token, mark_ranges, parse_sequence, parse_sequence_span
 
 _MISSING: Final[Any] = object()
 _TWO_DIGITS: Final = tuple(f"{n:02d}" for n in range(60))
@@ -166,8 +166,8 @@ def _string_space(
 
 def _row_classes(columns: dict[Any, Any], *, row_count: int, class_count: int) -> list[int]:
     text = columns.get(layout.KEY_ROW_CLASS, "")
-    tokens = parse_sequence(text, what=layout.KEY_ROW_CLASS, length=row_count)
-    if not _within(tokens, text, low=0, high=class_count - 1):
+    tokens, low, high = parse_sequence_span(text, what=layout.KEY_ROW_CLASS, length=row_count)
+    if "~" in text or (tokens and (low is None or low < 0 or high is None or high >= class_count)):
         for position, cls in enumerate(tokens):
             if cls is None or not 0 <= cls < class_count:
                 raise DecodeError(
@@ -183,35 +183,21 @@ def _row_classes(columns: dict[Any, Any], *, row_count: int, class_count: int) -
     for key, text in overrides.items():
         cls = _class_key(key, class_count=class_count)
         for start, end in mark_ranges(text, what=f"overrides[{cls}]", marks=marks):
-            row_class[start : end + 1] = [cls] * (end - start + 1)
+            if start == end:
+                row_class[start] = cls
+            else:
+                row_class[start : end + 1] = [cls] * (end - start + 1)
     return row_class
 
 
 def _indexes(text: Any, *, row_count: int) -> list[Token]:
     """``index``: ``rowCount`` tokens, each ``~`` or 0 .. INT64_MAX."""
-    indexes = parse_sequence(text, what=layout.KEY_INDEX, length=row_count)
-    if not _within(indexes, text, low=0, high=INT64_MAX, absent=True):
+    indexes, low, high = parse_sequence_span(text, what=layout.KEY_INDEX, length=row_count)
+    if low is not None and (low < 0 or high is None or high > INT64_MAX):
         for position, index in enumerate(indexes):
             if index is not None and not 0 <= index <= INT64_MAX:
                 raise DecodeError("value", f"index of row {position} is out of range ({index})")
     return indexes
-
-
-def _within(tokens: list[Token], text: str, *, low: int, high: int, absent: bool = False) -> bool:
-    """Every token lies in ``low .. high`` (and none is ``~`` unless ``absent``), checked with
-    C-level scans: ``text`` is the sequence ``tokens`` was parsed from, and without a ``~`` in
-    it no token is ``None``. ``False`` means: look for the bad token."""
-    if not tokens:
-        return True
-    if "~" in text:
-        if not absent:
-            return False
-        present = [token for token in tokens if token is not None]
-        if not present:
-            return True
-        return low <= min(present) and max(present) <= high
-    values: list[int] = tokens  # type: ignore[assignment]  # no "~": no None
-    return low <= min(values) and max(values) <= high
 
 
 def _class_key(key: Any, *, class_count: int) -> int:

@@ -307,28 +307,46 @@ def _split_overrides(runs: list[Run]) -> tuple[list[list[int]], dict[int, list[i
     (the base run then covers the gap)."""
     base: list[list[int]] = []
     overrides: dict[int, list[int]] = {}
+    gap_limit = layout.OVERRIDE_GAP
+    count = len(runs)
+    # The open base run: its class and length (0: none yet); appended when the next opens.
+    open_cls, open_length = -1, 0
     k = 0
-    while k < len(runs):
-        cls, _, length = runs[k]
-        if base and cls != base[-1][0] and length <= layout.OVERRIDE_GAP:
-            around = base[-1][0]
+    while k < count:
+        cls, start, length = runs[k]
+        if cls == open_cls:
+            open_length += length
+            k += 1
+            continue
+        if open_length and length <= gap_limit:
             # A one-run gap (a replaced Instance) is the common case: no search.
-            end = k + 1 if k + 1 < len(runs) and runs[k + 1][0] == around else -1
-            if end < 0:
-                end = _gap_end(runs, k=k, around=around)
+            if k + 1 < count and runs[k + 1][0] == open_cls:
+                if length == 1:
+                    positions = overrides.get(cls)
+                    if positions is None:
+                        overrides[cls] = [start]
+                    else:
+                        positions.append(start)
+                else:
+                    overrides.setdefault(cls, []).extend(range(start, start + length))
+                open_length += length
+                k += 1
+                continue
+            end = _gap_end(runs, k=k, around=open_cls)
             if end >= 0:
                 for gap_cls, gap_start, gap_length in runs[k:end]:
                     overrides.setdefault(gap_cls, []).extend(
                         range(gap_start, gap_start + gap_length)
                     )
-                    base[-1][1] += gap_length
+                    open_length += gap_length
                 k = end
                 continue
-        if base and base[-1][0] == cls:
-            base[-1][1] += length
-        else:
-            base.append([cls, length])
+        if open_length:
+            base.append([open_cls, open_length])
+        open_cls, open_length = cls, length
         k += 1
+    if open_length:
+        base.append([open_cls, open_length])
     for positions in overrides.values():
         positions.sort()
     return base, overrides

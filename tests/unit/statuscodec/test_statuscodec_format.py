@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from omed.api.columnar_schema import COLUMNAR_V2_SCHEMA
@@ -17,6 +17,7 @@ from omed.statuscodec.sequences import (
     format_sequence,
     mark_ranges,
     parse_sequence,
+    parse_sequence_span,
 )
 from omed.statuscodec.timestamps import MAX_EPOCH, MIN_EPOCH, parse, render
 
@@ -34,6 +35,21 @@ def test_a_sequence_reads_back_as_written(values: list[int | None]) -> None:
     text = format_sequence(values)
     assert parse_sequence(text, what="t", length=len(values)) == values
     assert parse_sequence(text, what="t", length=None, limit=len(values)) == values
+
+
+@PROPERTIES
+@given(tokens)
+@example([0, 0, 1, 2, 3])  # a range after a repeat
+@example([7, 7, 0, 1, 2])  # a range below a repeat
+@example([None, 4, 5, 6, None, 2, 2, 9, 10, 11])
+def test_a_sequence_span_is_the_least_and_greatest_token(values: list[int | None]) -> None:
+    # The decoder checks rowClass and index against these bounds instead of scanning the
+    # expanded tokens, so they must be exact for every spelling (runs, ranges, plain items).
+    present = [value for value in values if value is not None]
+    for text in (format_sequence(values), ",".join("~" if v is None else str(v) for v in values)):
+        parsed, low, high = parse_sequence_span(text, what="t", length=len(values))
+        assert parsed == values
+        assert (low, high) == ((min(present), max(present)) if present else (None, None))
 
 
 @PROPERTIES
