@@ -213,3 +213,26 @@ def test_a_stored_replica_with_a_huge_timeout_is_a_validation_error() -> None:
         InferenceReplica.model_validate(stored)
     assert "spec.lifecycle.instanceReadyTimeout" in str(caught.value)
     assert DURATION_TOO_LONG in str(caught.value)
+
+
+def test_every_duration_short_enough_to_skip_the_range_check_is_in_range() -> None:
+    # The models skip parsing a duration of at most _ALWAYS_IN_RANGE characters (the webhook
+    # checks every duration of a spec on every write): every well-formed one that short must
+    # be within Go's range. Digits 0 and 9 and the units up to hours span the extremes.
+    import itertools
+    import re
+
+    from omed.api import base
+
+    pattern = re.compile(DURATION_PATTERN)
+    longest = 0
+    for length in range(1, base._ALWAYS_IN_RANGE + 1):
+        for letters in itertools.product("09.hms", repeat=length):
+            text = "".join(letters)
+            if pattern.fullmatch(text):
+                longest = max(longest, parse_duration_ns(text))
+    assert longest == 999_999 * 3600 * 10**9  # "999999h"
+    assert longest <= MAX_DURATION_NS
+    # One character more reaches past it, so the bound is as long as it can be.
+    with pytest.raises(DurationTooLong):
+        parse_duration_ns("9" * base._ALWAYS_IN_RANGE + "h")
