@@ -165,8 +165,10 @@ def _load(path: Path, err: TextIO) -> Inventory | None:
     try:
         return load_inventory(path)
     except InventoryError as exc:
+        # A file that can't be read or parsed is named by its message already.
+        prefix = "error: " if exc.names_file else f"error: inventory {path}: "
         for message in exc.messages:
-            err.write(f"error: inventory {path}: {message}\n")
+            err.write(f"{prefix}{message}\n")
         return None
 
 

@@ -165,11 +165,14 @@ def _os_reason(exc: BaseException) -> str:
 
 
 class InventoryError(ValueError):
-    """A bad inventory; each of ``messages`` names one field and what is wrong with it."""
+    """A bad inventory; each of ``messages`` names one field and what is wrong with it, or,
+    with ``names_file``, the file itself (it can't be read or parsed: the message names the
+    path already)."""
 
-    def __init__(self, messages: list[str]) -> None:
+    def __init__(self, messages: list[str], *, names_file: bool = False) -> None:
         super().__init__("; ".join(messages))
         self.messages = messages
+        self.names_file = names_file
 
 
 class _FieldError(ValueError):
@@ -267,7 +270,7 @@ def load_inventory(path: Path) -> Inventory:
     try:
         document = load_yaml(path, what="inventory")
     except YamlError as exc:
-        raise InventoryError([str(exc)]) from None
+        raise InventoryError([str(exc)], names_file=True) from None
     inventory = parse_inventory(document)
     base = path.resolve().parent
     clusters = [
