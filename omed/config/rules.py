@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 import orjson
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -130,10 +130,15 @@ def _is_json_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+INT64_MAX: Final = 2**63 - 1
+"""The largest value of Go's ``int`` (64 bits): upstream's ``json.Unmarshal`` refuses more."""
+
+
 def int_rule(
     path: str, *, minimum: int, rule: str, default: int | None = None, nullable: bool = True
 ) -> Callable[[Any], int | None]:
-    """A JSON integer of at least ``minimum``; ``rule`` completes "must ..." in the message.
+    """A JSON integer from ``minimum`` to :data:`INT64_MAX`; ``rule`` completes "must ..." in
+    the message.
 
     ``null`` yields ``default``, unless the field isn't ``nullable`` (a required field).
     """
@@ -141,7 +146,7 @@ def int_rule(
     def validate(value: Any) -> int | None:
         if value is None and nullable:
             return default
-        if not _is_json_int(value) or value < minimum:
+        if not _is_json_int(value) or not minimum <= value <= INT64_MAX:
             raise FieldRuleError(path, f"invalid {path} {render(value)} {rule}")
         result: int = value
         return result

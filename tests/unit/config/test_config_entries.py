@@ -297,9 +297,20 @@ def test_omenative_status_refused(data: dict[str, str], error: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("bound", "shown"), [(0, "0"), (-1, "-1"), (1.5, "1.5"), (True, "true"), ("20000", '"20000"')]
+    ("bound", "shown"),
+    [
+        (0, "0"),
+        (-1, "-1"),
+        (1.5, "1.5"),
+        (True, "true"),
+        ("20000", '"20000"'),
+        # Beyond Go's int, which upstream's json.Unmarshal refuses: not accepted either.
+        (2**63, "9223372036854775808"),
+        (2**64 - 1, "18446744073709551615"),
+    ],
 )
 def test_omenative_status_bound_must_be_positive_integer(bound: object, shown: str) -> None:
+    # (The block arrives as JSON text in the ConfigMap: failure() encodes it, as kubectl would.)
     error = failure(
         omenativeStatus={"instanceStatusEncoding": "DenseV1", "maxDecodedInstances": bound}
     )
