@@ -55,10 +55,18 @@ def parse_port(text: str) -> int:
     return value
 
 
+MAX_WORKERS = 1024
+"""The most workers a controller may have. Each is a task on the manager's one event loop, and
+the API client's rate (--kube-api-qps, 100 in the chart) feeds far fewer; a mistyped count
+(``40000000``) would otherwise make the manager spend its memory on idle tasks at start."""
+
+
 def parse_workers(text: str) -> int:
     value = parse_go_int(text)
     if value < 0:
         raise ValueError("must be 0 or more (0 means one worker)")
+    if value > MAX_WORKERS:
+        raise ValueError(f"must be at most {MAX_WORKERS}")
     return max(1, value)
 
 

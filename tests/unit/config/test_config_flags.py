@@ -293,6 +293,8 @@ def test_config_cache_ttl(value: str, seconds: float) -> None:
             "-1",
             "must be 0 or more (0 means one worker)",
         ),
+        ("inferenceservice-max-concurrent-reconciles", "1025", "must be at most 1024"),
+        ("inferencereplica-max-concurrent-reconciles", "40000000", "must be at most 1024"),
         ("kube-api-qps", "0", "must be a positive number"),
         ("kube-api-qps", "-5", "must be a positive number"),
         ("kube-api-qps", "NaN", "must be a positive number"),
