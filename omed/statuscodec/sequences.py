@@ -101,8 +101,7 @@ def parse_sequence_span(
         raise DecodeError("type", f"{what} must be a string, got {type_name(text)}")
     bound = limit if length is None else length
     out: list[Token] = []
-    low: int | None = None
-    high: int | None = None
+    ends: list[int] = []  # each item's least and greatest integer token
     if not text:
         items: list[str] = []
     else:
@@ -119,12 +118,7 @@ def parse_sequence_span(
                 _overflow(what, length=length, limit=limit)
             value = int(item)
             append(value)
-            if low is None or high is None:
-                low = high = value
-            elif value < low:
-                low = value
-            elif value > high:
-                high = value
+            ends.append(value)
             continue
         match = _ITEM.fullmatch(item)
         if match is None:
@@ -141,10 +135,7 @@ def parse_sequence_span(
             if len(out) + (end - start + 1) > bound:
                 _overflow(what, length=length, limit=limit)
             extend(range(start, end + 1))
-            if low is None or high is None:
-                low, high = start, end
-            else:
-                low, high = min(low, start), max(high, end)
+            ends += (start, end)
             continue
         raw = match.group("value")
         if raw == "-0":
@@ -159,13 +150,9 @@ def parse_sequence_span(
         else:
             extend([token] * count)
         if token is not None:
-            if low is None or high is None:
-                low = high = token
-            elif token < low:
-                low = token
-            elif token > high:
-                high = token
-    return _checked_length(out, what=what, length=length), low, high
+            ends.append(token)
+    checked = _checked_length(out, what=what, length=length)
+    return (checked, min(ends), max(ends)) if ends else (checked, None, None)
 
 
 def _checked_length(out: list[Token], *, what: str, length: int | None) -> list[Token]:
