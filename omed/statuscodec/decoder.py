@@ -167,7 +167,8 @@ def _string_space(
 def _row_classes(columns: dict[Any, Any], *, row_count: int, class_count: int) -> list[int]:
     text = columns.get(layout.KEY_ROW_CLASS, "")
     tokens, low, high = parse_sequence_span(text, what=layout.KEY_ROW_CLASS, length=row_count)
-    if "~" in text or (tokens and (low is None or low < 0 or high is None or high >= class_count)):
+    out_of_range = low is not None and high is not None and (low < 0 or high >= class_count)
+    if "~" in text or out_of_range:  # without a "~", every token is an integer
         for position, cls in enumerate(tokens):
             if cls is None or not 0 <= cls < class_count:
                 raise DecodeError(

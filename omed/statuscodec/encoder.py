@@ -321,14 +321,7 @@ def _split_overrides(runs: list[Run]) -> tuple[list[list[int]], dict[int, list[i
         if open_length and length <= gap_limit:
             # A one-run gap (a replaced Instance) is the common case: no search.
             if k + 1 < count and runs[k + 1][0] == open_cls:
-                if length == 1:
-                    positions = overrides.get(cls)
-                    if positions is None:
-                        overrides[cls] = [start]
-                    else:
-                        positions.append(start)
-                else:
-                    overrides.setdefault(cls, []).extend(range(start, start + length))
+                overrides.setdefault(cls, []).extend(range(start, start + length))
                 open_length += length
                 k += 1
                 continue
