@@ -14,8 +14,9 @@ Invariants:
   (ratcheting, :mod:`omed.webhooks.findings`), except for policy references while their
   feature is off.
 * What is admitted, the controllers can read: the ``spec`` of an object that passes the
-  rules is also parsed with :class:`omed.api.InferenceServiceSpec`, and any error from the
-  model refuses it (the API server guarantees ``metadata``).
+  rules is also parsed with :class:`omed.api.InferenceServiceSpec` (checked without making its
+  instances, :data:`_SPEC_PARSES`), and any error from the model refuses it (the API server
+  guarantees ``metadata``).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Any, Final
 
 import pydantic
 
+from omed.api.component import RuntimeComponentConfig
 from omed.api.constants import (
     ANNOTATION_DEPLOYMENT_MODE,
     COMPONENTS,
@@ -36,6 +38,7 @@ from omed.api.constants import (
 )
 from omed.api.inferenceservice import InferenceServiceSpec
 from omed.api.revision import MAX_REVISION_NAME_LENGTH, REVISION_HASH_LENGTH
+from omed.api.shapecheck import shape_checker
 from omed.webhooks.components import check_lifecycle, check_replicas
 from omed.webhooks.findings import (
     Findings,
@@ -190,11 +193,25 @@ _COMPONENT_LOCS: Final[tuple[tuple[str, Loc], ...]] = tuple(
 )
 
 
+_SPEC_PARSES: Final = shape_checker(
+    InferenceServiceSpec, dropped=(RuntimeComponentConfig._replica_bounds,)
+)
+"""Whether a spec parses as :class:`InferenceServiceSpec`, checked without making its model
+instances (:mod:`omed.api.shapecheck`). It leaves out the model's replica-bounds validator,
+which :func:`~omed.webhooks.components.check_replicas` checks more strictly before the parse
+runs (a ``maxReplicas`` of 0 is refused there, and unbounded for the model)."""
+
+
 def _model_errors(findings: Findings, obj: Mapping[str, Any]) -> None:
-    """Parse ``spec`` with the model the controllers read it with. (The API server itself
-    guarantees the shape of ``metadata``, so it isn't parsed again.)"""
+    """Parse ``spec`` with the model the controllers read it with (only when the rules found
+    nothing: see :data:`_SPEC_PARSES`). A spec that parses costs no model instances; one that
+    doesn't is parsed by the model itself, for its messages. (The API server itself guarantees
+    the shape of ``metadata``, so it isn't parsed again.)"""
+    spec = obj.get("spec")
+    if _SPEC_PARSES(spec):
+        return
     try:
-        InferenceServiceSpec.model_validate(obj.get("spec"))
+        InferenceServiceSpec.model_validate(spec)
     except pydantic.ValidationError as exc:
         for error in exc.errors(include_url=False, include_input=False):
             loc = tuple(part for part in error["loc"] if isinstance(part, str | int))

@@ -1,0 +1,202 @@
+"""omed.api.shapecheck: a model's parse checked without its instances must accept exactly
+what the model accepts (but for the model validators the caller stands in for)."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import BaseModel, ValidationError, model_validator
+
+from omed.api.component import RuntimeComponentConfig
+from omed.api.inferenceservice import InferenceServiceSpec
+from omed.api.shapecheck import shape_checker
+
+ROOT = Path(__file__).resolve().parents[3]
+EXAMPLE = yaml.safe_load((ROOT / "examples" / "inferenceservice.yaml").read_text())["spec"]
+FULL: dict[str, Any] = {
+    "deploymentMode": "OMENative",
+    "model": {"name": "llama-3-2-1b-instruct", "kind": "ClusterBaseModel"},
+    "runtime": {"name": "srt", "kind": "ClusterServingRuntime"},
+    "engine": {
+        "minReplicas": 4,
+        "maxReplicas": 4,
+        "runner": {"name": "ome-container", "image": "serve:1.3.0"},
+        "nodeSelector": {"pool": "gpu"},
+        "labels": {"team": "serving"},
+        "lifecycle": {
+            "restartPolicy": "RecreateInstanceOnPodRestart",
+            "updateStrategy": {
+                "type": "SurgeThenDrain",
+                "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": 0, "partition": 1},
+            },
+            "readyPolicy": "AllPodReady",
+            "instanceReadyTimeout": "15m",
+            "minReadySeconds": 5,
+            "migrationPolicy": {"mode": "Auto"},
+            "updateRetry": {
+                "maxAttempts": 3,
+                "initialDelay": "30s",
+                "maxDelay": "10m",
+                "multiplier": 2.0,
+            },
+            "repairBatchSize": "10%",
+        },
+    },
+    "decoder": {
+        "minReplicas": 2,
+        "maxReplicas": 2,
+        "leader": {"runner": {"name": "ome-container"}, "tolerations": [{"key": "gpu"}]},
+        "worker": {"size": 1, "runner": {"name": "ome-container"}},
+    },
+    "router": {"minReplicas": 1, "maxReplicas": 1},
+}
+BASES = [FULL, EXAMPLE]
+
+CHECK = shape_checker(InferenceServiceSpec, dropped=(RuntimeComponentConfig._replica_bounds,))
+REPLICA_BOUNDS = "must not be less than minReplicas"
+
+
+def model_verdict(spec: Any) -> bool | None:
+    """True when the model parses ``spec``; None when only the dropped validator refuses it."""
+    try:
+        InferenceServiceSpec.model_validate(spec)
+    except ValidationError as exc:
+        if all(REPLICA_BOUNDS in error["msg"] for error in exc.errors()):
+            return None
+        return False
+    return True
+
+
+def paths(value: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Every path to a value inside ``value`` (keys and list positions)."""
+    out = [prefix]
+    if isinstance(value, dict):
+        for key, item in value.items():
+            out += paths(item, (*prefix, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            out += paths(item, (*prefix, index))
+    return out
+
+
+KEYS = sorted(
+    {str(part) for base in BASES for path in paths(base) for part in path}
+    | {
+        "min_replicas",
+        "max_replicas",
+        "instance_ready_timeout",
+        "update_retry",
+        "containers",
+        "volumes",
+        "annotations",
+        "worker",
+        "leader",
+        "size",
+        "kind",
+        "name",
+        "partition",
+    }
+)
+JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**64), 2**64)
+    | st.floats(allow_nan=False)
+    | st.sampled_from(
+        [
+            "",
+            "15m",
+            "0",
+            "10%",
+            "101%",
+            "-1",
+            "9999999h",
+            "Auto",
+            "Never",
+            "None",
+            "AllPodReady",
+            "InPlaceOnly",
+            "Update",
+            "BaseModel",
+            "x y",
+        ]
+    )
+    | st.text(max_size=8),
+    lambda children: (
+        st.lists(children, max_size=3)
+        | st.dictionaries(st.sampled_from(KEYS), children, max_size=3)
+    ),
+    max_leaves=6,
+)
+
+
+@st.composite
+def specs(draw: st.DrawFn) -> Any:
+    spec = copy.deepcopy(draw(st.sampled_from(BASES)))
+    for _ in range(draw(st.integers(1, 3))):
+        targets = paths(spec)
+        path = draw(st.sampled_from(targets))
+        if not path:
+            return draw(JSON) if draw(st.booleans()) else spec
+        holder = spec
+        for part in path[:-1]:
+            holder = holder[part]
+        action = draw(st.sampled_from(["set", "delete", "add"]))
+        if action == "set":
+            holder[path[-1]] = draw(JSON)
+        elif action == "delete":
+            del holder[path[-1]]
+        elif isinstance(holder, dict):
+            holder[draw(st.sampled_from(KEYS))] = draw(JSON)
+    return spec
+
+
+@settings(max_examples=1500, deadline=None)
+@given(specs())
+def test_the_check_accepts_exactly_what_the_model_parses(spec: Any) -> None:
+    verdict = model_verdict(spec)
+    if verdict is None:  # only the replica bounds refuse it: the check leaves them out
+        assert CHECK(spec)
+    else:
+        assert CHECK(spec) is verdict
+
+
+@pytest.mark.parametrize("base", BASES)
+def test_the_bases_parse(base: dict[str, Any]) -> None:
+    assert model_verdict(base) is True
+    assert CHECK(base)
+
+
+def test_a_model_validator_nobody_stands_in_for_is_refused_at_build() -> None:
+    class Inner(BaseModel):
+        low: int = 0
+
+        @model_validator(mode="after")
+        def _ordered(self) -> Inner:
+            return self
+
+    class Outer(BaseModel):
+        inner: Inner | None = None
+
+    with pytest.raises(ValueError, match=r"model validators nobody stands in for: .*_ordered"):
+        shape_checker(Outer)
+    assert shape_checker(Outer, dropped=(Inner._ordered,))({"inner": {"low": 1}})
+
+
+def test_models_that_read_names_differently_are_refused_at_build() -> None:
+    class ByAlias(BaseModel):
+        model_config = {"populate_by_name": False, "alias_generator": str.upper}
+        value: int = 0
+
+    class Outer(BaseModel):
+        model_config = {"populate_by_name": True, "alias_generator": str.upper}
+        inner: ByAlias | None = None
+
+    with pytest.raises(ValueError, match="don't agree on names and aliases"):
+        shape_checker(Outer)
