@@ -12,7 +12,8 @@ What it leaves out, by construction: *model* validators (``@model_validator``), 
 instance. The caller names the ones it stands in for (``dropped``); a model that gains
 another one makes :func:`shape_checker` raise, so nobody loses a check silently. Each model's
 extra-keys behaviour is carried onto its fields node; names and aliases must be accepted alike
-in every model of the tree (omed's ``ApiModel`` does), and are set once for the whole check.
+in every model of the tree (omed's ``ApiModel`` does), as must strictness, and are set once
+for the whole check.
 
 Invariant: for a value ``v``, ``checker(v)`` is true exactly when ``Model.model_validate(v)``
 succeeds or fails only in a dropped model validator. A false answer says nothing of why: parse
@@ -28,7 +29,9 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import CoreConfig, SchemaValidator
 
 _WRAPPERS = frozenset({"function-after", "function-before", "function-wrap"})
-_NAME_SETTINGS = ("validate_by_alias", "validate_by_name")
+_SHARED_SETTINGS = ("validate_by_alias", "validate_by_name", "strict")
+"""Model settings that a fields node can't carry: every model of the tree must agree on them,
+and the check applies them once, to the whole tree."""
 
 
 def shape_checker(
@@ -48,9 +51,11 @@ def shape_checker(
         shown = ", ".join(getattr(fn, "__qualname__", repr(fn)) for fn in unexpected)
         raise ValueError(f"{model.__name__} has model validators nobody stands in for: {shown}")
     if len(names) != 1:
-        raise ValueError(f"{model.__name__}'s models don't agree on names and aliases: {names}")
+        raise ValueError(
+            f"{model.__name__}'s models don't agree on names, aliases and strictness: {names}"
+        )
     (settings,) = names
-    given = {name: value for name, value in zip(_NAME_SETTINGS, settings, strict=True) if value}
+    given = {name: value for name, value in zip(_SHARED_SETTINGS, settings, strict=True) if value}
     config = CoreConfig(**given)  # type: ignore[typeddict-item]
     validator = SchemaValidator(schema, config)
 
@@ -78,7 +83,7 @@ def _without_models(
     inner = node.get("schema")
     if kind == "model" and isinstance(inner, dict):
         config = node.get("config") or {}
-        names.add(tuple(config.get(setting) for setting in _NAME_SETTINGS))
+        names.add(tuple(config.get(setting) for setting in _SHARED_SETTINGS))
         fields = dict(_without_models(inner, found=found, names=names))
         fields["extra_behavior"] = config.get("extra_fields_behavior", "ignore")
         return _keep_ref(node, fields)

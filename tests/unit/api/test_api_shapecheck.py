@@ -198,5 +198,17 @@ def test_models_that_read_names_differently_are_refused_at_build() -> None:
         model_config = {"populate_by_name": True, "alias_generator": str.upper}
         inner: ByAlias | None = None
 
-    with pytest.raises(ValueError, match="don't agree on names and aliases"):
+    with pytest.raises(ValueError, match="don't agree on names, aliases and strictness"):
+        shape_checker(Outer)
+
+
+def test_models_that_differ_in_strictness_are_refused_at_build() -> None:
+    class Strict(BaseModel):
+        model_config = {"strict": True}
+        value: int = 0
+
+    class Outer(BaseModel):
+        inner: Strict | None = None
+
+    with pytest.raises(ValueError, match="don't agree on names, aliases and strictness"):
         shape_checker(Outer)
