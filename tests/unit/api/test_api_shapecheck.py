@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 import yaml
+from api_samples import ISVC
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, ValidationError, model_validator
@@ -19,44 +20,7 @@ from omed.api.shapecheck import shape_checker
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = yaml.safe_load((ROOT / "examples" / "inferenceservice.yaml").read_text())["spec"]
-FULL: dict[str, Any] = {
-    "deploymentMode": "OMENative",
-    "model": {"name": "llama-3-2-1b-instruct", "kind": "ClusterBaseModel"},
-    "runtime": {"name": "srt", "kind": "ClusterServingRuntime"},
-    "engine": {
-        "minReplicas": 4,
-        "maxReplicas": 4,
-        "runner": {"name": "ome-container", "image": "serve:1.3.0"},
-        "nodeSelector": {"pool": "gpu"},
-        "labels": {"team": "serving"},
-        "lifecycle": {
-            "restartPolicy": "RecreateInstanceOnPodRestart",
-            "updateStrategy": {
-                "type": "SurgeThenDrain",
-                "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": 0, "partition": 1},
-            },
-            "readyPolicy": "AllPodReady",
-            "instanceReadyTimeout": "15m",
-            "minReadySeconds": 5,
-            "migrationPolicy": {"mode": "Auto"},
-            "updateRetry": {
-                "maxAttempts": 3,
-                "initialDelay": "30s",
-                "maxDelay": "10m",
-                "multiplier": 2.0,
-            },
-            "repairBatchSize": "10%",
-        },
-    },
-    "decoder": {
-        "minReplicas": 2,
-        "maxReplicas": 2,
-        "leader": {"runner": {"name": "ome-container"}, "tolerations": [{"key": "gpu"}]},
-        "worker": {"size": 1, "runner": {"name": "ome-container"}},
-    },
-    "router": {"minReplicas": 1, "maxReplicas": 1},
-}
-BASES = [FULL, EXAMPLE]
+BASES = [ISVC["spec"], EXAMPLE]  # every field set, and the demo's example
 
 CHECK = shape_checker(InferenceServiceSpec, dropped=(RuntimeComponentConfig._replica_bounds,))
 REPLICA_BOUNDS = "must not be less than minReplicas"
