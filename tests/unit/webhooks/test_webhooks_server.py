@@ -162,8 +162,25 @@ async def test_a_failing_handler_is_a_refusal_not_a_500(post: Post) -> None:
     assert (await post(review()))[0] == 200
 
 
-async def test_unknown_path_and_method(server: WebhookServer, post: Post) -> None:
+async def test_unknown_path_and_method(
+    server: WebhookServer, post: Post, authority: CertificateAuthority
+) -> None:
     assert (await post(review(), path="/validate-nothing"))[0] == 404
+    assert (await post(review(), path=ISVC_PATH + "/more"))[0] == 404
+    async with aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(ssl=client_context(authority))
+    ) as session:
+        url = f"https://127.0.0.1:{server.port}{ISVC_PATH}"
+        for method in ("GET", "PUT", "DELETE"):
+            async with session.request(method, url) as response:
+                assert response.status == 405, method
+                assert response.headers["Allow"] == "POST"
+        # The API server adds its timeout as a query: the path alone picks the webhook.
+        async with session.post(
+            url + "?timeout=10s", data=review(), headers={"Content-Type": "application/json"}
+        ) as response:
+            assert response.status == 200
+            assert orjson.loads(await response.read())["response"]["uid"] == "u-1"
 
 
 async def test_metrics(post: Post) -> None:
