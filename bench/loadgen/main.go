@@ -78,10 +78,11 @@ func cpuTicks(pid int) int64 {
 	return ticks
 }
 
-// sender sends one request body and reports whether the answer was 200 and allowed.
+// sender sends requests without waiting for their answers.
 type sender interface {
-	// send blocks until the answer is read; onStart runs when the request begins (its
-	// goroutine ran, or it was queued for a connection).
+	// send starts one request: onStart runs when it begins (its goroutine ran, or it was
+	// queued for a connection), onDone when its answer is read, with whether that was a 200
+	// that allowed the review.
 	send(body []byte, onStart func(), onDone func(ok bool))
 	close()
 }
@@ -154,14 +155,10 @@ type job struct {
 	onDone  func(ok bool)
 }
 
-func newConnSender(rawURL string, config *tls.Config, connections int, c *checker) *connSender {
-	parsed, err := neturl.Parse(rawURL)
-	if err != nil {
-		fail(err)
-	}
+func newConnSender(url *neturl.URL, config *tls.Config, connections int, c *checker) *connSender {
 	s := &connSender{queue: make(chan job, 1<<16), checker: c}
 	for i := 0; i < connections; i++ {
-		conn, err := tls.Dial("tcp", parsed.Host, config)
+		conn, err := tls.Dial("tcp", url.Host, config)
 		if err != nil {
 			fail(err)
 		}
@@ -205,15 +202,11 @@ func (s *connSender) close() {
 }
 
 // rawRequest is the HTTP/1.1 request net/http's client writes for a POST of body, whole.
-func rawRequest(rawURL string, body []byte) []byte {
-	parsed, err := neturl.Parse(rawURL)
-	if err != nil {
-		fail(err)
-	}
+func rawRequest(url *neturl.URL, body []byte) []byte {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "POST %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: Go-http-client/1.1\r\n"+
 		"Content-Length: %d\r\nContent-Type: application/json\r\nAccept-Encoding: gzip\r\n\r\n",
-		parsed.RequestURI(), parsed.Host, len(body))
+		url.RequestURI(), url.Host, len(body))
 	b.Write(body)
 	return b.Bytes()
 }
@@ -258,9 +251,13 @@ func main() {
 	var client sender
 	switch *mode {
 	case "conn":
-		client = newConnSender(*url, config, *connections, checks)
+		parsed, err := neturl.Parse(*url)
+		if err != nil {
+			fail(err)
+		}
+		client = newConnSender(parsed, config, *connections, checks)
 		for i, body := range bodies {
-			bodies[i] = rawRequest(*url, body)
+			bodies[i] = rawRequest(parsed, body)
 		}
 	case "nethttp":
 		client = newNetHTTPSender(*url, config, *connections, checks)
