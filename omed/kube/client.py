@@ -65,6 +65,30 @@ REQUEST_LATENCY = Histogram(
 )
 
 WAIT_LOG_THRESHOLD = 1.0
+MAX_RETRIES = 10
+"""How many times a request answered "wait and retry" is sent again (client-go's default)."""
+MAX_RETRY_AFTER = 60
+"""The longest wait, in seconds, a Retry-After gets (client-go takes any)."""
+
+
+def retry_after_seconds(status: int, retry_after: str | None) -> int | None:
+    """How long to wait before sending a request again, or ``None`` to fail it now.
+
+    As client-go's ``checkWait``: an answer of 429 or any 5xx that carries ``Retry-After``
+    in whole seconds means the API server didn't act on the request (API Priority and
+    Fairness rejecting it, a resource's storage still initializing after a CRD is installed,
+    an apiserver shutting down), so it may be sent again, whatever its verb. A negative
+    value waits nothing; a value over :data:`MAX_RETRY_AFTER` waits that long.
+    """
+    if retry_after is None or (status != 429 and status < 500):
+        return None
+    try:
+        seconds = int(retry_after.strip())
+    except ValueError:
+        return None  # an HTTP date: client-go doesn't wait on those either
+    return min(max(seconds, 0), MAX_RETRY_AFTER)
+
+
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
@@ -231,8 +255,10 @@ class KubeClient:
         clock: Clock | None = None,
         user_agent: str = "omed",
         timeout: float = 30.0,
+        max_retries: int = MAX_RETRIES,
     ) -> None:
         self.config = config
+        self._max_retries = max_retries
         self.limiter = TokenBucket(qps=qps, burst=burst, clock=clock or RealClock())
         self._host_label = urlsplit(config.host).netloc
         self._user_agent = user_agent
@@ -300,10 +326,40 @@ class KubeClient:
         content_type: str = JSON,
         timeout: float | None = None,
     ) -> Any:
-        """Send one request; return the decoded JSON answer or raise a typed ApiError."""
+        """Send one request; return the decoded JSON answer or raise a typed ApiError.
+
+        An answer that asks to wait and retry (:func:`retry_after_seconds`) is waited out and
+        the request sent again, through the rate limiter, up to ``max_retries`` times."""
         url = self._url(path, params)
-        await self._throttle(method, url)
         data = None if body is None else (body if isinstance(body, bytes) else orjson.dumps(body))
+        attempt = 0
+        while True:
+            status, decoded, retry_after = await self._send(
+                method, url, data=data, content_type=content_type, timeout=timeout
+            )
+            if status < 400:
+                return decoded
+            wait = retry_after_seconds(status, retry_after)
+            if wait is None or attempt >= self._max_retries:
+                raise error_from_response(status, decoded, retry_after=retry_after)
+            attempt += 1
+            log.debug(
+                "Got a Retry-After response",
+                extra=kv(code=status, delay=f"{wait}s", attempt=attempt, verb=method, URL=url),
+            )
+            await asyncio.sleep(wait)
+
+    async def _send(
+        self,
+        method: str,
+        url: str,
+        *,
+        data: bytes | None,
+        content_type: str,
+        timeout: float | None,
+    ) -> tuple[int, Any, str | None]:
+        """One try: the status, the decoded body and the Retry-After header."""
+        await self._throttle(method, url)
         headers = await self._headers(content_type if data is not None else None)
         group_headers = [("Impersonate-Group", g) for g in self.config.impersonate_groups]
         all_headers = list(headers.items()) + group_headers
@@ -331,9 +387,7 @@ class KubeClient:
             decoded = orjson.loads(raw) if raw else None
         except orjson.JSONDecodeError:
             decoded = raw
-        if status >= 400:
-            raise error_from_response(status, decoded, retry_after=retry_after)
-        return decoded
+        return status, decoded, retry_after
 
     @contextlib.asynccontextmanager
     async def stream(

@@ -65,3 +65,28 @@ def test_too_large_resource_version_is_recognised() -> None:
         504, {"reason": "Timeout", "message": "Too large resource version: 99, current: 5"}
     )
     assert errors.is_too_large_resource_version(err)
+
+
+@pytest.mark.parametrize(
+    ("status", "header", "wait"),
+    [
+        (429, "1", 1),
+        (429, " 3 ", 3),
+        (503, "2", 2),
+        (500, "0", 0),
+        (429, "-4", 0),  # a negative wait waits nothing
+        (429, "3600", 60),  # capped at MAX_RETRY_AFTER
+        (429, None, None),  # no Retry-After: fail now
+        (503, None, None),
+        (429, "Wed, 21 Oct 2026 07:28:00 GMT", None),  # an HTTP date isn't waited on
+        (429, "1.5", None),  # whole seconds only, as client-go
+        (409, "1", None),  # only 429 and 5xx ask to retry
+        (404, "1", None),
+        (499, "1", None),
+    ],
+)
+def test_retry_after_seconds(status: int, header: str | None, wait: int | None) -> None:
+    from omed.kube.client import MAX_RETRY_AFTER, retry_after_seconds
+
+    assert MAX_RETRY_AFTER == 60
+    assert retry_after_seconds(status, header) == wait
