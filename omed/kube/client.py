@@ -78,7 +78,7 @@ def retry_after_seconds(status: int, retry_after: str | None) -> int | None:
     in whole seconds means the API server didn't act on the request (API Priority and
     Fairness rejecting it, a resource's storage still initializing after a CRD is installed,
     an apiserver shutting down), so it may be sent again, whatever its verb. A negative
-    value waits nothing; a value over :data:`MAX_RETRY_AFTER` waits that long.
+    value waits nothing; a value over :data:`MAX_RETRY_AFTER` waits only that maximum.
     """
     if retry_after is None or (status != 429 and status < 500):
         return None
