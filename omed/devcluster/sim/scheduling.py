@@ -44,6 +44,11 @@ REASON_POD_ANTI_AFFINITY = "node(s) didn't match pod anti-affinity rules"
 REASON_EXISTING_ANTI_AFFINITY = "node(s) didn't satisfy existing pods anti-affinity rules"
 NO_NODES_MESSAGE = "no nodes available to schedule pods"
 
+DEFAULT_MILLI_CPU_REQUEST = 100
+"""What kube-scheduler's scoring counts for a container that requests no CPU (100m)."""
+DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024 * 1000
+"""... and no memory (200Mi), in milli-units like every amount here."""
+
 
 def container_requests(container: Mapping[str, Any]) -> dict[str, int]:
     """One container's requests in milli-units; a limit stands in for a missing request."""
@@ -79,6 +84,32 @@ def pod_requests(spec: Mapping[str, Any]) -> dict[str, int]:
         result[name] = result.get(name, 0) + milli(value)
     result[PODS] = 1000
     return {name: value for name, value in result.items() if value}
+
+
+def _nonzero(container: Mapping[str, Any]) -> Counter[str]:
+    requests = container_requests(container)
+    return Counter(
+        cpu=requests.get("cpu") or DEFAULT_MILLI_CPU_REQUEST,
+        memory=requests.get("memory") or DEFAULT_MEMORY_REQUEST,
+    )
+
+
+def scored_requests(spec: Mapping[str, Any]) -> dict[str, int]:
+    """CPU and memory as kube-scheduler's scoring counts them (``NonZeroRequested``): a
+    container without a request counts 100m CPU and 200Mi memory, so pods that request
+    nothing still spread instead of piling onto one node."""
+    total: Counter[str] = Counter()
+    for container in spec.get("containers") or []:
+        total.update(_nonzero(container))
+    for container in spec.get("initContainers") or []:
+        if container.get("restartPolicy") == "Always":
+            total.update(_nonzero(container))
+        else:
+            for name, value in _nonzero(container).items():
+                total[name] = max(total[name], value)
+    for name in ("cpu", "memory"):
+        total[name] += milli((spec.get("overhead") or {}).get(name, 0))
+    return dict(total)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,6 +172,8 @@ class PodInfo:
     name: str
     labels: Mapping[str, str]
     requests: Mapping[str, int]
+    scored: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    """CPU and memory for scoring (:func:`scored_requests`)."""
     node_selector: Mapping[str, str] = dataclasses.field(default_factory=dict)
     node_affinity: Mapping[str, Any] | None = None
     tolerations: tuple[Mapping[str, Any], ...] = ()
@@ -167,6 +200,7 @@ class PodInfo:
             name=meta.get("name") or "",
             labels=dict(meta.get("labels") or {}),
             requests=pod_requests(spec),
+            scored=scored_requests(spec),
             node_selector=dict(spec.get("nodeSelector") or {}),
             node_affinity=node_affinity,
             tolerations=tuple(spec.get("tolerations") or ()),
@@ -189,6 +223,8 @@ class NodeInfo:
     unschedulable: bool = False
     ready: bool = True
     requested: Counter[str] = dataclasses.field(default_factory=Counter)
+    scored: Counter[str] = dataclasses.field(default_factory=Counter)
+    """The placed pods' :attr:`PodInfo.scored` amounts."""
     pods: dict[str, PodInfo] = dataclasses.field(default_factory=dict)
 
     def free(self, resource: str) -> int:
@@ -230,6 +266,7 @@ class ClusterState:
         if old is not None:
             node.pods = old.pods
             node.requested = old.requested
+            node.scored = old.scored
         self.nodes[node.name] = node
 
     def remove_node(self, name: str) -> list[str]:
@@ -251,6 +288,7 @@ class ClusterState:
             return
         node.pods[pod.key] = pod
         node.requested.update(pod.requests)
+        node.scored.update(pod.scored)
         self._placement[pod.key] = node_name
         if pod.anti_affinity:
             self._with_anti_affinity.add(pod.key)
@@ -266,6 +304,7 @@ class ClusterState:
             pod = node.pods.pop(key, None)
             if pod is not None:
                 node.requested.subtract(pod.requests)
+                node.scored.subtract(pod.scored)
         return node_name
 
     def node_of(self, key: str) -> str | None:
@@ -283,7 +322,13 @@ class ClusterState:
 
     # -- deciding -----------------------------------------------------------------------------
     def schedule(self, pod: PodInfo) -> Decision:
-        """The best node for ``pod`` (least allocated, then lowest index), or why none fits."""
+        """The best node for ``pod``, or why none fits.
+
+        Best is least allocated, then lowest index: a pod that requests GPUs goes where the
+        fewest GPUs are taken, then by CPU and memory; any other pod by CPU and memory alone
+        (kube-scheduler's default scoring counts only those two), so pods without GPUs do not
+        crowd the node whose GPUs happen to be free.
+        """
         nodes = sorted(self.nodes.values(), key=lambda n: n.index)
         if not nodes:
             return Decision(None, NO_NODES_MESSAGE)
@@ -295,7 +340,8 @@ class ClusterState:
             if failed:
                 reasons.update(failed)
                 continue
-            score = (_after(node, pod, GPU), _cpu_memory_after(node, pod), node.index)
+            gpu = _after(node, pod, GPU) if pod.requests.get(GPU) else 0.0
+            score = (gpu, _cpu_memory_after(node, pod), node.index)
             if best is None or score < best[0]:
                 best = (score, node)
         if best is not None:
@@ -378,5 +424,12 @@ def _after(node: NodeInfo, pod: PodInfo, resource: str) -> float:
     return (node.requested[resource] + pod.requests.get(resource, 0)) / capacity
 
 
+def _scored_after(node: NodeInfo, pod: PodInfo, resource: str) -> float:
+    capacity = node.allocatable.get(resource, 0)
+    if capacity <= 0:
+        return 0.0
+    return (node.scored[resource] + pod.scored.get(resource, 0)) / capacity
+
+
 def _cpu_memory_after(node: NodeInfo, pod: PodInfo) -> float:
-    return (_after(node, pod, "cpu") + _after(node, pod, "memory")) / 2
+    return (_scored_after(node, pod, "cpu") + _scored_after(node, pod, "memory")) / 2

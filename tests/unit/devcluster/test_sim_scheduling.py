@@ -17,6 +17,7 @@ from omed.devcluster.sim.scheduling import (
     NodeInfo,
     PodInfo,
     pod_requests,
+    scored_requests,
 )
 
 HOST = "kubernetes.io/hostname"
@@ -143,6 +144,43 @@ def test_spreads_to_least_allocated_then_lowest_index() -> None:
         state.place(info, decision.node)
         chosen.append(decision.node)
     assert chosen == ["n0", "n1", "n2", "n0"]
+
+
+def test_pods_without_gpus_spread_by_cpu_and_memory_not_by_free_gpus() -> None:
+    """Pods that request nothing spread evenly, whatever the GPUs: a pool where one node
+    still has GPUs free keeps pod slots there for the GPU pods still to come (the failure
+    CI once met: 236 such pods piled onto the one node with a GPU left, filling its 110
+    slots before the 64th GPU pod arrived)."""
+    state = cluster(*(node(i, gpus=2, pods=6) for i in range(4)))
+    for i in range(6):  # n0..n2 take every GPU they have
+        info = pod(f"gpu{i}", gpus=1, nodeSelector={HOST: f"n{i // 2}"})
+        state.place(info, state.schedule(info).node or "")
+    placed: list[str] = []
+    for i in range(12):
+        info = pod(f"plain{i}")
+        decision = state.schedule(info)
+        assert decision.node is not None
+        state.place(info, decision.node)
+        placed.append(decision.node)
+    assert placed.count("n3") == 4, placed  # even with the others (6 pods each), not 6
+    for i in range(2):
+        info = pod(f"late-gpu{i}", gpus=1)
+        decision = state.schedule(info)
+        assert decision.node == "n3", decision
+        state.place(info, decision.node)
+
+
+def test_scoring_counts_default_cpu_and_memory_for_requestless_containers() -> None:
+    spec = {
+        "initContainers": [{"resources": {"requests": {"cpu": "2"}}}],
+        "containers": [{}, {"resources": {"requests": {"memory": "1Gi"}}}],
+        "overhead": {"cpu": "50m"},
+    }
+    # cpu: max(100m + 100m, init 2) + overhead; memory: 200Mi + 1Gi
+    assert scored_requests(spec) == {
+        "cpu": 2050,
+        "memory": milli("200Mi") + milli("1Gi"),
+    }
 
 
 def test_gpu_capacity_is_honoured_and_freed() -> None:
