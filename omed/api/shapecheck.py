@@ -3,10 +3,12 @@
 Why: the admission webhook parses every InferenceService spec it admits with the model the
 controllers read it with (so that what is admitted can be read), and throws the parse away.
 Making the dozen model instances of a spec is about 40% of that parse (22 against 13 us hot
-on the bench's spec). :func:`shape_checker` builds, once, a pydantic-core validator from the
-model's *own* core schema with each ``model`` node replaced by the ``model-fields`` node it
-wraps: the same fields, types, constraints, aliases and field validators, checked by the
-same code, returning plain values instead of instances.
+on the bench's spec), and filling in the defaults of the fields a spec leaves out (most of
+its 72) most of the rest. :func:`shape_checker` builds, once, a pydantic-core validator from
+the model's *own* core schema with each ``model`` node replaced by a ``typed-dict`` node
+holding the same fields: the same types, constraints, aliases and field validators, checked
+by the same code, returning plain dicts instead of instances, where a field with a default is
+simply not required (its default is never made: the model doesn't validate it either).
 
 What it leaves out, by construction: *model* validators (``@model_validator``), which need an
 instance. The caller names the ones it stands in for (``dropped``); a model that gains
@@ -17,7 +19,9 @@ for the whole check.
 
 Invariant: for a value ``v``, ``checker(v)`` is true exactly when ``Model.model_validate(v)``
 succeeds or fails only in a dropped model validator. A false answer says nothing of why: parse
-with the model for its errors.
+with the model for its errors. A default the model would validate (``validate_default``), or
+a field validator that reads the other fields (``info.data``), would break that, so
+:func:`shape_checker` raises on either.
 """
 
 from __future__ import annotations
@@ -81,16 +85,55 @@ def _without_models(
     if not isinstance(kind, str):  # a fields map with a field named "type"
         kind = None
     inner = node.get("schema")
-    if kind == "model" and isinstance(inner, dict):
+    if kind == "model" and isinstance(inner, dict) and inner.get("type") == "model-fields":
         config = node.get("config") or {}
         names.add(tuple(config.get(setting) for setting in _SHARED_SETTINGS))
-        fields = dict(_without_models(inner, found=found, names=names))
+        fields = _as_typed_dict(inner, found=found, names=names)
         fields["extra_behavior"] = config.get("extra_fields_behavior", "ignore")
+        # A typed-dict reads names against aliases from its own config, not the validator's.
+        fields["config"] = {key: config[key] for key in _SHARED_SETTINGS if key in config}
         return _keep_ref(node, fields)
     if kind in _WRAPPERS and isinstance(inner, dict) and inner.get("type") == "model":
         found.append(node["function"]["function"])
         return _keep_ref(node, _without_models(inner, found=found, names=names))
+    if kind == "with-info":  # a validator function that may read the fields beside it
+        raise ValueError(
+            f"validator {getattr(node.get('function'), '__qualname__', node)} takes "
+            "ValidationInfo: the check can't tell whether it reads info.data"
+        )
     return {key: _without_models(value, found=found, names=names) for key, value in node.items()}
+
+
+_FIELD_KEYS = ("validation_alias", "serialization_alias", "serialization_exclude", "metadata")
+"""What a ``model-field`` carries over to its ``typed-dict-field``."""
+
+
+def _as_typed_dict(
+    fields_node: dict[str, Any], *, found: list[Callable[..., Any]], names: set[tuple[Any, ...]]
+) -> dict[str, Any]:
+    """A ``model-fields`` node as a ``typed-dict``: a field with a default becomes one that
+    is not required, so a missing field costs nothing."""
+    fields: dict[str, Any] = {}
+    for name, field in fields_node["fields"].items():
+        schema = field["schema"]
+        required = True
+        if isinstance(schema, dict) and schema.get("type") == "default":
+            if schema.get("validate_default"):
+                raise ValueError(f"field {name!r} validates its default")
+            schema, required = schema["schema"], False
+        converted = {
+            "type": "typed-dict-field",
+            "schema": _without_models(schema, found=found, names=names),
+            "required": required,
+        }
+        converted.update({key: field[key] for key in _FIELD_KEYS if key in field})
+        fields[name] = converted
+    node: dict[str, Any] = {"type": "typed-dict", "fields": fields}
+    if "extras_schema" in fields_node:
+        node["extras_schema"] = _without_models(
+            fields_node["extras_schema"], found=found, names=names
+        )
+    return _keep_ref(fields_node, node)
 
 
 def _keep_ref(node: dict[str, Any], replacement: dict[str, Any]) -> dict[str, Any]:

@@ -12,7 +12,14 @@ import yaml
 from api_samples import ISVC
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pydantic import BaseModel, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from omed.api.component import RuntimeComponentConfig
 from omed.api.inferenceservice import InferenceServiceSpec
@@ -176,3 +183,61 @@ def test_models_that_differ_in_strictness_are_refused_at_build() -> None:
 
     with pytest.raises(ValueError, match="don't agree on names, aliases and strictness"):
         shape_checker(Outer)
+
+
+def test_a_default_the_model_validates_is_refused_at_build() -> None:
+    """The check never makes defaults, so it can't stand in for a model that validates one."""
+
+    class Checked(BaseModel):
+        value: int = Field(default=0, validate_default=True)
+
+    with pytest.raises(ValueError, match="'value' validates its default"):
+        shape_checker(Checked)
+
+
+def test_a_field_validator_that_takes_info_is_refused_at_build() -> None:
+    """Without instances, ``info.data`` could differ: such a validator can't be checked."""
+
+    class Ordered(BaseModel):
+        low: int = 0
+        high: int = 0
+
+        @field_validator("high")
+        @classmethod
+        def _above(cls, value: int, info: ValidationInfo) -> int:
+            if value < info.data.get("low", 0):
+                raise ValueError("below low")
+            return value
+
+    with pytest.raises(ValueError, match="takes ValidationInfo"):
+        shape_checker(Ordered)
+
+
+def test_missing_fields_with_defaults_and_names_or_aliases_read_as_the_model_reads_them() -> None:
+    class Inner(BaseModel):
+        model_config = {"populate_by_name": True, "alias_generator": str.upper}
+        count: int = 0
+        items: list[int] = Field(default_factory=list)
+
+    class Outer(BaseModel):
+        model_config = {"populate_by_name": True, "alias_generator": str.upper}
+        inner: Inner
+        label: str = "x"
+
+    check = shape_checker(Outer)
+    for value in (
+        {"INNER": {}},
+        {"inner": {"count": 2}},
+        {"INNER": {"COUNT": 2, "items": [1]}},
+        {"inner": {"count": "two"}},
+        {"INNER": {"ITEMS": ["a"]}},
+        {"label": "y"},
+        {"INNER": None},
+    ):
+        try:
+            Outer.model_validate(value)
+        except ValidationError:
+            expected = False
+        else:
+            expected = True
+        assert check(value) is expected, value
