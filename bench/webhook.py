@@ -383,6 +383,8 @@ async def load(
 
 
 LOADGEN = Path(__file__).resolve().with_name("loadgen")
+BASELINE = "baseline"
+"""The full server of another checkout (``--baseline DIR``), measured beside this one."""
 GO_MODES = {"go": "conn", "go-nethttp": "nethttp"}
 """``--client`` values run by bench/loadgen, and its ``-mode`` for each."""
 
@@ -493,12 +495,21 @@ def make_certs(directory: Path) -> bytes:
 
 
 @contextlib.contextmanager
-def server_process(kind: str, cert_dir: Path) -> Any:
+def server_process(kind: str, cert_dir: Path, *, baseline: Path | None = None) -> Any:
+    """A server in a process of its own; ``baseline`` is the checkout that the
+    ``baseline`` server (the full server of another commit) runs from."""
+    script, env = Path(__file__), None
+    if kind == BASELINE:
+        assert baseline is not None
+        script = baseline / "bench" / "webhook.py"
+        env = {**os.environ, "PYTHONPATH": str(baseline)}
+        kind = "full"
     process = subprocess.Popen(
-        [sys.executable, __file__, "--serve", kind, "--cert-dir", str(cert_dir)],
+        [sys.executable, str(script), "--serve", kind, "--cert-dir", str(cert_dir)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
+        env=env,
     )
     try:
         assert process.stdout is not None
@@ -523,7 +534,7 @@ def measure_round(
     bodies_file = cert_dir / "bodies.jsonl"
     bodies_file.write_bytes(b"\n".join(review_body(f"uid-{i}") for i in range(256)) + b"\n")
     for kind in order:
-        with server_process(kind, cert_dir) as (port, pid):
+        with server_process(kind, cert_dir, baseline=args.baseline) as (port, pid):
             if loadgen is not None:
                 results[kind] = [
                     load_go(
@@ -581,12 +592,20 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--serve", choices=["bare", "full"])
     parser.add_argument("--cert-dir", type=Path)
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="a checkout of another commit (git worktree add DIR REF): its full server is "
+        "measured too, in the same alternating rounds, to compare a change",
+    )
     args = parser.parse_args()
     if args.serve:
         serve(args.serve, args.cert_dir)
         return
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
+    if args.baseline and not (args.baseline / "bench" / "webhook.py").is_file():
+        parser.error(f"--baseline {args.baseline}: no bench/webhook.py there (a checkout?)")
 
     loop_name = install_uvloop()
     load_before = round(os.getloadavg()[0], 2)
@@ -598,13 +617,14 @@ def main() -> None:
         (cert_dir / "ca.crt").write_bytes(ca_pem)
         for run in range(args.repeat):
             # Alternate which server goes first, so neither always meets the same minute.
-            order = ["bare", "full"] if run % 2 == 0 else ["full", "bare"]
+            order = ["bare", "full", *([BASELINE] if args.baseline else [])]
+            if run % 2:
+                order.reverse()
             runs.append(
                 measure_round(args=args, rates=rates, cert_dir=cert_dir, ca_pem=ca_pem, order=order)
             )
-    results = (
-        runs[0] if args.repeat == 1 else {kind: medians(runs, kind) for kind in ("bare", "full")}
-    )
+    kinds = ("bare", "full", *((BASELINE,) if args.baseline else ()))
+    results = runs[0] if args.repeat == 1 else {kind: medians(runs, kind) for kind in kinds}
     ratios = {
         str(int(full["rate"])): round(full["p99_ms"] / bare["p99_ms"], 2)
         for bare, full in zip(results["bare"], results["full"], strict=True)
@@ -631,6 +651,9 @@ def main() -> None:
             "p99_under_3ms_at_1000rps": (at_1000["p99_ms"] < 3.0 if at_1000 is not None else None),
         },
     }
+    if args.baseline:
+        report[BASELINE] = results[BASELINE]
+        report["baseline_tree"] = str(args.baseline)
     if args.repeat > 1:
         report["each_run"] = [
             {
@@ -650,7 +673,7 @@ def main() -> None:
                     }
                     for r in run[kind]
                 ]
-                for kind in ("bare", "full")
+                for kind in kinds
             }
             for run in runs
         ]

@@ -1,12 +1,64 @@
-"""The process-wide Prometheus registry.
+"""The process-wide Prometheus registry, and the histogram of omed's hot paths.
 
 Every metric omed exports is registered here, under controller-runtime's and client-go's
 names, so that existing OME dashboards and alerts keep working. Modules define their own
-metric objects against :data:`REGISTRY`; the manager serves it on ``/metrics``.
+metric objects against :data:`REGISTRY`; the manager serves it on ``/metrics``. Hot paths
+(the work queues, the webhook server) don't update ``prometheus_client`` metric objects, which
+take a lock per update: they write plain numbers and :class:`FastHistogram` buckets, and a
+collector of their own turns those into metric families when ``/metrics`` is scraped.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left
+from collections.abc import Sequence
+
 from prometheus_client import CollectorRegistry
+from prometheus_client.core import HistogramMetricFamily
 
 REGISTRY = CollectorRegistry(auto_describe=True)
+
+
+class FastHistogram:
+    """A histogram whose ``observe`` is one bisect, one list increment and one addition."""
+
+    __slots__ = ("bounds", "counts", "sum")
+
+    def __init__(self, bounds: Sequence[float]) -> None:
+        self.bounds: tuple[float, ...] = tuple(bounds)
+        # counts[i] holds observations in (bounds[i-1], bounds[i]]; the last slot is +Inf.
+        self.counts: list[int] = [0] * (len(self.bounds) + 1)
+        self.sum = 0.0
+
+    def observe(self, value: float) -> None:
+        # bisect_left finds the first bound >= value, which is Prometheus' ``le`` rule.
+        self.counts[bisect_left(self.bounds, value)] += 1
+        self.sum += value
+
+    def cumulative(self) -> list[tuple[str, float]]:
+        """Buckets in exposition form: ``[(le, cumulative count), ..., ("+Inf", count)]``."""
+        counts = list(self.counts)
+        out: list[tuple[str, float]] = []
+        running = 0
+        for bound, count in zip(self.bounds, counts, strict=False):
+            running += count
+            out.append((_go_float(bound), running))
+        running += counts[-1]
+        out.append(("+Inf", running))
+        return out
+
+
+def _go_float(value: float) -> str:
+    """A bucket bound as Go prints it (``1e-08``, ``0.005``, ``10``; not Python's ``10.0``).
+
+    Exact for bounds below 1e6 (where Go switches to ``1e+06``), which covers every bucket here.
+    """
+    text = repr(float(value))
+    return text[:-2] if text.endswith(".0") else text
+
+
+def add_histogram(
+    family: HistogramMetricFamily, labels: list[str], histogram: FastHistogram
+) -> None:
+    """One series of ``family`` from ``histogram``, at scrape time."""
+    family.add_metric(labels, histogram.cumulative(), histogram.sum)

@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Final, Protocol
 
 from aiohttp import hdrs, web
-from prometheus_client import Counter
 
 from omed.log import kv
 from omed.webhooks import metrics
@@ -129,25 +128,17 @@ class WebhookServer:
     def _endpoint(
         self, handler: AdmissionHandler
     ) -> Callable[[web.Request], Awaitable[web.Response]]:
-        label = handler.path
-        in_flight = metrics.IN_FLIGHT.labels(label)
-        latency = metrics.LATENCY.labels(label)
-        counters: dict[int, Counter] = {}
+        series = metrics.COLLECTOR.series(handler.path)
+        now = time.perf_counter
 
         async def serve(request: web.Request) -> web.Response:
-            in_flight.inc()
-            started = time.perf_counter()
+            series.in_flight += 1
+            started = now()
             try:
                 response = await self._answer(handler, request)
             finally:
-                in_flight.dec()
-                latency.observe(time.perf_counter() - started)
-            counter = counters.get(response.status)
-            if counter is None:
-                counter = counters[response.status] = metrics.REQUESTS.labels(
-                    label, str(response.status)
-                )
-            counter.inc()
+                series.in_flight -= 1
+            series.answered(response.status, now() - started)
             return response
 
         return serve

@@ -32,7 +32,7 @@ from __future__ import annotations
 import time
 import weakref
 from bisect import bisect_left
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from typing import Final
 
 from prometheus_client.core import (
@@ -44,7 +44,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector
 
 from omed.clock import Clock, RealClock
-from omed.metrics import REGISTRY
+from omed.metrics import REGISTRY, FastHistogram, add_histogram
 
 WORKQUEUE_BUCKETS: Final[tuple[float, ...]] = (
     1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0, 1000.0,
@@ -72,44 +72,6 @@ def monotonic_of(clock: Clock) -> Callable[[], float]:
     if type(clock) is RealClock:
         return time.monotonic
     return clock.monotonic
-
-
-class FastHistogram:
-    """A histogram whose ``observe`` is one bisect, one list increment and one addition."""
-
-    __slots__ = ("bounds", "counts", "sum")
-
-    def __init__(self, bounds: Sequence[float]) -> None:
-        self.bounds: tuple[float, ...] = tuple(bounds)
-        # counts[i] holds observations in (bounds[i-1], bounds[i]]; the last slot is +Inf.
-        self.counts: list[int] = [0] * (len(self.bounds) + 1)
-        self.sum = 0.0
-
-    def observe(self, value: float) -> None:
-        # bisect_left finds the first bound >= value, which is Prometheus' ``le`` rule.
-        self.counts[bisect_left(self.bounds, value)] += 1
-        self.sum += value
-
-    def cumulative(self) -> list[tuple[str, float]]:
-        """Buckets in exposition form: ``[(le, cumulative count), ..., ("+Inf", count)]``."""
-        counts = list(self.counts)
-        out: list[tuple[str, float]] = []
-        running = 0
-        for bound, count in zip(self.bounds, counts, strict=False):
-            running += count
-            out.append((_go_float(bound), running))
-        running += counts[-1]
-        out.append(("+Inf", running))
-        return out
-
-
-def _go_float(value: float) -> str:
-    """A bucket bound as Go prints it (``1e-08``, ``0.005``, ``10``; not Python's ``10.0``).
-
-    Exact for bounds below 1e6 (where Go switches to ``1e+06``), which covers every bucket here.
-    """
-    text = repr(float(value))
-    return text[:-2] if text.endswith(".0") else text
 
 
 # --------------------------------------------------------------------------- queues
@@ -297,18 +259,12 @@ class _QueueCollector(Collector):
                 oldest = max(oldest, oldest_q)
             depth.add_metric(values, sum(queue.depth() for queue in live))
             adds.add_metric(values, series.adds)
-            _add_histogram(queue_duration, values, series.queue_duration)
-            _add_histogram(work_duration, values, series.work_duration)
+            add_histogram(queue_duration, values, series.queue_duration)
+            add_histogram(work_duration, values, series.work_duration)
             unfinished.add_metric(values, total_unfinished)
             longest.add_metric(values, oldest)
             retries.add_metric(values, series.retries)
         yield from (depth, adds, queue_duration, work_duration, unfinished, longest, retries)
-
-
-def _add_histogram(
-    family: HistogramMetricFamily, labels: list[str], histogram: FastHistogram
-) -> None:
-    family.add_metric(labels, histogram.cumulative(), histogram.sum)
 
 
 # --------------------------------------------------------------------------- controllers
@@ -408,7 +364,7 @@ class _ControllerCollector(Collector):
             total.add_metric([name, RESULT_SUCCESS], series.success)
             errors.add_metric([name], series.errors)
             panics.add_metric([name], series.panics)
-            _add_histogram(time_, [name], series.reconcile_time)
+            add_histogram(time_, [name], series.reconcile_time)
             max_concurrent.add_metric([name], series.max_concurrent)
             active.add_metric([name], series.active_workers)
         yield from (total, errors, panics, time_, max_concurrent, active)
