@@ -1,7 +1,7 @@
 """Latency of the InferenceService validating webhook at fixed request rates; print JSON.
 
     .venv/bin/python bench/webhook.py [--rates 500,1000] [--duration 10] [--connections 2]
-        [--client go|go-nethttp|raw|aiohttp] [--repeat 3]
+        [--client go|go-nethttp|raw|aiohttp] [--repeat 3] [--baseline DIR]
 
 For each server, a separate process serves HTTPS on loopback (a throwaway CA, EC P-256),
 and a client sends AdmissionReview v1 requests for an InferenceService CREATE at each
@@ -40,6 +40,10 @@ Both run on uvloop when it is installed, on the event loop that ``omed`` itself 
 (``asyncio.Runner(loop_factory=uvloop.new_event_loop)``), and, as
 :func:`omed.manager.process.run` does before the manager runs, freeze what startup made
 out of the collector's way (``gc.collect(); gc.freeze()``).
+
+``--baseline DIR`` adds a third server, ``baseline``: the full server of another checkout
+(``git worktree add DIR <commit>``), run from DIR's own code in the same alternating rounds,
+so that a change is compared with the code before it on the same minutes of this machine.
 
 Goals: ``full`` p99 within 2x of ``bare`` and under 3 ms at 1,000 requests/s. Each result
 also gives the server process's CPU time per request (``/proc``), which a busy machine
