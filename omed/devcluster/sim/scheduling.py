@@ -95,21 +95,28 @@ def _nonzero(container: Mapping[str, Any]) -> Counter[str]:
 
 
 def scored_requests(spec: Mapping[str, Any]) -> dict[str, int]:
-    """CPU and memory as kube-scheduler's scoring counts them (``NonZeroRequested``): a
-    container without a request counts 100m CPU and 200Mi memory, so pods that request
-    nothing still spread instead of piling onto one node."""
+    """CPU and memory as kube-scheduler's scoring counts them (``NonZeroRequested``): summed
+    as :func:`pod_requests` sums them, but a container without a request counts 100m CPU
+    and 200Mi memory, so pods that request nothing still spread instead of piling onto one
+    node."""
     total: Counter[str] = Counter()
     for container in spec.get("containers") or []:
         total.update(_nonzero(container))
+    init_peak: Counter[str] = Counter()
+    sidecars: Counter[str] = Counter()
     for container in spec.get("initContainers") or []:
+        requests = _nonzero(container)
         if container.get("restartPolicy") == "Always":
-            total.update(_nonzero(container))
-        else:
-            for name, value in _nonzero(container).items():
-                total[name] = max(total[name], value)
-    for name in ("cpu", "memory"):
-        total[name] += milli((spec.get("overhead") or {}).get(name, 0))
-    return dict(total)
+            sidecars.update(requests)
+            continue
+        for name, value in requests.items():
+            init_peak[name] = max(init_peak[name], value + sidecars[name])
+    total.update(sidecars)
+    overhead = spec.get("overhead") or {}
+    return {
+        name: max(total[name], init_peak[name]) + milli(overhead.get(name, 0))
+        for name in ("cpu", "memory")
+    }
 
 
 @dataclasses.dataclass(frozen=True)

@@ -181,6 +181,16 @@ def test_scoring_counts_default_cpu_and_memory_for_requestless_containers() -> N
         "cpu": 2050,
         "memory": milli("200Mi") + milli("1Gi"),
     }
+    # A sidecar started before an init container runs beside it, and beside the containers.
+    with_sidecar = {
+        "initContainers": [
+            {"restartPolicy": "Always", "resources": {"requests": {"cpu": "1"}}},
+            {"resources": {"requests": {"cpu": "2"}}},
+        ],
+        "containers": [{}],
+    }
+    # cpu: max(app 100m + sidecar 1, init 2 + sidecar 1); memory: 200Mi for any two at once
+    assert scored_requests(with_sidecar) == {"cpu": 3000, "memory": 2 * milli("200Mi")}
 
 
 def test_gpu_capacity_is_honoured_and_freed() -> None:
