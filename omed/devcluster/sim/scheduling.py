@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from omed.devcluster.sim.quantity import milli
@@ -59,20 +59,21 @@ def container_requests(container: Mapping[str, Any]) -> dict[str, int]:
     return {name: milli(value) for name, value in requests.items()}
 
 
-def pod_requests(spec: Mapping[str, Any]) -> dict[str, int]:
-    """What a pod occupies on a node, as kube-scheduler computes it, plus one pod slot.
-
-    Regular containers and sidecars (init containers with ``restartPolicy: Always``) add up;
-    each resource is then at least the largest regular init container's request (init
-    containers run one at a time, before the others); ``spec.overhead`` is added on top.
-    """
+def _pod_sum(
+    spec: Mapping[str, Any], per_container: Callable[[Mapping[str, Any]], Mapping[str, int]]
+) -> dict[str, int]:
+    """A pod's amounts as kube-scheduler adds them up, each container counted by
+    ``per_container``: regular containers and sidecars (init containers with
+    ``restartPolicy: Always``) add up; each resource is then at least the largest regular
+    init container's amount plus the sidecars started before it (init containers run one at
+    a time, before the others); ``spec.overhead`` is added on top."""
     total: Counter[str] = Counter()
     for container in spec.get("containers") or []:
-        total.update(container_requests(container))
+        total.update(per_container(container))
     init_peak: Counter[str] = Counter()
     sidecars: Counter[str] = Counter()
     for container in spec.get("initContainers") or []:
-        requests = container_requests(container)
+        requests = per_container(container)
         if container.get("restartPolicy") == "Always":
             sidecars.update(requests)
             continue
@@ -82,16 +83,23 @@ def pod_requests(spec: Mapping[str, Any]) -> dict[str, int]:
     result = {name: max(total[name], init_peak[name]) for name in total.keys() | init_peak}
     for name, value in (spec.get("overhead") or {}).items():
         result[name] = result.get(name, 0) + milli(value)
+    return result
+
+
+def pod_requests(spec: Mapping[str, Any]) -> dict[str, int]:
+    """What a pod occupies on a node, as kube-scheduler computes it (:func:`_pod_sum` of
+    the containers' requests), plus one pod slot."""
+    result = _pod_sum(spec, container_requests)
     result[PODS] = 1000
     return {name: value for name, value in result.items() if value}
 
 
-def _nonzero(container: Mapping[str, Any]) -> Counter[str]:
+def _nonzero(container: Mapping[str, Any]) -> dict[str, int]:
     requests = container_requests(container)
-    return Counter(
-        cpu=requests.get("cpu") or DEFAULT_MILLI_CPU_REQUEST,
-        memory=requests.get("memory") or DEFAULT_MEMORY_REQUEST,
-    )
+    return {
+        "cpu": requests.get("cpu") or DEFAULT_MILLI_CPU_REQUEST,
+        "memory": requests.get("memory") or DEFAULT_MEMORY_REQUEST,
+    }
 
 
 def scored_requests(spec: Mapping[str, Any]) -> dict[str, int]:
@@ -99,24 +107,8 @@ def scored_requests(spec: Mapping[str, Any]) -> dict[str, int]:
     as :func:`pod_requests` sums them, but a container without a request counts 100m CPU
     and 200Mi memory, so pods that request nothing still spread instead of piling onto one
     node."""
-    total: Counter[str] = Counter()
-    for container in spec.get("containers") or []:
-        total.update(_nonzero(container))
-    init_peak: Counter[str] = Counter()
-    sidecars: Counter[str] = Counter()
-    for container in spec.get("initContainers") or []:
-        requests = _nonzero(container)
-        if container.get("restartPolicy") == "Always":
-            sidecars.update(requests)
-            continue
-        for name, value in requests.items():
-            init_peak[name] = max(init_peak[name], value + sidecars[name])
-    total.update(sidecars)
-    overhead = spec.get("overhead") or {}
-    return {
-        name: max(total[name], init_peak[name]) + milli(overhead.get(name, 0))
-        for name in ("cpu", "memory")
-    }
+    summed = _pod_sum(spec, _nonzero)
+    return {name: summed.get(name, 0) for name in ("cpu", "memory")}
 
 
 @dataclasses.dataclass(frozen=True)
