@@ -1,0 +1,259 @@
+"""``kubectl ome instance list`` and ``retry-blocks`` through the real kubectl, on what a real
+manager wrote.
+
+The manager (``python -m omed``) and the node simulator run an InferenceService whose engine
+has two single-pod Instances. kubectl finds the plugin as a user's kubectl would: an
+executable ``kubectl-ome`` on the PATH (the virtualenv's console script). The tests compare the
+plugin's tables, byte for byte, with what the InferenceReplica's status says, then make the
+engine's image unpullable until OME holds the revision, and read the Held block back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import _support as support
+import pytest
+from _support import condition, eventually
+
+from omed.cli.instances import digest, render_table, short
+from omed.kube.client import KubeClient
+from omed.kube.errors import NotFound
+from omed.kube.resources import INFERENCE_REPLICAS, INFERENCE_SERVICES
+from omed.statuscodec import decode_status
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+SERVICE = "chat"
+ENGINE = f"{SERVICE}-engine"
+RUNTIME = support.serving_runtime(
+    "srt-engine",
+    engineConfig={
+        "runner": {
+            "name": "ome-container",
+            "image": "ome/srt:1.0",
+            "resources": {"limits": {"nvidia.com/gpu": "1"}},
+        },
+    },
+)
+FAST_RETRY = {"initialDelay": "1s", "maxDelay": "2s", "multiplier": 2}
+
+
+class _NoWatch:
+    """ManagerWorld.running's watcher: this test reads with the plugin instead."""
+
+    async def start(self) -> None:
+        return None
+
+    async def stop(self) -> None:
+        return None
+
+
+@pytest.fixture
+async def world(
+    kube: KubeClient, namespace: str, managers: Any, manager_config: Any
+) -> AsyncIterator[support.ManagerWorld]:
+    await manager_config(lifecycle=support.lifecycle(scale_up_pod_batch_size=10))
+    world = support.ManagerWorld(kube=kube, namespace=namespace, managers=managers)
+    async with world.running(_NoWatch(), nodes=2):
+        yield world
+
+
+async def kubectl(control_plane: Any, kubeconfig: str, *args: str) -> tuple[int, str, str]:
+    """Run the real kubectl with the virtualenv's ``kubectl-ome`` on its PATH."""
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    proc = await asyncio.create_subprocess_exec(
+        str(control_plane.binaries.kubectl),
+        *args,  # kubectl takes no flags before a plugin's name: the plugin parses them
+        "--kubeconfig",
+        kubeconfig,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), timeout=60)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+async def converged(world: support.ManagerWorld, wanted: int) -> bool:
+    world.check_manager()
+    isvc = await world.kube.get(INFERENCE_SERVICES, SERVICE, world.namespace)
+    try:
+        irep = await world.kube.get(INFERENCE_REPLICAS, ENGINE, world.namespace)
+    except NotFound:
+        return False
+    status = irep.get("status") or {}
+    rows = decode_status(status, max_rows=20000)
+    return (
+        condition(isvc, "Ready") == "True"
+        and status.get("observedGeneration") == irep["metadata"]["generation"]
+        and len(rows) == wanted
+        and all(r.get("phase") == "Ready" and not r.get("operation") for r in rows)
+    )
+
+
+async def test_list_and_retry_blocks_read_what_the_manager_wrote(
+    world: support.ManagerWorld, control_plane: Any, kubeconfig: str
+) -> None:
+    ns = world.namespace
+    await world.start_manager("manager-a")
+    service = support.inference_service(
+        SERVICE,
+        runtime="srt-engine",
+        engine={"minReplicas": 2, "maxReplicas": 2, "lifecycle": {"updateRetry": FAST_RETRY}},
+    )
+    await world.create_service(RUNTIME, service)
+    await eventually(lambda: converged(world, 2), timeout=120, what="2 Ready Instances")
+
+    # list: one row per Instance, exactly the recorded values.
+    irep = await world.kube.get(INFERENCE_REPLICAS, ENGINE, ns)
+    rows = sorted(decode_status(irep["status"], max_rows=20000), key=lambda r: r["index"])
+    code, out, err = await kubectl(
+        control_plane, kubeconfig, "ome", "instance", "list", SERVICE, "-n", ns
+    )
+    assert (code, err) == (0, ""), err
+    expected = [["COMP", "IDX/INC", "PHASE", "PODS", "REVS", "AOF", "EVIDENCE"]] + [
+        [
+            "engine",
+            f"{row['index']}/{row['incarnation']}",
+            "Ready",
+            "1/1/1",
+            short(row["targetRevision"], 11),
+            "A--",
+            "OK",
+        ]
+        for row in rows
+    ]
+    assert out == render_table(expected)
+    assert out.splitlines()[0] == "COMP     IDX/INC   PHASE   PODS    REVS          AOF   EVIDENCE"
+    revision = irep["status"]["updateRevision"]
+    assert (
+        out.splitlines()[1]
+        == f"engine   0/1       Ready   1/1/1   {revision[:4]}...{revision[-4:]}   A--   OK"
+    )
+
+    code, out, err = await kubectl(
+        control_plane, kubeconfig, "ome", "instance", "list", SERVICE, "-n", ns, "-o", "json"
+    )
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["kind"] == "InstanceListReport" and report["state"] == "OK"
+    assert [i["runningRevision"] for i in report["instances"]] == [revision, revision]
+    assert report["components"][0]["inferenceReplica"] == ENGINE
+
+    # retry-blocks: nothing retried or held yet.
+    code, out, err = await kubectl(
+        control_plane,
+        kubeconfig,
+        "ome",
+        "instance",
+        "retry-blocks",
+        SERVICE,
+        "--component",
+        "engine",
+        "-n",
+        ns,
+    )
+    assert code == 0, err
+    assert out == render_table(
+        [
+            ["COMP", "STATE", "TARGET", "ATT", "NEXT", "REL", "REASON"],
+            ["engine", "EMPTY", "-", "-", "-", "-", "-"],
+        ]
+    )
+
+    # An image nobody can pull: OME retries the revision, then holds it.
+    await world.patch_service(
+        SERVICE, {"spec": {"engine": {"runner": {"image": "ome/srt:bad-image"}}}}
+    )
+
+    async def held() -> bool:
+        world.check_manager()
+        found = await world.kube.get(INFERENCE_REPLICAS, ENGINE, ns)
+        status = found.get("status") or {}
+        return status.get("observedGeneration") == found["metadata"]["generation"] and any(
+            b.get("state") == "Held" for b in status.get("retryBlocks") or []
+        )
+
+    await eventually(held, timeout=180, what="a Held retry block")
+    irep = await world.kube.get(INFERENCE_REPLICAS, ENGINE, ns)
+    (block,) = irep["status"]["retryBlocks"]
+    bad = block["targetRevision"]
+    code, out, err = await kubectl(
+        control_plane,
+        kubeconfig,
+        "ome",
+        "instance",
+        "retry-blocks",
+        SERVICE,
+        "--component",
+        "engine",
+        "-n",
+        ns,
+    )
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0].split() == ["COMP", "STATE", "TARGET", "ATT", "NEXT", "REL", "REASON"]
+    assert lines[1].split() == [
+        "engine",
+        "HELD",
+        digest(bad),
+        str(block["attemptsStarted"]),
+        "-",
+        "YES",
+        "ImagePullB...",
+    ], out
+    assert len(lines) == 2, out
+
+    code, out, err = await kubectl(
+        control_plane,
+        kubeconfig,
+        "ome",
+        "instance",
+        "retry-blocks",
+        SERVICE,
+        "--component=engine",
+        "-n",
+        ns,
+        "-o",
+        "yaml",
+    )
+    assert code == 0, err
+    import yaml
+
+    report = yaml.safe_load(out)
+    assert report["kind"] == "InstanceRetryBlocksReport"
+    (shown,) = report["blocks"]
+    assert shown["targetRevision"] == bad and shown["releaseEligible"] is True
+    assert shown["reason"] == "ImagePullBackOff"
+    assert report["summary"] == {
+        "blocks": 1,
+        "held": 1,
+        "backoff": 0,
+        "retryInProgress": 0,
+        "releaseEligible": 1,
+    }
+
+    # The list still shows both Instances serving the old revision, with the recorded failure.
+    code, out, err = await kubectl(
+        control_plane, kubeconfig, "ome", "instance", "list", SERVICE, "-n", ns
+    )
+    assert code == 0, err
+    body = [line.split() for line in out.splitlines()[1:]]
+    assert [(b[0], b[2], b[3]) for b in body] == [("engine", "Ready", "1/1/1")] * 2, out
+
+    # A name that is no InferenceService: the API server's own words, exit 1.
+    code, out, err = await kubectl(
+        control_plane, kubeconfig, "ome", "instance", "list", "pool-a", "-n", ns
+    )
+    assert (code, out) == (1, "")
+    assert err == (
+        f'error: get InferenceService "{ns}/pool-a": inferenceservices.ome.io "pool-a" not found\n'
+    )
