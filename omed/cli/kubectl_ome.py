@@ -2,23 +2,25 @@
 
 Why: the product page "kubectl ome instance" defines the interface; this module is its entry
 point: the flags, the reads and where each line goes. What the reports say is decided in
-:mod:`omed.cli.instances`, without I/O.
+:mod:`omed.cli.instances` and :mod:`omed.cli.instance_status`, without I/O.
 
-Built so far: ``instance list`` and ``instance retry-blocks``, which only read. The rest of
-the page (``instance status``, ``instance release-held``) and the ``migration``, ``wait`` and
-``get`` commands are not built yet (docs/kubectl-ome.md).
+Built so far: ``instance list``, ``instance retry-blocks`` and ``instance status``, which
+only read. ``instance release-held`` and the ``migration``, ``wait`` and ``get`` commands are
+not built yet (docs/kubectl-ome.md).
 
 Usage::
 
     kubectl ome instance list INFERENCESERVICE [-n NS] [-o table|json|yaml]
     kubectl ome instance retry-blocks INFERENCESERVICE --component COMPONENT [-n NS] [-o ...]
+    kubectl ome instance status INFERENCESERVICE INDEX --component COMPONENT [-o table|wide|...]
 
 plus the kubeconfig flags ``--kubeconfig``, ``--context``, ``-n/--namespace`` and
 ``--request-timeout``.
 
 Invariants (exit codes): 0 when a report was printed (whatever it says, as kubectl get
 does: the EVIDENCE and ISSUE values carry the problems), except that a report whose
-InferenceReplicas couldn't be listed at all (state ``UNAVAILABLE``) exits 1 after printing;
+InferenceReplicas couldn't be listed at all (state ``UNAVAILABLE``, for status
+``Unavailable``) exits 1 after printing;
 1 for every error, which prints ``error: <message>`` on stderr and nothing on stdout: a bad
 flag, an InferenceService that can't be read, a kubeconfig that can't be used. Never a
 traceback.
@@ -36,7 +38,14 @@ from typing import Any, Final, NoReturn, TextIO
 import orjson
 import yaml
 
-from omed.api.constants import COMPONENTS
+from omed.api.constants import (
+    COMPONENTS,
+    KIND_CLUSTER_SERVING_RUNTIME,
+    LABEL_COMPONENT,
+    LABEL_INFERENCE_SERVICE,
+    LABEL_INSTANCE_INDEX,
+)
+from omed.cli import instance_status
 from omed.cli.instances import (
     UNAVAILABLE,
     collect,
@@ -47,9 +56,19 @@ from omed.cli.instances import (
     retry_blocks,
     retry_blocks_report,
 )
-from omed.kube.client import KubeClient, load_config
-from omed.kube.errors import ApiError
-from omed.kube.resources import INFERENCE_REPLICAS, INFERENCE_SERVICES
+from omed.config.reconcile import ReconcileConfigError, deploy_entry
+from omed.controllers.inferenceservice.project import resolve_mode
+from omed.kube.client import KubeClient, Resource, load_config
+from omed.kube.errors import ApiError, NotFound
+from omed.kube.resources import (
+    CLUSTER_SERVING_RUNTIMES,
+    CONFIGMAPS,
+    EVENTS,
+    INFERENCE_REPLICAS,
+    INFERENCE_SERVICES,
+    PODS,
+    SERVING_RUNTIMES,
+)
 
 __all__ = ["PROGRAM", "main", "run"]
 
@@ -58,6 +77,9 @@ EXIT_OK: Final = 0
 EXIT_ERROR: Final = 1
 DEFAULT_TIMEOUT: Final = 30.0
 OUTPUTS: Final = ("table", "json", "yaml")
+STATUS_OUTPUTS: Final = ("table", "wide", "json", "yaml")
+CONFIG_NAME: Final = "inferenceservice-config"
+DEFAULT_MANAGER_NAMESPACE: Final = "ome"
 
 
 class UsageError(Exception):
@@ -82,6 +104,14 @@ def _timeout(text: str) -> float:
     if not 0 <= value < float("inf"):
         raise argparse.ArgumentTypeError(f"--request-timeout must be 0 or more, got {text}")
     return value or DEFAULT_TIMEOUT
+
+
+def _index(text: str) -> int:
+    if not text.isdigit() or len(text) > 9:
+        raise argparse.ArgumentTypeError(
+            f"invalid INDEX {text!r}: want an Instance index such as 0 (IDX in instance list)"
+        )
+    return int(text)
 
 
 def _kube_flags(parser: argparse.ArgumentParser) -> None:
@@ -112,18 +142,35 @@ def _parser() -> _Parser:
     blocks = sub.add_parser(
         "retry-blocks", help="the revisions OME is retrying or holding for one component"
     )
-    for each in (listing, blocks):
+    status = sub.add_parser(
+        "status", help="one Instance: its recorded row, migrations, live pods and events"
+    )
+    for each in (listing, blocks, status):
         each.add_argument("inferenceservice", metavar="INFERENCESERVICE")
-        each.add_argument("-o", "--output", default="table", help="table (default), json or yaml")
+        if each is status:
+            each.add_argument("index", metavar="INDEX", type=_index)
+        each.add_argument(
+            "-o",
+            "--output",
+            default="table",
+            help="table (default), json or yaml" + (", or wide" if each is status else ""),
+        )
         _kube_flags(each)
-    blocks.add_argument(
-        "--component", required=True, help=f"the component: {', '.join(COMPONENTS)}"
+    for each in (blocks, status):
+        each.add_argument(
+            "--component", required=True, help=f"the component: {', '.join(COMPONENTS)}"
+        )
+    status.add_argument(
+        "--manager-namespace",
+        default=DEFAULT_MANAGER_NAMESPACE,
+        help="where the manager's inferenceservice-config lives (default ome), read only when "
+        "the deployment mode falls back to its deploy.defaultDeploymentMode",
     )
     return parser
 
 
-BUILT: Final = ("list", "retry-blocks")
-NOT_BUILT: Final = ("status", "release-held")
+BUILT: Final = ("list", "retry-blocks", "status")
+NOT_BUILT: Final = ("release-held",)
 
 
 def _check_command(argv: Sequence[str]) -> None:
@@ -135,10 +182,10 @@ def _check_command(argv: Sequence[str]) -> None:
         command = words[0] if words else ""
         raise UsageError(
             f'unknown command "{command}" for "kubectl ome": this build has kubectl ome '
-            "instance list and retry-blocks"
+            "instance list, retry-blocks and status"
         )
     if len(words) > 1 and words[1] not in BUILT:
-        built = " and ".join(BUILT)
+        built = ", ".join(BUILT[:-1]) + " and " + BUILT[-1]
         hint = "is not built yet" if words[1] in NOT_BUILT else "is not a subcommand"
         raise UsageError(
             f'unknown subcommand "{words[1]}" for "kubectl ome instance": {words[1]} {hint} '
@@ -148,11 +195,12 @@ def _check_command(argv: Sequence[str]) -> None:
 
 def _check(args: argparse.Namespace) -> None:
     if args.subcommand is None:
-        raise UsageError('"kubectl ome instance" needs a subcommand: list or retry-blocks')
-    if args.output not in OUTPUTS:
+        raise UsageError('"kubectl ome instance" needs a subcommand: list, retry-blocks or status')
+    allowed = STATUS_OUTPUTS if args.subcommand == "status" else OUTPUTS
+    if args.output not in allowed:
         raise UsageError(
             f'unknown output format "{args.output}" for instance {args.subcommand} '
-            f"(use {', '.join(OUTPUTS)}; only instance status has a wide view)"
+            f"(use {', '.join(allowed)}; only instance status has a wide view)"
         )
     component = getattr(args, "component", None)
     if component is not None and component not in COMPONENTS:
@@ -208,7 +256,9 @@ async def _execute(args: argparse.Namespace, *, out: TextIO, now: float) -> int:
         config, qps=50.0, burst=100, user_agent="kubectl-ome", timeout=args.request_timeout
     ) as client:
         isvc, replicas, list_error = await _read(client, namespace, args.inferenceservice)
-    collection = collect(isvc, replicas, list_error=list_error)
+        collection = collect(isvc, replicas, list_error=list_error)
+        if args.subcommand == "status":
+            return await _status(client, args, collection, namespace=namespace, out=out)
     if args.subcommand == "list":
         if args.output == "table":
             out.write(render_table(list_rows(collection)))
@@ -221,6 +271,92 @@ async def _execute(args: argparse.Namespace, *, out: TextIO, now: float) -> int:
         else:
             out.write(_dump(retry_blocks_report(collection, report), args.output))
     return EXIT_ERROR if collection.state == UNAVAILABLE else EXIT_OK
+
+
+async def _runtime(
+    client: KubeClient, isvc: dict[str, Any], namespace: str
+) -> tuple[dict[str, Any] | None, str, str | None]:
+    """(runtime, origin, error) as the InferenceService controller finds the runtime: a
+    ServingRuntime of the namespace, else (or for kind ClusterServingRuntime) the cluster's."""
+    ref = (isvc.get("spec") or {}).get("runtime") or {}
+    name = ref.get("name") if isinstance(ref, dict) else None
+    if not name:
+        return None, "NoRuntime", None
+    lookups: list[tuple[Resource, str | None]] = []
+    if ref.get("kind") != KIND_CLUSTER_SERVING_RUNTIME:
+        lookups.append((SERVING_RUNTIMES, namespace))
+    if not ref.get("kind") or ref.get("kind") == KIND_CLUSTER_SERVING_RUNTIME:
+        lookups.append((CLUSTER_SERVING_RUNTIMES, None))
+    for resource, where in lookups:
+        try:
+            found: dict[str, Any] = await client.get(resource, str(name), where)
+        except NotFound:
+            continue
+        except ApiError as exc:
+            return None, "RuntimeUnreadable", f"get {resource.kind} {name}: {exc.message}"
+        return found, "LiveRuntime", None
+    return None, "RuntimeNotFound", None
+
+
+async def _status(
+    client: KubeClient,
+    args: argparse.Namespace,
+    collection: Any,
+    *,
+    namespace: str,
+    out: TextIO,
+) -> int:
+    errors: list[str] = []
+    isvc = dict(collection.isvc)
+    runtime, origin, runtime_error = await _runtime(client, isvc, namespace)
+    if runtime_error:
+        errors.append(runtime_error)
+    default_mode: str | None = None
+    default_known = True
+    if resolve_mode(isvc, runtime, None)[1] == "Default":  # only the manager's entry is left
+        try:
+            config = await client.get(CONFIGMAPS, CONFIG_NAME, args.manager_namespace)
+            default_mode = deploy_entry(config.get("data") or {}).default_deployment_mode
+        except (ApiError, ReconcileConfigError) as exc:
+            default_known = False
+            reason = exc.message if isinstance(exc, ApiError) else str(exc)
+            errors.append(f"read {args.manager_namespace}/{CONFIG_NAME}: {reason}")
+    deploy = instance_status.deployment(
+        isvc, runtime, origin=origin, default_mode=default_mode, default_known=default_known
+    )
+    name = args.inferenceservice
+    selector = (
+        f"{LABEL_INFERENCE_SERVICE}={name},{LABEL_COMPONENT}={args.component},"
+        f"{LABEL_INSTANCE_INDEX}={args.index}"
+    )
+    pods: list[dict[str, Any]] | None = None
+    events: list[dict[str, Any]] | None = None
+    try:
+        pods = await client.list_all(PODS, namespace, labelSelector=selector)
+    except ApiError as exc:
+        errors.append(f"list pods: {exc.message}")
+    if pods:
+        try:
+            events = await client.list_all(
+                EVENTS, namespace, fieldSelector="involvedObject.kind=Pod,type=Warning"
+            )
+        except ApiError as exc:
+            errors.append(f"list events: {exc.message}")
+    report = instance_status.build(
+        collection,
+        component=args.component,
+        index=args.index,
+        deploy=deploy,
+        pods=pods,
+        events=events,
+        read_errors=errors,
+    )
+    if args.output in ("table", "wide"):
+        rows = instance_status.table_rows(report, wide=args.output == "wide")
+        out.write(render_table(rows))
+    else:
+        out.write(_dump(report.report, args.output))
+    return EXIT_ERROR if report.state == instance_status.UNAVAILABLE_STATE else EXIT_OK
 
 
 async def run(

@@ -1,11 +1,12 @@
-"""``kubectl ome instance list`` and ``retry-blocks`` through the real kubectl, on what a real
-manager wrote.
+"""``kubectl ome instance list``, ``retry-blocks`` and ``status`` through the real kubectl, on
+what a real manager wrote.
 
 The manager (``python -m omed``) and the node simulator run an InferenceService whose engine
 has two single-pod Instances. kubectl finds the plugin as a user's kubectl would: an
 executable ``kubectl-ome`` on the PATH (the virtualenv's console script). The tests compare the
 plugin's tables, byte for byte, with what the InferenceReplica's status says, then make the
-engine's image unpullable until OME holds the revision, and read the Held block back.
+engine's image unpullable until OME holds the revision, read the Held block back, and read
+one Instance with its live pod and a Warning event.
 """
 
 from __future__ import annotations
@@ -23,9 +24,10 @@ import pytest
 from _support import condition, eventually
 
 from omed.cli.instances import digest, render_table, short
+from omed.controllers.inferencereplica import names
 from omed.kube.client import KubeClient
 from omed.kube.errors import NotFound
-from omed.kube.resources import INFERENCE_REPLICAS, INFERENCE_SERVICES
+from omed.kube.resources import EVENTS, INFERENCE_REPLICAS, INFERENCE_SERVICES, PODS
 from omed.statuscodec import decode_status
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -99,7 +101,7 @@ async def converged(world: support.ManagerWorld, wanted: int) -> bool:
     )
 
 
-async def test_list_and_retry_blocks_read_what_the_manager_wrote(
+async def test_list_retry_blocks_and_status_read_what_the_manager_wrote(
     world: support.ManagerWorld, control_plane: Any, kubeconfig: str
 ) -> None:
     ns = world.namespace
@@ -248,6 +250,93 @@ async def test_list_and_retry_blocks_read_what_the_manager_wrote(
     assert code == 0, err
     body = [line.split() for line in out.splitlines()[1:]]
     assert [(b[0], b[2], b[3]) for b in body] == [("engine", "Ready", "1/1/1")] * 2, out
+
+    # status: the recorded row, the live pod and its Warning events. The simulator plays
+    # kubelet's pod status but writes no Events, so the test records one as kubelet would.
+    pod = names.pod_name(ENGINE, 0, "default", 0)
+    live = await world.kube.get(PODS, pod, ns)
+    await world.kube.create(
+        EVENTS,
+        {
+            "metadata": {"name": f"{pod}.backoff", "namespace": ns},
+            "involvedObject": {
+                "kind": "Pod",
+                "name": pod,
+                "namespace": ns,
+                "uid": live["metadata"]["uid"],
+            },
+            "reason": "BackOff",
+            "message": "Back-off restarting failed container",
+            "type": "Warning",
+            "count": 7,
+            "source": {"component": "kubelet"},
+        },
+        ns,
+    )
+    code, out, err = await kubectl(
+        control_plane,
+        kubeconfig,
+        "ome",
+        "instance",
+        "status",
+        SERVICE,
+        "0",
+        "--component",
+        "engine",
+        "-n",
+        ns,
+    )
+    assert code == 0, err
+    table = {line[:13].strip(): line[13:] for line in out.splitlines()}
+    assert out.startswith("FIELD        VALUE\n")
+    assert table["state"] == "Reported engine[0] evidence=Reported"
+    assert table["deployment"] == "mode=OMENative source=ServiceSpec origin=LiveRuntime evidence..."
+    encoding = irep["status"].get("instanceStatusEncoding") or "DenseV1"
+    assert encoding == "ColumnarV2"  # the chart's default, which the test's ConfigMap keeps
+    assert table["encoding"] == f"name={encoding} evidence=Reported reason=-"
+    assert table["instance"].startswith(f"{ENGINE} inc=1 phase=Ready admitted=true")
+    assert table["pod"] == f"{pod} default/Running ready=True serving=Tr..."
+    assert table["event"] == f"Pod/{pod} reason=BackOff count=7"
+
+    code, out, err = await kubectl(
+        control_plane,
+        kubeconfig,
+        "ome",
+        "instance",
+        "status",
+        SERVICE,
+        "0",
+        "--component=engine",
+        "-n",
+        ns,
+        "-o",
+        "wide",
+    )
+    assert code == 0, err
+    wide = {line[:22].strip(): line[22:].strip() for line in out.splitlines()}
+    assert wide["pod[0] node"] == live["spec"]["nodeName"]
+    assert wide["deployment evidence"] == "Resolved"
+
+    code, out, err = await kubectl(
+        control_plane,
+        kubeconfig,
+        "ome",
+        "instance",
+        "status",
+        SERVICE,
+        "1",
+        "--component",
+        "engine",
+        "-n",
+        ns,
+        "-o",
+        "json",
+    )
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["kind"] == "InstanceStatusReport" and report["state"] == "Reported"
+    assert report["instance"]["index"] == 1 and report["events"] == []
+    assert [p["name"] for p in report["pods"]] == [names.pod_name(ENGINE, 1, "default", 0)]
 
     # A name that is no InferenceService: the API server's own words, exit 1.
     code, out, err = await kubectl(

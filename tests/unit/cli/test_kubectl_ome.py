@@ -63,26 +63,43 @@ def kubeconfig(tmp_path: Path, *, port: int, namespace: str | None = "prod") -> 
             "seconds, such as 30 or 30s",
         ),
         (
-            ["instance", "status", "chat", "0", "--component", "engine"],
-            'error: unknown subcommand "status" for "kubectl ome instance": status is not built '
-            "yet (this build has list and retry-blocks)",
+            ["instance", "release-held", "chat", "--component", "engine"],
+            'error: unknown subcommand "release-held" for "kubectl ome instance": release-held '
+            "is not built yet (this build has list, retry-blocks and status)",
         ),
         (
             ["instance", "lsit", "chat"],
             'error: unknown subcommand "lsit" for "kubectl ome instance": lsit is not a '
-            "subcommand (this build has list and retry-blocks)",
+            "subcommand (this build has list, retry-blocks and status)",
         ),
         (
             ["migration", "start", "chat"],
             'error: unknown command "migration" for "kubectl ome": this build has kubectl ome '
-            "instance list and retry-blocks",
+            "instance list, retry-blocks and status",
         ),
         (
             [],
             'error: unknown command "" for "kubectl ome": this build has kubectl ome instance '
-            "list and retry-blocks",
+            "list, retry-blocks and status",
         ),
-        (["instance"], 'error: "kubectl ome instance" needs a subcommand: list or retry-blocks'),
+        (
+            ["instance"],
+            'error: "kubectl ome instance" needs a subcommand: list, retry-blocks or status',
+        ),
+        (
+            ["instance", "status", "chat", "-1", "--component", "engine"],
+            "error: argument INDEX: invalid INDEX '-1': want an Instance index such as 0 (IDX "
+            "in instance list)",
+        ),
+        (
+            ["instance", "status", "chat", "0"],
+            "error: the following arguments are required: --component",
+        ),
+        (
+            ["instance", "status", "chat", "0", "--component", "engine", "-o", "name"],
+            'error: unknown output format "name" for instance status (use table, wide, json, '
+            "yaml; only instance status has a wide view)",
+        ),
     ],
 )
 async def test_a_bad_flag_is_one_error_line_and_exit_1(argv: list[str], message: str) -> None:
