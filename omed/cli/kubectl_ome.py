@@ -4,15 +4,17 @@ Why: the product page "kubectl ome instance" defines the interface; this module 
 point: the flags, the reads and where each line goes. What the reports say is decided in
 :mod:`omed.cli.instances` and :mod:`omed.cli.instance_status`, without I/O.
 
-Built so far: ``instance list``, ``instance retry-blocks`` and ``instance status``, which
-only read. ``instance release-held`` and the ``migration``, ``wait`` and ``get`` commands are
-not built yet (docs/kubectl-ome.md).
+Built so far: the page's four ``instance`` subcommands: ``list``, ``retry-blocks`` and
+``status``, which only read, and the guarded ``release-held``. The ``migration``, ``wait`` and
+``get`` commands are not built yet (docs/kubectl-ome.md).
 
 Usage::
 
     kubectl ome instance list INFERENCESERVICE [-n NS] [-o table|json|yaml]
     kubectl ome instance retry-blocks INFERENCESERVICE --component COMPONENT [-n NS] [-o ...]
     kubectl ome instance status INFERENCESERVICE INDEX --component COMPONENT [-o table|wide|...]
+    kubectl ome instance release-held INFERENCESERVICE --component COMPONENT --revision REV
+        [--dry-run none|client|server] [--yes] [-o ...]
 
 plus the kubeconfig flags ``--kubeconfig``, ``--context``, ``-n/--namespace`` and
 ``--request-timeout``.
@@ -30,10 +32,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import re
 import sys
 import time
-from collections.abc import Sequence
-from typing import Any, Final, NoReturn, TextIO
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, NoReturn, TextIO, TypeVar
 
 import orjson
 import yaml
@@ -45,9 +49,10 @@ from omed.api.constants import (
     LABEL_INFERENCE_SERVICE,
     LABEL_INSTANCE_INDEX,
 )
-from omed.cli import instance_status
+from omed.cli import instance_status, release_held
 from omed.cli.instances import (
     UNAVAILABLE,
+    Collection,
     collect,
     list_report,
     list_rows,
@@ -59,7 +64,7 @@ from omed.cli.instances import (
 from omed.config.reconcile import ReconcileConfigError, deploy_entry
 from omed.controllers.inferenceservice.project import resolve_mode
 from omed.kube.client import KubeClient, Resource, load_config
-from omed.kube.errors import ApiError, NotFound
+from omed.kube.errors import ApiError, Conflict, NotFound
 from omed.kube.resources import (
     CLUSTER_SERVING_RUNTIMES,
     CONFIGMAPS,
@@ -71,6 +76,10 @@ from omed.kube.resources import (
 )
 
 __all__ = ["PROGRAM", "main", "run"]
+
+T = TypeVar("T")
+
+_REVISION_ARG: Final = re.compile(r"([a-z0-9]([-a-z0-9]*[a-z0-9])?-)?[0-9a-f]{8}")
 
 PROGRAM: Final = "kubectl ome"
 EXIT_OK: Final = 0
@@ -156,7 +165,28 @@ def _parser() -> _Parser:
             help="table (default), json or yaml" + (", or wide" if each is status else ""),
         )
         _kube_flags(each)
-    for each in (blocks, status):
+    release = sub.add_parser(
+        "release-held", help="ask OME to try a Held revision again (alpha; a guarded action)"
+    )
+    release.add_argument("inferenceservice", metavar="INFERENCESERVICE")
+    release.add_argument(
+        "--revision",
+        required=True,
+        help="the block's full target revision (chat-engine-7f9c4d2b) or its hash (7f9c4d2b)",
+    )
+    release.add_argument(
+        "--dry-run",
+        default="none",
+        choices=release_held.DRY_RUN_MODES,
+        help="client: check everything, send nothing; server: the API server checks the patch "
+        "without storing it; none (default): release",
+    )
+    release.add_argument("--yes", action="store_true", help="skip the prompt (never a check)")
+    release.add_argument(
+        "-o", "--output", default="table", help="table (default; wide is table), json or yaml"
+    )
+    _kube_flags(release)
+    for each in (blocks, status, release):
         each.add_argument(
             "--component", required=True, help=f"the component: {', '.join(COMPONENTS)}"
         )
@@ -169,8 +199,7 @@ def _parser() -> _Parser:
     return parser
 
 
-BUILT: Final = ("list", "retry-blocks", "status")
-NOT_BUILT: Final = ("release-held",)
+BUILT: Final = ("list", "retry-blocks", "status", "release-held")
 
 
 def _check_command(argv: Sequence[str]) -> None:
@@ -182,25 +211,39 @@ def _check_command(argv: Sequence[str]) -> None:
         command = words[0] if words else ""
         raise UsageError(
             f'unknown command "{command}" for "kubectl ome": this build has kubectl ome '
-            "instance list, retry-blocks and status"
+            "instance list, retry-blocks, status and release-held"
         )
     if len(words) > 1 and words[1] not in BUILT:
         built = ", ".join(BUILT[:-1]) + " and " + BUILT[-1]
-        hint = "is not built yet" if words[1] in NOT_BUILT else "is not a subcommand"
         raise UsageError(
-            f'unknown subcommand "{words[1]}" for "kubectl ome instance": {words[1]} {hint} '
-            f"(this build has {built})"
+            f'unknown subcommand "{words[1]}" for "kubectl ome instance": {words[1]} is not a '
+            f"subcommand (this build has {built})"
         )
 
 
 def _check(args: argparse.Namespace) -> None:
     if args.subcommand is None:
-        raise UsageError('"kubectl ome instance" needs a subcommand: list, retry-blocks or status')
+        raise UsageError(
+            '"kubectl ome instance" needs a subcommand: list, retry-blocks, status or release-held'
+        )
+    if args.subcommand == "release-held" and args.output == "wide":
+        args.output = "table"  # the page: release-held treats -o wide as table
     allowed = STATUS_OUTPUTS if args.subcommand == "status" else OUTPUTS
     if args.output not in allowed:
         raise UsageError(
             f'unknown output format "{args.output}" for instance {args.subcommand} '
             f"(use {', '.join(allowed)}; only instance status has a wide view)"
+        )
+    revision = getattr(args, "revision", None)
+    if revision is not None and not _REVISION_ARG.fullmatch(revision):
+        why = (
+            " (that is retry-blocks' TARGET digest, not the revision's hash)"
+            if "#" in revision
+            else ""
+        )
+        raise UsageError(
+            f'invalid --revision "{revision}"{why}: want the full revision, such as '
+            "chat-engine-7f9c4d2b, or its hash, the last 8 characters, such as 7f9c4d2b"
         )
     component = getattr(args, "component", None)
     if component is not None and component not in COMPONENTS:
@@ -246,7 +289,21 @@ class CommandError(Exception):
     """An error after the flags parsed: ``error: <message>`` and exit 1."""
 
 
-async def _execute(args: argparse.Namespace, *, out: TextIO, now: float) -> int:
+@dataclass(frozen=True, slots=True)
+class Streams:
+    """Where a run reads and writes (the terminal, or a test's buffers), and its clocks."""
+
+    out: TextIO
+    err: TextIO
+    stdin: TextIO
+    now: Callable[[], float]
+    """Wall clock (epoch seconds), for the times in status."""
+    monotonic: Callable[[], float]
+
+
+async def _execute(args: argparse.Namespace, *, io: Streams) -> int:
+    out = io.out
+    now = io.now()
     namespace = args.namespace or default_namespace(args.kubeconfig, args.context)
     try:
         config = await load_config(args.kubeconfig, context=args.context)
@@ -259,6 +316,8 @@ async def _execute(args: argparse.Namespace, *, out: TextIO, now: float) -> int:
         collection = collect(isvc, replicas, list_error=list_error)
         if args.subcommand == "status":
             return await _status(client, args, collection, namespace=namespace, out=out)
+        if args.subcommand == "release-held":
+            return await _release(client, args, collection, namespace=namespace, io=io)
     if args.subcommand == "list":
         if args.output == "table":
             out.write(render_table(list_rows(collection)))
@@ -359,17 +418,138 @@ async def _status(
     return EXIT_ERROR if report.state == instance_status.UNAVAILABLE_STATE else EXIT_OK
 
 
+async def _read_collection(client: KubeClient, namespace: str, name: str) -> Collection:
+    isvc, replicas, list_error = await _read(client, namespace, name)
+    return collect(isvc, replicas, list_error=list_error)
+
+
+OUT_OF_TIME: Final = (
+    f"release-held ran out of its {release_held.BUDGET_SECONDS:.0f} s; nothing changed. Run "
+    "kubectl ome instance retry-blocks before you try again"
+)
+
+
+async def _within(work: Awaitable[T], seconds: float) -> T:
+    """``work``, or :class:`CommandError` once release-held's budget is spent."""
+    try:
+        return await asyncio.wait_for(work, timeout=seconds)
+    except TimeoutError:
+        raise CommandError(OUT_OF_TIME) from None
+
+
+async def _confirm(io: Streams, *, timeout: float) -> bool:
+    io.err.write("Release this held revision? [y/N]: ")
+    io.err.flush()
+    loop = asyncio.get_running_loop()
+    try:
+        answer = await asyncio.wait_for(
+            loop.run_in_executor(None, io.stdin.readline), timeout=max(timeout, 0.0)
+        )
+    except TimeoutError:
+        io.err.write("\n")
+        raise CommandError(
+            f"no answer within the {release_held.BUDGET_SECONDS:.0f} s that release-held has in "
+            "all; nothing changed"
+        ) from None
+    return answer.strip().lower() in ("y", "yes")
+
+
+async def _release(
+    client: KubeClient,
+    args: argparse.Namespace,
+    first: Collection,
+    *,
+    namespace: str,
+    io: Streams,
+) -> int:
+    """The guarded flow: check, preview, confirm, read again and check again, then patch."""
+    deadline = io.monotonic() + release_held.BUDGET_SECONDS
+
+    def left() -> float:
+        remaining = deadline - io.monotonic()
+        if remaining <= 0:
+            raise CommandError(OUT_OF_TIME)
+        return remaining
+
+    try:
+        target = release_held.check(
+            first, component=args.component, revision=args.revision, now=int(io.now())
+        )
+    except release_held.Refused as exc:
+        raise CommandError(str(exc)) from None
+    io.err.write(release_held.PREVIEW_TITLE + "\n")
+    io.err.write(render_table(release_held.preview_rows(target)))
+    if not args.yes and not await _confirm(io, timeout=left()):
+        raise CommandError("release cancelled; nothing changed")
+    again = await _within(_read_collection(client, namespace, args.inferenceservice), left())
+    try:
+        confirmed = release_held.check(
+            again, component=args.component, revision=args.revision, now=int(io.now())
+        )
+    except release_held.Refused as exc:
+        raise CommandError(
+            f"{exc} (found when checking again after you confirmed); nothing changed. Run "
+            "kubectl ome instance retry-blocks before you try again"
+        ) from None
+    if confirmed.revision != target.revision:
+        raise CommandError(
+            f"--revision {args.revision} now matches {confirmed.revision}, not the previewed "
+            f"{target.revision}; nothing changed. Run kubectl ome instance retry-blocks before "
+            "you try again"
+        )
+    if args.dry_run != "client":
+        params = {"dryRun": "All"} if args.dry_run == "server" else {}
+        try:
+            await _within(
+                client.patch(
+                    INFERENCE_REPLICAS,
+                    confirmed.replica,
+                    release_held.patch(confirmed),
+                    namespace,
+                    **params,
+                ),
+                left(),
+            )
+        except Conflict:
+            raise CommandError(
+                f"InferenceReplica {namespace}/{confirmed.replica} changed after it was checked; "
+                "nothing changed. Run kubectl ome instance retry-blocks before you try again"
+            ) from None
+        except ApiError as exc:
+            raise CommandError(
+                f"patch InferenceReplica {namespace}/{confirmed.replica}: {exc.message}. Run "
+                "kubectl ome instance retry-blocks before you try again"
+            ) from None
+    report = release_held.result(
+        confirmed, isvc=args.inferenceservice, component=args.component, dry_run=args.dry_run
+    )
+    if args.output == "table":
+        io.out.write(render_table(release_held.result_rows(report)))
+    else:
+        io.out.write(_dump(report, args.output))
+    return EXIT_OK
+
+
 async def run(
     argv: Sequence[str],
     *,
     out: TextIO | None = None,
     err: TextIO | None = None,
+    stdin: TextIO | None = None,
     now: float | None = None,
 ) -> int:
     """Run the plugin in-process; returns the exit code. ``now`` (epoch seconds) fixes the
-    clock that retry-blocks judges times against."""
+    clock that retry-blocks and release-held judge times against; ``stdin`` answers
+    release-held's prompt."""
     out = out or sys.stdout
     err = err or sys.stderr
+    io = Streams(
+        out=out,
+        err=err,
+        stdin=stdin or sys.stdin,
+        now=time.time if now is None else (lambda: now),
+        monotonic=time.monotonic,
+    )
     parser = _parser()
     try:
         _check_command(argv)
@@ -381,7 +561,7 @@ async def run(
     except SystemExit as exc:  # --help printed its text
         return exc.code if isinstance(exc.code, int) else EXIT_OK
     try:
-        return await _execute(args, out=out, now=time.time() if now is None else now)
+        return await _execute(args, io=io)
     except CommandError as exc:
         err.write(f"error: {exc}\n")
     except Exception as exc:  # an unreachable server, a credential plugin that fails

@@ -67,7 +67,9 @@ async def world(
         yield world
 
 
-async def kubectl(control_plane: Any, kubeconfig: str, *args: str) -> tuple[int, str, str]:
+async def kubectl(
+    control_plane: Any, kubeconfig: str, *args: str, answer: bytes = b""
+) -> tuple[int, str, str]:
     """Run the real kubectl with the virtualenv's ``kubectl-ome`` on its PATH."""
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     proc = await asyncio.create_subprocess_exec(
@@ -76,10 +78,11 @@ async def kubectl(control_plane: Any, kubeconfig: str, *args: str) -> tuple[int,
         "--kubeconfig",
         kubeconfig,
         env=env,
+        stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
-    out, err = await asyncio.wait_for(proc.communicate(), timeout=60)
+    out, err = await asyncio.wait_for(proc.communicate(answer), timeout=60)
     assert proc.returncode is not None
     return proc.returncode, out.decode(), err.decode()
 
@@ -337,6 +340,62 @@ async def test_list_retry_blocks_and_status_read_what_the_manager_wrote(
     assert report["kind"] == "InstanceStatusReport" and report["state"] == "Reported"
     assert report["instance"]["index"] == 1 and report["events"] == []
     assert [p["name"] for p in report["pods"]] == [names.pod_name(ENGINE, 1, "default", 0)]
+
+    # release-held: refused for a revision no block has, before any preview.
+    release = ("ome", "instance", "release-held", SERVICE, "--component", "engine", "-n", ns)
+    code, out, err = await kubectl(
+        control_plane, kubeconfig, *release, "--revision", "00000000", "--yes"
+    )
+    assert (code, out) == (1, "")
+    assert err == (
+        f"error: no releasable Held retry block for revision 00000000 on component engine of "
+        f"InferenceService {ns}/{SERVICE}: no retry block matches --revision\n"
+    )
+
+    # Client and server dry runs check everything and store nothing.
+    for mode, accepted in (("client", "No"), ("server", "Yes")):
+        code, out, err = await kubectl(
+            control_plane, kubeconfig, *release, "--revision", bad, "--dry-run", mode, "--yes"
+        )
+        assert code == 0, err
+        assert err.startswith("HELD RELEASE PREVIEW\nFIELD")
+        assert f"annotation   ome.io/release-held-revision={bad}\n" in err
+        result = {line[:16].strip(): line[16:] for line in out.splitlines()}
+        assert (result["dry-run"], result["accepted"], result["applied"]) == (mode, accepted, "No")
+        assert result["target"] == f"InferenceReplica/{ns}/{ENGINE}"
+        assert result["revision-hash"] == bad[-8:]
+        found = await world.kube.get(INFERENCE_REPLICAS, ENGINE, ns)
+        assert "ome.io/release-held-revision" not in (found["metadata"].get("annotations") or {})
+
+    # Declining the prompt changes nothing.
+    code, out, err = await kubectl(
+        control_plane, kubeconfig, *release, "--revision", bad[-8:], answer=b"n\n"
+    )
+    assert (code, out) == (1, "")
+    assert err.endswith(
+        "Release this held revision? [y/N]: error: release cancelled; nothing changed\n"
+    )
+
+    # By its hash, confirmed at the prompt: the annotation is stored, and OME releases the block.
+    code, out, err = await kubectl(
+        control_plane, kubeconfig, *release, "--revision", bad[-8:], "-o", "json", answer=b"y\n"
+    )
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["kind"] == "ActionResult" and result["applied"] is True
+    assert result["revision"] == bad and result["annotation"] == {
+        "ome.io/release-held-revision": bad
+    }
+
+    async def released() -> bool:
+        found = await world.kube.get(INFERENCE_REPLICAS, ENGINE, ns)
+        annotations = found["metadata"].get("annotations") or {}
+        blocks = (found.get("status") or {}).get("retryBlocks") or []
+        return "ome.io/release-held-revision" not in annotations and not any(
+            b.get("state") == "Held" for b in blocks
+        )
+
+    await eventually(released, timeout=60, what="OME releasing the Held block")
 
     # A name that is no InferenceService: the API server's own words, exit 1.
     code, out, err = await kubectl(

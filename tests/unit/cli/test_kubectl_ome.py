@@ -64,27 +64,44 @@ def kubeconfig(tmp_path: Path, *, port: int, namespace: str | None = "prod") -> 
         ),
         (
             ["instance", "release-held", "chat", "--component", "engine"],
-            'error: unknown subcommand "release-held" for "kubectl ome instance": release-held '
-            "is not built yet (this build has list, retry-blocks and status)",
+            "error: the following arguments are required: --revision",
+        ),
+        (
+            ["instance", "release-held", "chat", "--component", "engine", "--revision", "x"],
+            'error: invalid --revision "x": want the full revision, such as '
+            "chat-engine-7f9c4d2b, or its hash, the last 8 characters, such as 7f9c4d2b",
+        ),
+        (
+            [
+                "instance",
+                "release-held",
+                "chat",
+                "--component=engine",
+                "--revision=chat-#4c6a152e",
+            ],
+            'error: invalid --revision "chat-#4c6a152e" (that is retry-blocks\' TARGET digest, '
+            "not the revision's hash): want the full revision, such as chat-engine-7f9c4d2b, or "
+            "its hash, the last 8 characters, such as 7f9c4d2b",
         ),
         (
             ["instance", "lsit", "chat"],
             'error: unknown subcommand "lsit" for "kubectl ome instance": lsit is not a '
-            "subcommand (this build has list, retry-blocks and status)",
+            "subcommand (this build has list, retry-blocks, status and release-held)",
         ),
         (
             ["migration", "start", "chat"],
             'error: unknown command "migration" for "kubectl ome": this build has kubectl ome '
-            "instance list, retry-blocks and status",
+            "instance list, retry-blocks, status and release-held",
         ),
         (
             [],
             'error: unknown command "" for "kubectl ome": this build has kubectl ome instance '
-            "list, retry-blocks and status",
+            "list, retry-blocks, status and release-held",
         ),
         (
             ["instance"],
-            'error: "kubectl ome instance" needs a subcommand: list, retry-blocks or status',
+            'error: "kubectl ome instance" needs a subcommand: list, retry-blocks, status or '
+            "release-held",
         ),
         (
             ["instance", "status", "chat", "-1", "--component", "engine"],
