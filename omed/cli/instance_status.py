@@ -261,16 +261,16 @@ def build(
             name = str(meta.get("name", ""))
             parsed = parse_pod_name(name, replica=replica, index=index)
             runner = parsed[0] if parsed else "-"
-            fields: list[tuple[str, Any]] = [
-                ("", f"{safe(name)} {safe(runner)}/{safe((pod.get('status') or {}).get('phase'))}"),
+            phase = (pod.get("status") or {}).get("phase")
+            facts: list[tuple[str, Any]] = [
                 ("ready", _condition(pod, "Ready")),
                 ("serving", _condition(pod, READINESS_GATE_SERVING)),
                 ("deleting", meta.get("deletionTimestamp") is not None),
                 ("restarts", _restarts(pod)),
                 ("node", (pod.get("spec") or {}).get("nodeName")),
             ]
-            rows.append(Row("pod", fields))
-            report_pods.append({key or "pod": value for key, value in fields} | {"name": name})
+            rows.append(Row("pod", [("", f"{safe(name)} {safe(runner)}/{safe(phase)}"), *facts]))
+            report_pods.append({"name": name, "runner": runner, "phase": phase, **dict(facts)})
         if len(pods) > MAX_PODS:
             rows.append(Row("pods", [("shown", MAX_PODS), ("of", len(pods))]))
         if events is not None:

@@ -304,6 +304,7 @@ class Streams:
 async def _execute(args: argparse.Namespace, *, io: Streams) -> int:
     out = io.out
     now = io.now()
+    started = io.monotonic()
     namespace = args.namespace or default_namespace(args.kubeconfig, args.context)
     try:
         config = await load_config(args.kubeconfig, context=args.context)
@@ -317,7 +318,9 @@ async def _execute(args: argparse.Namespace, *, io: Streams) -> int:
         if args.subcommand == "status":
             return await _status(client, args, collection, namespace=namespace, out=out)
         if args.subcommand == "release-held":
-            return await _release(client, args, collection, namespace=namespace, io=io)
+            return await _release(
+                client, args, collection, namespace=namespace, io=io, started=started
+            )
     if args.subcommand == "list":
         if args.output == "table":
             out.write(render_table(list_rows(collection)))
@@ -360,7 +363,7 @@ async def _runtime(
 async def _status(
     client: KubeClient,
     args: argparse.Namespace,
-    collection: Any,
+    collection: Collection,
     *,
     namespace: str,
     out: TextIO,
@@ -395,12 +398,25 @@ async def _status(
     except ApiError as exc:
         errors.append(f"list pods: {exc.message}")
     if pods:
+        # Only the pods the report shows, each by name: a namespace's Warning events can be
+        # many more than one Instance's.
+        shown = [str(p["metadata"]["name"]) for p in instance_status.pick_pods(pods)]
         try:
-            events = await client.list_all(
-                EVENTS, namespace, fieldSelector="involvedObject.kind=Pod,type=Warning"
+            found = await asyncio.gather(
+                *(
+                    client.list_all(
+                        EVENTS,
+                        namespace,
+                        fieldSelector=f"involvedObject.kind=Pod,involvedObject.name={pod},"
+                        "type=Warning",
+                    )
+                    for pod in shown
+                )
             )
         except ApiError as exc:
             errors.append(f"list events: {exc.message}")
+        else:
+            events = [event for each in found for event in each]
     report = instance_status.build(
         collection,
         component=args.component,
@@ -461,9 +477,11 @@ async def _release(
     *,
     namespace: str,
     io: Streams,
+    started: float,
 ) -> int:
-    """The guarded flow: check, preview, confirm, read again and check again, then patch."""
-    deadline = io.monotonic() + release_held.BUDGET_SECONDS
+    """The guarded flow: check, preview, confirm, read again and check again, then patch,
+    within :data:`~omed.cli.release_held.BUDGET_SECONDS` of ``started`` (the first read's)."""
+    deadline = started + release_held.BUDGET_SECONDS
 
     def left() -> float:
         remaining = deadline - io.monotonic()
