@@ -254,22 +254,23 @@ async def test_list_retry_blocks_and_status_read_what_the_manager_wrote(
     body = [line.split() for line in out.splitlines()[1:]]
     assert [(b[0], b[2], b[3]) for b in body] == [("engine", "Ready", "1/1/1")] * 2, out
 
-    # status: the recorded row, the live pod and its Warning events. The simulator plays
-    # kubelet's pod status but writes no Events, so the test records one as kubelet would.
+    # status: the recorded row, the live pod and its Warning events. Instance 0's pod is
+    # healthy, so kubelet recorded nothing on it: the test records a failed readiness probe as
+    # kubelet would (the simulator records only pull and crash-loop failures).
     pod = names.pod_name(ENGINE, 0, "default", 0)
     live = await world.kube.get(PODS, pod, ns)
     await world.kube.create(
         EVENTS,
         {
-            "metadata": {"name": f"{pod}.backoff", "namespace": ns},
+            "metadata": {"name": f"{pod}.unhealthy", "namespace": ns},
             "involvedObject": {
                 "kind": "Pod",
                 "name": pod,
                 "namespace": ns,
                 "uid": live["metadata"]["uid"],
             },
-            "reason": "BackOff",
-            "message": "Back-off restarting failed container",
+            "reason": "Unhealthy",
+            "message": "Readiness probe failed: HTTP probe failed with statuscode: 503",
             "type": "Warning",
             "count": 7,
             "source": {"component": "kubelet"},
@@ -299,7 +300,7 @@ async def test_list_retry_blocks_and_status_read_what_the_manager_wrote(
     assert table["encoding"] == f"name={encoding} evidence=Reported reason=-"
     assert table["instance"].startswith(f"{ENGINE} inc=1 phase=Ready admitted=true")
     assert table["pod"] == f"{pod} default/Running ready=True serving=Tr..."
-    assert table["event"] == f"Pod/{pod} reason=BackOff count=7"
+    assert table["event"] == f"Pod/{pod} reason=Unhealthy count=7"
 
     code, out, err = await kubectl(
         control_plane,

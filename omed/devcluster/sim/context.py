@@ -32,6 +32,8 @@ class SimulatorStats:
     status_writes: int = 0
     deletes: int = 0
     errors: int = 0
+    events: int = 0
+    """Warning events the kubelets recorded (created or counted up)."""
 
 
 def pod_key(obj: Mapping[str, Any]) -> str:

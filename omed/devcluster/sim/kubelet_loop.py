@@ -17,7 +17,9 @@ Invariants:
 - a container whose image the pod's spec changed (an in-place update) is restarted on the
   new image (:meth:`~.kubelet.PodRuntime.set_images`), at most once per change;
 - a deleted pod is removed (DELETE, grace 0, uid precondition) only after its containers
-  exited and the terminal status was written.
+  exited and the terminal status was written;
+- a container that newly waits on ErrImagePull, ImagePullBackOff or CrashLoopBackOff gets
+  kubelet's Warning event, after the status write that says so (:mod:`~.events`).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from omed.devcluster.sim.context import TERMINAL_PHASES, SimContext, pod_key
+from omed.devcluster.sim.events import KubeletEvents
 from omed.devcluster.sim.failures import ImageRule, Injection, PodPlans, plan_pod
 from omed.devcluster.sim.kubelet import PodRuntime
 from omed.devcluster.sim.nodes import PodIPs, host_ip
@@ -65,6 +68,7 @@ class Kubelets:
         self._warned: set[str] = set()
         self.queue = KeyQueue()
         self.wakeups = Wakeups(ctx.clock, self.queue.add)
+        self.events = KubeletEvents(ctx.client, clock=ctx.clock)
 
     # -- nodes and pods -----------------------------------------------------------------------
     def add_node(self, name: str, index: int) -> None:
@@ -90,6 +94,8 @@ class Kubelets:
         self.wakeups.cancel(key)
         self._written.pop(key, None)
         rt = self._runtimes.pop(key, None)
+        if rt is not None:
+            self.events.forget(rt.uid)
         if rt is not None and rt.node in self._ips:
             self._ips[rt.node].release(rt.pod_ip)
 
@@ -223,4 +229,7 @@ class Kubelets:
         self._ctx.stats.status_writes += 1
         self._written[key] = (text, str((result.get("metadata") or {}).get("resourceVersion")))
         self._on_written(result)
+        node = str((result.get("spec") or {}).get("nodeName") or "")
+        await self.events.record(pod, result, node=node)
+        self._ctx.stats.events = self.events.written
         return result

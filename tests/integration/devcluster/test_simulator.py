@@ -18,7 +18,7 @@ from omed.devcluster.sim.failures import CRASH_AFTER, FAIL, TERMINATION_DELAY
 from omed.devcluster.simulator import POOL_LABEL, Failure, NodeSimulator, Timings
 from omed.kube.client import JSON_PATCH, STRATEGIC_MERGE_PATCH, KubeClient
 from omed.kube.errors import NotFound
-from omed.kube.resources import NODES, PODS
+from omed.kube.resources import EVENTS, NODES, PODS
 
 pytestmark = pytest.mark.integration
 
@@ -125,6 +125,16 @@ class Pods:
             content_type=STRATEGIC_MERGE_PATCH,
             subresource="status",
         )
+
+
+async def warnings(pods: Pods, name: str) -> list[dict[str, Any]]:
+    """The Warning events of pod ``name``, as ``kubectl describe pod`` finds them."""
+    found: list[dict[str, Any]] = await pods.kube.list_all(
+        EVENTS,
+        pods.namespace,
+        fieldSelector=f"involvedObject.kind=Pod,involvedObject.name={name},type=Warning",
+    )
+    return found
 
 
 async def eventually(check: Callable[[], Awaitable[bool]], *, timeout: float = 10.0) -> None:
@@ -325,6 +335,22 @@ async def test_bad_image_backs_off_without_labels(sim: NodeSimulator, pods: Pods
         assert conditions(pod)["Ready"]["status"] == "False"
     assert sim.stats.errors == 0
 
+    # kubelet's Warning events, aggregated: one per (container, reason, message), counted up.
+    async def pull_events() -> bool:
+        found = await warnings(pods, "missing")
+        messages = {e["message"]: e for e in found}
+        pulled = messages.get(
+            'Failed to pull image "ome/serving:missing": rpc error: code = NotFound desc = '
+            'failed to pull and unpack image "ome/serving:missing": not found (simulated)'
+        )
+        return pulled is not None and "Error: ImagePullBackOff" in messages
+
+    await eventually(pull_events, timeout=20)
+    for event in await warnings(pods, "missing"):
+        assert (event["reason"], event["source"]["component"]) == ("Failed", "kubelet")
+        assert event["involvedObject"]["fieldPath"] == "spec.containers{main}"
+        assert event["source"]["host"].startswith(pods.namespace)
+
 
 async def test_crash_loop_restarts_with_back_off(sim: NodeSimulator, pods: Pods) -> None:
     await pods.create(make_pod("crashy", annotations={CRASH_AFTER: "300ms"}))
@@ -351,6 +377,21 @@ async def test_crash_loop_restarts_with_back_off(sim: NodeSimulator, pods: Pods)
     )
     assert set(container(pod)["state"]) == {"running"}
     assert pod["status"]["phase"] == "Running"
+
+    # Each new back-off is one more on kubelet's one BackOff event for the container.
+    uid = pod["metadata"]["uid"]
+
+    async def counted() -> bool:
+        found = [e for e in await warnings(pods, "crashy") if e["reason"] == "BackOff"]
+        return len(found) == 1 and found[0]["count"] >= 2
+
+    await eventually(counted, timeout=20)
+    (event,) = [e for e in await warnings(pods, "crashy") if e["reason"] == "BackOff"]
+    assert event["message"] == (
+        f"Back-off restarting failed container main in pod crashy_{pods.namespace}({uid})"
+    )
+    assert event["lastTimestamp"] >= event["firstTimestamp"]
+    assert sim.stats.events >= 2
 
 
 async def test_inject_by_selector_and_clear(sim: NodeSimulator, pods: Pods) -> None:
