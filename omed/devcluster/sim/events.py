@@ -28,7 +28,6 @@ from typing import Any
 
 from omed.clock import Clock, rfc3339
 from omed.kube.client import KubeClient
-from omed.kube.errors import ApiError
 from omed.kube.resources import EVENTS
 from omed.log import kv
 
@@ -124,7 +123,7 @@ class KubeletEvents:
             try:
                 await self._write(after, occurrence, node=node)
                 self.written += 1
-            except ApiError as exc:
+            except Exception as exc:  # best effort, as kubelet's events: never fail a sync
                 self.failed += 1
                 log.debug("Could not record an event", extra=kv(error=str(exc)))
 
