@@ -76,7 +76,9 @@ def safe(value: Any) -> str:
         return "-"
     if isinstance(value, bool):
         return "true" if value else "false"
-    text = "".join(ch if ch.isprintable() else "?" for ch in str(value))
+    text = str(value)
+    if not text.isprintable():
+        text = "".join(ch if ch.isprintable() else "?" for ch in text)
     return "[REDACTED]" if _REDACT.search(text) else text
 
 

@@ -595,7 +595,9 @@ def _is_int(value: Any) -> TypeGuard[int]:
 def _text(value: Any) -> str:
     if value is None or value == "":
         return "-"
-    text = str(value)
+    text = value if value.__class__ is str else str(value)
+    if text.isprintable():
+        return text
     return "".join(ch if ch.isprintable() else "?" for ch in text)
 
 

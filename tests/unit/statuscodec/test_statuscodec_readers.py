@@ -21,7 +21,7 @@ import pytest
 
 import omed.controllers.inferencereplica.status as irep_status
 from omed import demo
-from omed.cli import preflight_checks, preflight_repair
+from omed.cli import instance_status, instances, preflight_checks, preflight_repair, release_held
 from omed.config.entries import OMENativeStatusConfig
 from omed.controllers.inferencereplica.model import PlanSettings
 from omed.controllers.inferencereplica.observe import observe
@@ -145,6 +145,7 @@ READERS = {
     "omed/controllers/inferencereplica/status.py": irep_status,
     "omed/demo.py": demo,
     "omed/cli/preflight_repair.py": preflight_repair,
+    "omed/cli/instances.py": instances,
 }
 """Every module of the manager and the CLI that decodes rows, and the module object whose
 ``decode_status`` it calls. The fleet check (``omed/cli/preflight_checks.py``) decodes through
@@ -201,6 +202,45 @@ def test_the_cli_reads_rows_without_editing_them(decoded: Decoded) -> None:
     damaged["status"]["instanceStatusColumns"]["index"] = "0-4"
     repair = preflight_repair.plan_repair(damaged, rows=ROWS, block=block)
     preflight_repair._check_written(repair.body, repair)
+    decoded.assert_shared()
+    decoded.assert_untouched()
+
+
+def test_the_kubectl_plugin_reads_rows_without_editing_them(decoded: Decoded) -> None:
+    isvc = {"metadata": {"name": "chat", "namespace": "prod", "uid": "isvc-uid"}}
+    irep = _columnar_irep()
+    irep["metadata"].update(
+        labels={"ome.io/inferenceservice": "chat"},
+        annotations={"ome.io/controller-write": "true"},
+        ownerReferences=[
+            {
+                "apiVersion": "ome.io/v1beta1",
+                "kind": "InferenceService",
+                "name": "chat",
+                "uid": "isvc-uid",
+                "controller": True,
+            }
+        ],
+    )
+    irep["spec"]["parentRef"] = {"name": "chat"}
+    irep["status"]["observedGeneration"] = 1
+    irep["status"]["retryBlocks"] = [
+        {"targetRevision": NEXT, "state": "Held", "attemptsStarted": 3, "reason": "Error"}
+    ]
+    collection = instances.collect(isvc, [irep])
+    assert "Updating" in instances.render_table(instances.list_rows(collection))
+    assert len(instances.list_report(collection)["instances"]) == len(ROWS)
+    now = 1_790_000_000
+    blocks = instances.retry_blocks(collection, "engine", now=now)
+    instances.retry_blocks_report(collection, blocks)
+    deploy = instance_status.Deployment("OMENative", "ServiceSpec", "LiveRuntime", "Resolved")
+    for index in (0, 5):
+        report = instance_status.build(
+            collection, component="engine", index=index, deploy=deploy, pods=[], events=[]
+        )
+        instance_status.table_rows(report, wide=True)
+        assert report.report["instance"]["index"] == index
+    assert release_held.check(collection, component="engine", revision=NEXT, now=now)
     decoded.assert_shared()
     decoded.assert_untouched()
 
