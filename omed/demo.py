@@ -40,6 +40,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, Final
 
+from omed.cli import kubectl_ome
 from omed.devcluster.binaries import BinaryError, ensure_binaries
 from omed.devcluster.certs import CertificateAuthority
 from omed.devcluster.controlplane import ControlPlane, ControlPlaneError, die_with_parent, free_port
@@ -48,7 +49,6 @@ from omed.devcluster.simulator import NodeSimulator, Timings
 from omed.kube.client import KubeClient, load_config
 from omed.kube.errors import AlreadyExists, ApiError
 from omed.kube.resources import INFERENCE_REPLICAS, INFERENCE_SERVICES, NAMESPACES
-from omed.statuscodec import DecodeError, decode_status
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -139,38 +139,6 @@ class StopSignals:
 def _ready(obj: Mapping[str, Any], kind: str = "Ready") -> bool:
     conditions = (obj.get("status") or {}).get("conditions") or []
     return any(c.get("type") == kind and c.get("status") == "True" for c in conditions)
-
-
-def _short(text: str, width: int) -> str:
-    if len(text) <= width:
-        return text
-    head = (width - 3) // 2
-    return text[:head] + "..." + text[-(width - 3 - head) :]
-
-
-def instance_table(replicas: Sequence[Mapping[str, Any]]) -> str:
-    """The Instances of the service, as ``kubectl ome instance list`` shows them."""
-    order = {"engine": 0, "decoder": 1, "router": 2}
-    lines = [f"{'COMP':<9}{'IDX/INC':<10}{'PHASE':<10}{'PODS':<8}{'REVS':<14}"]
-    for irep in sorted(replicas, key=lambda r: order.get(r["spec"]["component"], 9)):
-        try:
-            rows = decode_status(irep.get("status") or {}, max_rows=20000)
-        except DecodeError as err:
-            lines.append(
-                f"{irep['spec']['component']:<9}{'-':<10}{'-':<10}{'-':<8}{'-':<14}({err.reason})"
-            )
-            continue
-        for row in sorted(rows, key=lambda r: r.get("index", 0)):
-            pods = (
-                f"{row.get('servingPodCount', 0)}/{row.get('availablePodCount', 0)}/"
-                f"{row.get('podCount', 0)}"
-            )
-            revision = row.get("runningRevision") or row.get("targetRevision") or "-"
-            lines.append(
-                f"{irep['spec']['component']:<9}{row.get('index')}/{row.get('incarnation', 0):<8}"
-                f"{row.get('phase', '-'):<10}{pods:<8}{_short(str(revision), 11):<14}"
-            )
-    return "\n".join(lines)
 
 
 def _start_manager(
@@ -347,9 +315,23 @@ async def _demo(
                     raise
                 await asyncio.sleep(0.5)
         await _wait_converged(client, manager, timeout=timeout, manager_log=manager_log)
-        listed = await client.list_page(INFERENCE_REPLICAS, DEMO_NAMESPACE)
-        say(f"InferenceService {DEMO_NAMESPACE}/{SERVICE} is Ready. Its Instances:")
-        print(instance_table(listed.get("items") or []), flush=True)
+        say(
+            f"InferenceService {DEMO_NAMESPACE}/{SERVICE} is Ready. Its Instances "
+            f"(kubectl ome instance list {SERVICE} -n {DEMO_NAMESPACE}):"
+        )
+        sys.stdout.flush()
+        await kubectl_ome.run(
+            [
+                "instance",
+                "list",
+                SERVICE,
+                "-n",
+                DEMO_NAMESPACE,
+                "--kubeconfig",
+                str(plane.kubeconfig_path),
+            ]
+        )
+        sys.stdout.flush()
         if exit_when_ready:
             return 0
         print(

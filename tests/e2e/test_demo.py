@@ -40,9 +40,12 @@ def test_demo_converges_the_example(control_plane: object) -> None:
     )
     output = result.stdout + result.stderr
     assert result.returncode == 0, output[-4000:]
-    assert "InferenceService demo/chat is Ready. Its Instances:" in output
-    table = output.split("Its Instances:")[1].splitlines()
+    ready = "InferenceService demo/chat is Ready. Its Instances "
+    assert ready + "(kubectl ome instance list chat -n demo):" in output
+    table = output.split("(kubectl ome instance list chat -n demo):")[1].splitlines()
+    assert table[1].split() == ["COMP", "IDX/INC", "PHASE", "PODS", "REVS", "AOF", "EVIDENCE"]
     rows = [line.split() for line in table if line.startswith(("engine", "decoder", "router"))]
+    assert all(r[-2:] == ["A--", "OK"] for r in rows), table
     assert [(r[0], r[2]) for r in rows] == [("engine", "Ready")] * 4 + [
         ("decoder", "Ready")
     ] * 2 + [("router", "Ready")]

@@ -20,7 +20,6 @@ from typing import Any
 import pytest
 
 import omed.controllers.inferencereplica.status as irep_status
-from omed import demo
 from omed.cli import instance_status, instances, preflight_checks, preflight_repair, release_held
 from omed.config.entries import OMENativeStatusConfig
 from omed.controllers.inferencereplica.model import PlanSettings
@@ -143,7 +142,6 @@ class Decoded:
 
 READERS = {
     "omed/controllers/inferencereplica/status.py": irep_status,
-    "omed/demo.py": demo,
     "omed/cli/preflight_repair.py": preflight_repair,
     "omed/cli/instances.py": instances,
 }
@@ -189,7 +187,6 @@ def test_the_controller_reads_rows_without_editing_them(decoded: Decoded) -> Non
 
 def test_the_cli_reads_rows_without_editing_them(decoded: Decoded) -> None:
     irep = _columnar_irep()
-    assert "Updating" in demo.instance_table([irep])
     tally = preflight_checks.ReplicaTally(max_rows=100)
     tally.add(irep)
     assert tally.largest_columnar_v2_rows == len(ROWS)
