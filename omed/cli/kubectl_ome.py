@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import re
 import sys
 import time
@@ -253,11 +254,13 @@ def _check(args: argparse.Namespace) -> None:
 
 
 def default_namespace(kubeconfig: str | None, context: str | None) -> str:
-    """The context's namespace, as kubectl takes it; ``default`` when it names none."""
+    """The context's namespace, as kubectl takes it (from ``--kubeconfig``, else the files of
+    ``$KUBECONFIG`` merged, else ``~/.kube/config``); ``default`` when it names none."""
     from kubernetes_asyncio import config as kconfig
 
+    path = kubeconfig or os.environ.get("KUBECONFIG") or None
     try:
-        contexts, current = kconfig.list_kube_config_contexts(kubeconfig)
+        contexts, current = kconfig.list_kube_config_contexts(path)
     except Exception:  # in-cluster, or a kubeconfig that load_config will report on
         return "default"
     chosen = next((c for c in contexts if c.get("name") == context), None) if context else current

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 import socket
 from pathlib import Path
 
@@ -144,8 +145,12 @@ async def test_a_missing_kubeconfig_is_named(tmp_path: Path) -> None:
     assert err.startswith("error: cannot load the kubeconfig: ") and str(tmp_path / "no") in err
 
 
-def test_the_namespace_comes_from_the_context_as_kubectl_takes_it(tmp_path: Path) -> None:
+def test_the_namespace_comes_from_the_context_as_kubectl_takes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     config = str(kubeconfig(tmp_path, port=1))
+    monkeypatch.setenv("KUBECONFIG", f"{config}{os.pathsep}{tmp_path / 'other'}")
+    assert default_namespace(None, None) == "prod"
     assert default_namespace(config, None) == "prod"
     assert default_namespace(config, "other") == "staging"
     bare = str(kubeconfig(tmp_path, port=1, namespace=None))
