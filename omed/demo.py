@@ -241,7 +241,13 @@ async def _wait_converged(
         if progress != last:
             say(f"Instances ready: {progress}")
             last = progress
-        if _ready(isvc):
+        items = listed.get("items") or []
+        observed = all(
+            (irep.get("status") or {}).get("observedGeneration")
+            == irep["metadata"].get("generation")
+            for irep in items
+        )
+        if _ready(isvc) and items and observed:  # Ready, and every replica's status current
             return
         if time.monotonic() > deadline:
             raise TimeoutError(f"{SERVICE} not Ready after {timeout:.0f}s ({progress})")
