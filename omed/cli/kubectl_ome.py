@@ -5,8 +5,9 @@ point: the flags, the reads and where each line goes. What the reports say is de
 :mod:`omed.cli.instances` and :mod:`omed.cli.instance_status`, without I/O.
 
 Built so far: the page's four ``instance`` subcommands: ``list``, ``retry-blocks`` and
-``status``, which only read, and the guarded ``release-held``. The ``migration``, ``wait`` and
-``get`` commands are not built yet (docs/kubectl-ome.md).
+``status``, which only read, and the guarded ``release-held``; and ``wait
+--for=held-revision=unheld``. The ``migration`` and ``get`` commands, and waiting for a
+migration, are not built yet (docs/kubectl-ome.md).
 
 Usage::
 
@@ -15,6 +16,8 @@ Usage::
     kubectl ome instance status INFERENCESERVICE INDEX --component COMPONENT [-o table|wide|...]
     kubectl ome instance release-held INFERENCESERVICE --component COMPONENT --revision REV
         [--dry-run none|client|server] [--yes] [-o ...]
+    kubectl ome wait INFERENCESERVICE --for=held-revision=unheld --component COMPONENT
+        [--revision REV] [--timeout 60s]
 
 plus the kubeconfig flags ``--kubeconfig``, ``--context``, ``-n/--namespace`` and
 ``--request-timeout``.
@@ -90,6 +93,10 @@ OUTPUTS: Final = ("table", "json", "yaml")
 STATUS_OUTPUTS: Final = ("table", "wide", "json", "yaml")
 CONFIG_NAME: Final = "inferenceservice-config"
 DEFAULT_MANAGER_NAMESPACE: Final = "ome"
+DEFAULT_WAIT: Final = 60.0
+"""The page: without --timeout, kubectl ome wait stops after 60 seconds."""
+WAIT_POLL: Final = 1.0
+WAIT_CONDITIONS: Final = ("held-revision=unheld", "migration=terminal")
 
 
 class UsageError(Exception):
@@ -114,6 +121,21 @@ def _timeout(text: str) -> float:
     if not 0 <= value < float("inf"):
         raise argparse.ArgumentTypeError(f"--request-timeout must be 0 or more, got {text}")
     return value or DEFAULT_TIMEOUT
+
+
+def _duration(text: str) -> float:
+    """``--timeout``: a Go-style duration (``30s``, ``30m``, ``1h``) or seconds; 0 allowed."""
+    units = {"s": 1.0, "m": 60.0, "h": 3600.0}
+    number, scale = (text[:-1], units[text[-1]]) if text and text[-1] in units else (text, 1.0)
+    try:
+        value = float(number) * scale
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"invalid --timeout {text!r}: want a duration such as 60s, 30m or 1h"
+        ) from None
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"--timeout must be 0 or more, got {text}")
+    return value
 
 
 def _index(text: str) -> int:
@@ -191,6 +213,28 @@ def _parser() -> _Parser:
         each.add_argument(
             "--component", required=True, help=f"the component: {', '.join(COMPONENTS)}"
         )
+    wait = commands.add_parser(
+        "wait", help="block until OME has done something (here: released a held revision)"
+    )
+    wait.add_argument("inferenceservice", metavar="INFERENCESERVICE")
+    wait.add_argument(
+        "--for",
+        dest="condition",
+        required=True,
+        help="held-revision=unheld (migration=terminal needs migrations: not built yet)",
+    )
+    wait.add_argument("--component", required=True, help=f"the component: {', '.join(COMPONENTS)}")
+    wait.add_argument(
+        "--revision",
+        help="the held revision (full name or hash); without it, until no block is Held",
+    )
+    wait.add_argument(
+        "--timeout",
+        type=_duration,
+        default=DEFAULT_WAIT,
+        help="how long to wait (default 60s; 0: check once)",
+    )
+    _kube_flags(wait)
     status.add_argument(
         "--manager-namespace",
         default=DEFAULT_MANAGER_NAMESPACE,
@@ -208,13 +252,13 @@ def _check_command(argv: Sequence[str]) -> None:
     words = [word for word in argv if not word.startswith("-")]
     if argv and argv[0] in ("-h", "--help"):
         return
-    if not words or words[0] != "instance":
+    if not words or words[0] not in ("instance", "wait"):
         command = words[0] if words else ""
         raise UsageError(
             f'unknown command "{command}" for "kubectl ome": this build has kubectl ome '
-            "instance list, retry-blocks, status and release-held"
+            "instance list, retry-blocks, status and release-held, and kubectl ome wait"
         )
-    if len(words) > 1 and words[1] not in BUILT:
+    if words[0] == "instance" and len(words) > 1 and words[1] not in BUILT:
         built = ", ".join(BUILT[:-1]) + " and " + BUILT[-1]
         raise UsageError(
             f'unknown subcommand "{words[1]}" for "kubectl ome instance": {words[1]} is not a '
@@ -223,6 +267,9 @@ def _check_command(argv: Sequence[str]) -> None:
 
 
 def _check(args: argparse.Namespace) -> None:
+    if args.command == "wait":
+        _check_wait(args)
+        return
     if args.subcommand is None:
         raise UsageError(
             '"kubectl ome instance" needs a subcommand: list, retry-blocks, status or release-held'
@@ -250,6 +297,27 @@ def _check(args: argparse.Namespace) -> None:
     if component is not None and component not in COMPONENTS:
         raise UsageError(
             f'invalid --component "{component}": must be one of {", ".join(COMPONENTS)}'
+        )
+
+
+def _check_wait(args: argparse.Namespace) -> None:
+    if args.condition not in WAIT_CONDITIONS:
+        raise UsageError(
+            f'invalid --for "{args.condition}": want held-revision=unheld (or '
+            "migration=terminal, once migrations are built)"
+        )
+    if args.condition == "migration=terminal":
+        raise UsageError(
+            "--for=migration=terminal needs migrations, which this build doesn't have yet"
+        )
+    if args.component not in COMPONENTS:
+        raise UsageError(
+            f'invalid --component "{args.component}": must be one of {", ".join(COMPONENTS)}'
+        )
+    if args.revision is not None and not _REVISION_ARG.fullmatch(args.revision):
+        raise UsageError(
+            f'invalid --revision "{args.revision}": want the full revision, such as '
+            "chat-engine-7f9c4d2b, or its hash, the last 8 characters, such as 7f9c4d2b"
         )
 
 
@@ -316,6 +384,8 @@ async def _execute(args: argparse.Namespace, *, io: Streams) -> int:
     async with KubeClient(
         config, qps=50.0, burst=100, user_agent="kubectl-ome", timeout=args.request_timeout
     ) as client:
+        if args.command == "wait":
+            return await _wait(client, args, namespace=namespace, io=io, started=started)
         isvc, replicas, list_error = await _read(client, namespace, args.inferenceservice)
         collection = collect(isvc, replicas, list_error=list_error)
         if args.subcommand == "status":
@@ -435,6 +505,37 @@ async def _status(
     else:
         out.write(_dump(report.report, args.output))
     return EXIT_ERROR if report.state == instance_status.UNAVAILABLE_STATE else EXIT_OK
+
+
+async def _wait(
+    client: KubeClient, args: argparse.Namespace, *, namespace: str, io: Streams, started: float
+) -> int:
+    """``--for=held-revision=unheld``: read the component's InferenceReplica (through the
+    InferenceService, as every subcommand does) until OME took the release, or time runs
+    out. Polls once a second: a wait of minutes costs a GET a second."""
+    what = f"held-revision={args.revision}" if args.revision else "held-revision"
+    while True:
+        collection = await _read_collection(client, namespace, args.inferenceservice)
+        read = collection.components.get(args.component)
+        if not collection.listed or read is None or read.source is None:
+            reason = (
+                collection.issues[0].message
+                if collection.issues
+                else (
+                    f"no InferenceReplica of InferenceService {namespace}/{args.inferenceservice} "
+                    f"runs the {args.component}"
+                )
+            )
+            raise CommandError(f"cannot wait for {what}=unheld: {reason}")
+        if release_held.unheld(read.source, revision=args.revision):
+            io.out.write(f"inferencereplica.ome.io/{read.replica} {what} unheld\n")
+            return EXIT_OK
+        if io.monotonic() - started + WAIT_POLL > args.timeout:
+            raise CommandError(
+                f"timed out waiting for {what}=unheld on inferencereplica.ome.io/{read.replica} "
+                f"after {args.timeout:g}s"
+            )
+        await asyncio.sleep(WAIT_POLL)
 
 
 async def _read_collection(client: KubeClient, namespace: str, name: str) -> Collection:

@@ -239,3 +239,18 @@ def result_rows(report: Mapping[str, Any]) -> list[list[str]]:
         [field, value if len(value) <= VALUE_WIDTH else value[:VALUE_WIDTH] + "..."]
         for field, value in rows
     ]
+
+
+def unheld(replica: Mapping[str, Any], *, revision: str | None) -> bool:
+    """``--for=held-revision=unheld``: OME has taken the release (the annotation is gone) and
+    the replica holds no block of ``revision`` (a full name or hash; ``None``: no block)."""
+    meta = replica.get("metadata") or {}
+    if ANNOTATION_RELEASE_HELD_REVISION in (meta.get("annotations") or {}):
+        return False
+    blocks = (replica.get("status") or {}).get("retryBlocks") or []
+    return not any(
+        isinstance(block, Mapping)
+        and block.get("state") == "Held"
+        and (revision is None or _matches(str(block.get("targetRevision")), revision))
+        for block in (blocks if isinstance(blocks, list) else [])
+    )

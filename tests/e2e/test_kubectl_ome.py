@@ -368,6 +368,17 @@ async def test_list_retry_blocks_and_status_read_what_the_manager_wrote(
         found = await world.kube.get(INFERENCE_REPLICAS, ENGINE, ns)
         assert "ome.io/release-held-revision" not in (found["metadata"].get("annotations") or {})
 
+    # While the block is Held, waiting for its release times out (exit 1).
+    wait = ("ome", "wait", SERVICE, "-n", ns, "--for=held-revision=unheld", "--component=engine")
+    code, out, err = await kubectl(
+        control_plane, kubeconfig, *wait, "--revision", bad[-8:], "--timeout=2s"
+    )
+    assert (code, out) == (1, "")
+    assert err == (
+        f"error: timed out waiting for held-revision={bad[-8:]}=unheld on "
+        f"inferencereplica.ome.io/{ENGINE} after 2s\n"
+    )
+
     # Declining the prompt changes nothing.
     code, out, err = await kubectl(
         control_plane, kubeconfig, *release, "--revision", bad[-8:], answer=b"n\n"
@@ -388,15 +399,13 @@ async def test_list_retry_blocks_and_status_read_what_the_manager_wrote(
         "ome.io/release-held-revision": bad
     }
 
-    async def released() -> bool:
-        found = await world.kube.get(INFERENCE_REPLICAS, ENGINE, ns)
-        annotations = found["metadata"].get("annotations") or {}
-        blocks = (found.get("status") or {}).get("retryBlocks") or []
-        return "ome.io/release-held-revision" not in annotations and not any(
-            b.get("state") == "Held" for b in blocks
-        )
-
-    await eventually(released, timeout=60, what="OME releasing the Held block")
+    # kubectl ome wait blocks until OME has taken the release, as a script would use it.
+    code, out, err = await kubectl(
+        control_plane, kubeconfig, *wait, "--revision", bad[-8:], "--timeout=60s"
+    )
+    assert (code, err) == (0, ""), err
+    assert out == f"inferencereplica.ome.io/{ENGINE} held-revision={bad[-8:]} unheld\n"
+    # (OME then tries the image again and, as it still can't be pulled, holds it once more.)
 
     # A name that is no InferenceService: the API server's own words, exit 1.
     code, out, err = await kubectl(

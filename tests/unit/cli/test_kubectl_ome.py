@@ -92,12 +92,31 @@ def kubeconfig(tmp_path: Path, *, port: int, namespace: str | None = "prod") -> 
         (
             ["migration", "start", "chat"],
             'error: unknown command "migration" for "kubectl ome": this build has kubectl ome '
-            "instance list, retry-blocks, status and release-held",
+            "instance list, retry-blocks, status and release-held, and kubectl ome wait",
         ),
         (
             [],
             'error: unknown command "" for "kubectl ome": this build has kubectl ome instance '
-            "list, retry-blocks, status and release-held",
+            "list, retry-blocks, status and release-held, and kubectl ome wait",
+        ),
+        (
+            ["wait", "chat", "--for=ready", "--component=engine"],
+            'error: invalid --for "ready": want held-revision=unheld (or migration=terminal, '
+            "once migrations are built)",
+        ),
+        (
+            ["wait", "chat", "--for=migration=terminal", "--component=engine"],
+            "error: --for=migration=terminal needs migrations, which this build doesn't have yet",
+        ),
+        (
+            ["wait", "chat", "--for=held-revision=unheld", "--component=engine", "--timeout=5y"],
+            "error: argument --timeout: invalid --timeout '5y': want a duration such as 60s, "
+            "30m or 1h",
+        ),
+        (
+            ["wait", "chat", "--for=held-revision=unheld", "--component=engine", "--revision=x"],
+            'error: invalid --revision "x": want the full revision, such as '
+            "chat-engine-7f9c4d2b, or its hash, the last 8 characters, such as 7f9c4d2b",
         ),
         (
             ["instance"],

@@ -173,3 +173,17 @@ def test_the_preview() -> None:
         "attempts     3",
         "annotation   ome.io/release-held-revision=chat-engine-7f9c4d2b",
     ]
+
+
+def test_unheld_waits_for_the_annotation_to_go_and_the_block_to_leave() -> None:
+    body = engine()
+    assert not rh.unheld(body, revision=REVISION)
+    assert not rh.unheld(body, revision=None)
+    assert rh.unheld(body, revision="00000000")  # another revision is not held
+    body["metadata"]["annotations"]["ome.io/release-held-revision"] = REVISION
+    body["status"]["retryBlocks"] = []
+    assert not rh.unheld(body, revision="7f9c4d2b")  # OME hasn't taken the release yet
+    del body["metadata"]["annotations"]["ome.io/release-held-revision"]
+    assert rh.unheld(body, revision="7f9c4d2b") and rh.unheld(body, revision=None)
+    body["status"]["retryBlocks"] = [held(state="RetryInProgress")]
+    assert rh.unheld(body, revision=REVISION)
