@@ -108,34 +108,31 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
-def _timeout(text: str) -> float:
-    """``--request-timeout``: seconds, or a Go-style ``30s``/``1m``; 0 means the default."""
-    units = {"s": 1.0, "m": 60.0, "h": 3600.0}
-    number, scale = (text[:-1], units[text[-1]]) if text and text[-1] in units else (text, 1.0)
+_UNITS: Final = {"s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def _seconds(text: str, *, flag: str, want: str) -> float:
+    """Seconds, or a Go-style duration (``30s``, ``30m``, ``1h``); 0 or more."""
+    unit = _UNITS.get(text[-1:])
+    number, scale = (text[:-1], unit) if unit is not None else (text, 1.0)
     try:
         value = float(number) * scale
     except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"invalid --request-timeout {text!r}: want seconds, such as 30 or 30s"
-        ) from None
+        raise argparse.ArgumentTypeError(f"invalid {flag} {text!r}: want {want}") from None
     if not 0 <= value < float("inf"):
-        raise argparse.ArgumentTypeError(f"--request-timeout must be 0 or more, got {text}")
+        raise argparse.ArgumentTypeError(f"{flag} must be 0 or more, got {text}")
+    return value
+
+
+def _timeout(text: str) -> float:
+    """``--request-timeout``; 0 means the default."""
+    value = _seconds(text, flag="--request-timeout", want="seconds, such as 30 or 30s")
     return value or DEFAULT_TIMEOUT
 
 
 def _duration(text: str) -> float:
-    """``--timeout``: a Go-style duration (``30s``, ``30m``, ``1h``) or seconds; 0 allowed."""
-    units = {"s": 1.0, "m": 60.0, "h": 3600.0}
-    number, scale = (text[:-1], units[text[-1]]) if text and text[-1] in units else (text, 1.0)
-    try:
-        value = float(number) * scale
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"invalid --timeout {text!r}: want a duration such as 60s, 30m or 1h"
-        ) from None
-    if not 0 <= value < float("inf"):
-        raise argparse.ArgumentTypeError(f"--timeout must be 0 or more, got {text}")
-    return value
+    """``wait --timeout``; 0 checks once."""
+    return _seconds(text, flag="--timeout", want="a duration such as 60s, 30m or 1h")
 
 
 def _index(text: str) -> int:
