@@ -1,25 +1,38 @@
-"""The kubelet and scheduler the test control plane lacks: simulated GPU nodes.
+"""The kubelets the test control plane lacks: simulated GPU nodes.
 
-The dev control plane is a real kube-apiserver with nothing behind it: pods stay Pending
-forever. :class:`NodeSimulator` registers N GPU nodes and then acts like kube-scheduler
-(binding pending pods that fit, or marking them Unschedulable, :mod:`.sim.scheduler_loop`)
-and like each node's kubelet (moving bound pods to Running and Ready with realistic status,
-restarting crashed containers, removing deleted pods after their grace period,
-:mod:`.sim.kubelet_loop`), with failures injected on demand (:mod:`.sim.failures`).
+The dev control plane runs the real kube-apiserver, kube-scheduler and
+kube-controller-manager, but no kubelet: pods get bound to nodes and then stay Pending
+forever. :class:`NodeSimulator` registers N GPU nodes that the real scheduler finds
+schedulable (allocatable ``cpu``, ``memory``, ``pods`` and ``nvidia.com/gpu``, Ready, no
+not-ready taint, not cordoned) and then acts like each node's kubelet (moving the pods bound
+to its nodes to Running and Ready with realistic status, restarting crashed containers,
+removing deleted pods after their grace period, :mod:`.sim.kubelet_loop`), with failures
+injected on demand (:mod:`.sim.failures`). It never binds a pod nor decides where one goes:
+placement, and a pod's PodScheduled=False/Unschedulable condition when nothing fits, are
+kube-scheduler's, so a test makes a pod unschedulable the way a cluster would (more GPUs than
+any node has free, a ``nodeSelector`` no node matches, a NotReady node's taints).
 
-Invariant: it acts *only through the API server* — list+watch to observe, bindings, status
-patches and deletes to act — so controllers under test see exactly the watch events a real
-cluster would produce. It never writes a status field or condition it does not own (see
-:mod:`.sim.podstatus`), so readiness gates set by others survive its writes.
+Invariant: it acts *only through the API server* — list+watch to observe, status patches
+and deletes to act — so controllers under test see exactly the watch events a real cluster
+would produce. It never writes a status field or condition the kubelet does not own (see
+:mod:`.sim.podstatus`), so readiness gates set by others survive its writes; the one
+exception is the pod GC's write, below, to a pod whose node is gone.
 
-Scope: it schedules and runs pods in ``namespaces`` (default: all) matching ``pod_selector``,
-and only onto its own nodes (labelled ``sim.omed.dev/pool=<node_prefix>``), so several
-simulators with distinct prefixes and namespaces share one control plane without fighting.
-Pods outside that scope are invisible to it, including their use of its nodes' capacity.
+Scope: it runs every pod in ``namespaces`` (default: all) matching ``pod_selector`` that is
+bound to one of its own nodes (labelled ``sim.omed.dev/pool=<node_prefix>``), so several
+simulators with distinct prefixes and namespaces share one control plane without acting on
+each other's pods. Pods outside that scope are invisible to it, even when the scheduler
+binds them to its nodes: they stay Pending there, as on a node whose kubelet ignores them.
+The one scheduler places any pod on any node that fits, so simulators running at once for
+different namespaces keep their pods apart with node selectors or taints.
 
-Work is event-driven and batched: watch events and timed wake-ups (one sleeping task) put
-pod keys on a deduplicating queue served by a bounded pool of workers; the scheduler decides
-a whole batch in memory, then binds with bounded concurrency. Nothing polls per pod.
+When one of its nodes goes away (:meth:`NodeSimulator.remove_node`, or a delete by anyone),
+it does at once what the pod GC controller does only after its 40 s quarantine: the pods in
+its scope bound to that node are marked Failed (condition DisruptionTarget, reason
+``DeletionByPodGC``) and force-deleted. The real pod GC still collects the other orphans.
+
+Work is event-driven: watch events and timed wake-ups (one sleeping task) put pod keys on a
+deduplicating queue served by a bounded pool of workers. Nothing polls per pod.
 
 Run it for a demo: ``python -m omed.devcluster.simulator --kubeconfig PATH --nodes 8``.
 """
@@ -33,7 +46,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from omed.clock import Clock, RealClock
+from omed.clock import Clock, RealClock, rfc3339
 from omed.devcluster.sim.context import (
     TERMINAL_PHASES,
     SimContext,
@@ -57,12 +70,8 @@ from omed.devcluster.sim.nodes import (
     node_capacity,
     node_conditions,
     node_object,
-    node_ready,
     unreachable_taints,
 )
-from omed.devcluster.sim.quantity import milli
-from omed.devcluster.sim.scheduler_loop import Scheduler
-from omed.devcluster.sim.scheduling import NodeInfo, PodInfo
 from omed.devcluster.sim.watch import list_watch
 from omed.kube.client import KubeClient
 from omed.kube.errors import AlreadyExists, NotFound
@@ -90,7 +99,7 @@ __all__ = [
 
 def _report_death(task: asyncio.Task[None]) -> None:
     """A simulator loop must run until :meth:`NodeSimulator.stop` cancels it; one that ends
-    otherwise leaves pods unscheduled or never Ready, so say so loudly."""
+    otherwise leaves pods never Ready, so say so loudly."""
     if task.cancelled():
         return
     error = task.exception()
@@ -102,7 +111,7 @@ def _report_death(task: asyncio.Task[None]) -> None:
 
 
 class NodeSimulator:
-    """Simulated GPU nodes: scheduler and kubelets, acting through the API server."""
+    """Simulated GPU nodes: their kubelets, acting through the API server."""
 
     def __init__(
         self,
@@ -120,7 +129,6 @@ class NodeSimulator:
         pod_selector: str | None = None,
         timings: Timings | None = None,
         image_rules: Sequence[ImageRule] = DEFAULT_IMAGE_RULES,
-        scheduler_names: Sequence[str] = ("default-scheduler",),
         concurrency: int = 32,
         delete_nodes_on_stop: bool = True,
         kubelet_version: str = "v1.36.3",
@@ -135,7 +143,6 @@ class NodeSimulator:
             client, clock=self._clock, timings=self.timings, concurrency=concurrency
         )
         self.stats: SimulatorStats = self._ctx.stats
-        self._scheduler = Scheduler(self._ctx, scheduler_names=frozenset(scheduler_names))
         self._kubelets = Kubelets(self._ctx, image_rules=image_rules, on_written=self._pod_upsert)
         self._node_count = nodes
         self._capacity = node_capacity(
@@ -151,6 +158,8 @@ class NodeSimulator:
         self._kubelet_version = kubelet_version
         self._tasks: list[asyncio.Task[None]] = []
         self._evictions: dict[str, asyncio.Task[None]] = {}
+        self._registering: set[str] = set()
+        """Nodes being created: a node list from before their create must not forget them."""
         self._started = False
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -162,11 +171,10 @@ class NodeSimulator:
         await self.stop()
 
     def queues(self) -> dict[str, int]:
-        """How much work waits, for diagnostics: pods known to the simulator, pods waiting
-        for the scheduler, and pod keys queued for the kubelets."""
+        """How much work waits, for diagnostics: pods known to the simulator (bound or not)
+        and pod keys queued for the kubelets."""
         return {
             "pods_cached": len(self._ctx.pods),
-            "scheduling_pending": self._scheduler.pending,
             "kubelet_queued": len(self._kubelets.queue),
         }
 
@@ -177,7 +185,7 @@ class NodeSimulator:
         return sorted(nodes, key=nodes.__getitem__)
 
     async def start(self, *, timeout: float = 60.0) -> None:
-        """Register the nodes, list and watch, then start scheduling and running pods."""
+        """Register the nodes, list and watch, then start running the pods bound to them."""
         if self._started:
             return
         self._started = True
@@ -210,8 +218,6 @@ class NodeSimulator:
             await self.stop()
             raise
         self._spawn(self._kubelets.wakeups.run())
-        self._spawn(self._scheduler.run())
-        self._spawn(self._scheduler.retry_loop())
         for _ in range(self._concurrency):
             self._spawn(self._kubelets.worker())
         log.info(
@@ -263,59 +269,67 @@ class NodeSimulator:
             kubelet_version=self._kubelet_version,
             now=self._clock.now(),
         )
-        adopted = False
-        try:
-            node = await self.client.create(NODES, body)
-        except AlreadyExists:  # left by an earlier run: take it over
-            adopted = True
-            meta = {"metadata": {"labels": body["metadata"]["labels"]}}
-            node = await self.client.patch(NODES, name, meta)
-        if adopted or not (node.get("status") or {}).get("allocatable"):
-            status = {"status": body["status"]}
-            node = await self.client.patch(NODES, name, status, subresource="status")
-        taints = (node.get("spec") or {}).get("taints") or []
-        if any(t.get("key") in _LIFECYCLE_TAINTS for t in taints):
-            # The TaintNodesByCondition admission plugin taints every new node not-ready;
-            # the node lifecycle controller, absent here, lifts it once the node is Ready.
-            kept = [t for t in taints if t.get("key") not in _LIFECYCLE_TAINTS]
-            node = await self.client.patch(NODES, name, {"spec": {"taints": kept or None}})
+        # The kubelet is up before its node exists: a pod bound to the node as soon as the
+        # scheduler sees it must find a kubelet to run it.
         self._kubelets.add_node(name, index)
-        self._observe_node(node)
+        self._registering.add(name)
+        try:
+            try:
+                node = await self.client.create(NODES, body)
+            except AlreadyExists:  # left by an earlier run: take it over
+                meta = {"metadata": {"labels": body["metadata"]["labels"]}}
+                await self.client.patch(NODES, name, meta)
+                node = {}
+            if not (node.get("status") or {}).get("allocatable"):
+                # An adopted node's status is an earlier run's (NotReady, say): post ours.
+                status = {"status": body["status"]}
+                node = await self.client.patch(NODES, name, status, subresource="status")
+            taints = (node.get("spec") or {}).get("taints") or []
+            if any(t.get("key") in _LIFECYCLE_TAINTS for t in taints):
+                # The TaintNodesByCondition admission plugin taints every new node not-ready;
+                # the node lifecycle controller, absent here, lifts it once the node is Ready,
+                # and only then does kube-scheduler place pods on it.
+                kept = [t for t in taints if t.get("key") not in _LIFECYCLE_TAINTS]
+                await self.client.patch(NODES, name, {"spec": {"taints": kept or None}})
+        except BaseException:
+            self._kubelets.forget_node(name)
+            raise
+        finally:
+            self._registering.discard(name)
+        for key, pod in self._ctx.pods.items():
+            if (pod.get("spec") or {}).get("nodeName") == name:
+                self._kubelets.observe(key)
         return name
 
-    def _observe_node(self, node: Mapping[str, Any]) -> None:
-        name = (node.get("metadata") or {}).get("name") or ""
-        if name not in self._kubelets.nodes:
-            return
-        status = node.get("status") or {}
-        spec = node.get("spec") or {}
-        before = self._ctx.cluster.nodes.get(name)
-        info = NodeInfo(
-            name=name,
-            index=self._kubelets.nodes[name],
-            labels=dict((node.get("metadata") or {}).get("labels") or {}),
-            allocatable={k: milli(v) for k, v in (status.get("allocatable") or {}).items()},
-            taints=list(spec.get("taints") or []),
-            unschedulable=bool(spec.get("unschedulable")),
-            ready=node_ready(node),
-        )
-        self._ctx.cluster.set_node(info)
-        constraints = (info.labels, info.taints, info.unschedulable, info.allocatable)
-        if before is None or constraints != (
-            before.labels,
-            before.taints,
-            before.unschedulable,
-            before.allocatable,
-        ):
-            self._scheduler.retry()
-
     def _forget_node(self, name: str) -> None:
-        """The node object is gone: like the pod GC, force-delete the pods bound to it."""
-        self._ctx.cluster.remove_node(name)
+        """The node object is gone: do what the pod GC does with the pods bound to it."""
+        if name not in self._kubelets.nodes or name in self._registering:
+            return
         self._kubelets.forget_node(name)
         for pod in list(self._ctx.pods.values()):
             if (pod.get("spec") or {}).get("nodeName") == name:
-                self._spawn(self._ctx.remove_pod(pod))
+                self._spawn(self._collect_orphan(pod))
+
+    async def _collect_orphan(self, pod: Mapping[str, Any]) -> None:
+        """The pod GC's handling of a pod whose node no longer exists: phase Failed with a
+        DisruptionTarget condition, then a delete with grace 0. The real pod GC does the
+        same after a 40 s quarantine; a test should not wait that long."""
+        try:
+            if (pod.get("status") or {}).get("phase") not in TERMINAL_PHASES:
+                condition = {
+                    "type": "DisruptionTarget",
+                    "status": "True",
+                    "reason": "DeletionByPodGC",
+                    "message": "PodGC: node no longer exists",
+                    "lastTransitionTime": rfc3339(self._clock.now()),
+                }
+                status = {"phase": "Failed", "conditions": [condition]}
+                if await self._ctx.patch_status(pod, status) is None:
+                    return  # gone or replaced already
+            await self._ctx.remove_pod(pod)
+        except Exception as err:  # the real pod GC collects it later
+            self._ctx.stats.errors += 1
+            log.info("Deleting an orphaned pod failed", extra=kv(pod=pod_key(pod), error=str(err)))
 
     def _require_node(self, name: str) -> None:
         if name not in self._kubelets.nodes:
@@ -336,7 +350,8 @@ class NodeSimulator:
         return await self._register_node(index, name=name, capacity=capacity, labels=labels)
 
     async def remove_node(self, name: str) -> None:
-        """Delete a node; the pods bound to it are force-deleted, as the pod GC would."""
+        """Delete a node; the pods in scope bound to it are marked Failed and force-deleted
+        at once, as the pod GC does (after its quarantine) with orphaned pods."""
         self._require_node(name)
         with contextlib.suppress(NotFound):
             await self.client.delete(NODES, name)
@@ -346,7 +361,8 @@ class NodeSimulator:
         """Stop or resume a node's kubelet, as the node lifecycle controller would report it.
 
         NotReady: the node's conditions turn ``Unknown`` (``NodeStatusUnknown``), it gets the
-        ``node.kubernetes.io/unreachable`` taints (so nothing new is scheduled there), its
+        ``node.kubernetes.io/unreachable`` taints (so kube-scheduler places nothing new there:
+        a pod that only fits there goes Unschedulable), its
         pods' Ready condition turns False (reason ``NodeNotReady``) and their containers
         freeze; deleted pods on it stay Terminating, as with a real dead kubelet. With
         ``Timings.not_ready_eviction`` set, its pods are force-deleted after that long.
@@ -364,10 +380,9 @@ class NodeSimulator:
             taints += unreachable_taints(now)
         await self.client.patch(NODES, name, {"spec": {"taints": taints or None}})
         conditions = node_conditions(ready=ready, now=now, since=now)
-        node = await self.client.patch(
+        await self.client.patch(
             NODES, name, {"status": {"conditions": conditions}}, subresource="status"
         )
-        self._observe_node(node)
         self._kubelets.set_node_up(name, ready)
         eviction = self._evictions.pop(name, None)
         if eviction is not None:
@@ -459,24 +474,8 @@ class NodeSimulator:
             if (old.get("metadata") or {}).get("uid") != (pod.get("metadata") or {}).get("uid"):
                 self._pod_gone(key)
         pods[key] = pod
-        node = (pod.get("spec") or {}).get("nodeName")
-        if not node:
-            self._scheduler.observe(key, pod)
-            return
-        self._scheduler.forget(key)
-        cluster = self._ctx.cluster
-        if node not in self._kubelets.nodes:
-            cluster.remove(key)
-            return
-        if (pod.get("status") or {}).get("phase") in TERMINAL_PHASES:
-            if cluster.remove(key):
-                self._scheduler.retry()
-        else:
-            placed = cluster.nodes[node].pods.get(key) if node in cluster.nodes else None
-            labels = (pod.get("metadata") or {}).get("labels") or {}
-            if placed is None or dict(placed.labels) != labels:
-                cluster.place(PodInfo.from_pod(pod), node)
-        self._kubelets.observe(key)
+        if (pod.get("spec") or {}).get("nodeName") in self._kubelets.nodes:
+            self._kubelets.observe(key)
 
     def _pod_delete(self, pod: Mapping[str, Any]) -> None:
         key = pod_key(pod)
@@ -495,10 +494,7 @@ class NodeSimulator:
 
     def _pod_gone(self, key: str) -> None:
         self._ctx.pods.pop(key, None)
-        self._scheduler.forget(key)
         self._kubelets.forget(key)
-        if self._ctx.cluster.remove(key):
-            self._scheduler.retry()
 
 
 class _PodEvents:
@@ -523,16 +519,12 @@ class _NodeEvents:
         names = {(n.get("metadata") or {}).get("name") for n in items}
         for name in [n for n in self._sim.node_names if n not in names]:
             self._sim._forget_node(name)
-        for node in items:
-            self._sim._observe_node(node)
 
     def upsert(self, obj: dict[str, Any]) -> None:
-        self._sim._observe_node(obj)
+        pass  # the simulator writes its nodes itself; nothing to learn from their changes
 
     def delete(self, obj: dict[str, Any]) -> None:
-        name = (obj.get("metadata") or {}).get("name") or ""
-        if name in self._sim.node_names:
-            self._sim._forget_node(name)
+        self._sim._forget_node((obj.get("metadata") or {}).get("name") or "")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -24,8 +24,8 @@ log = logging.getLogger("omed.devcluster.simulator")
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m omed.devcluster.simulator",
-        description="Simulated GPU nodes (kubelet and scheduler) for a dev control plane; "
-        "runs until SIGINT or SIGTERM.",
+        description="Simulated GPU nodes (their kubelets; kube-scheduler places the pods) "
+        "for a dev control plane; runs until SIGINT or SIGTERM.",
     )
     parser.add_argument("--kubeconfig", help="kubeconfig path (default: $KUBECONFIG)")
     parser.add_argument("--context", help="kubeconfig context")

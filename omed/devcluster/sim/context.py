@@ -1,9 +1,12 @@
-"""What the simulated scheduler and kubelets share: the pod cache, the cluster's placements,
-and the two writes both make (a status patch, a final delete), under one write limit.
+"""What the simulated kubelets and the simulator share: the pod cache and the two writes a
+kubelet makes (a status patch, a final delete), under one write limit.
+
+The simulator plays only the kubelet, so these are its only writes to pods: it never binds
+one (kube-scheduler does) and never writes a condition the kubelet does not own.
 
 Invariant: :attr:`SimContext.pods` holds, per ``namespace/name``, the newest pod the
-simulator has seen (by resourceVersion), whether from the watch or from the answer to one of
-its own writes; an older watch event never replaces a newer answer.
+simulator has seen (by resourceVersion) in its scope, bound or not, whether from the watch or
+from the answer to one of its own writes; an older watch event never replaces a newer answer.
 """
 
 from __future__ import annotations
@@ -15,7 +18,6 @@ from typing import Any
 
 from omed.clock import Clock
 from omed.devcluster.sim.kubelet import Timings
-from omed.devcluster.sim.scheduling import ClusterState
 from omed.kube.client import STRATEGIC_MERGE_PATCH, KubeClient
 from omed.kube.errors import Conflict, NotFound
 from omed.kube.resources import PODS
@@ -27,8 +29,6 @@ TERMINAL_PHASES = ("Succeeded", "Failed")
 class SimulatorStats:
     """Counts of the simulator's writes, for benchmarks and tests."""
 
-    bindings: int = 0
-    unschedulable: int = 0
     status_writes: int = 0
     deletes: int = 0
     errors: int = 0
@@ -59,7 +59,6 @@ class SimContext:
         self.timings = timings
         self.stats = SimulatorStats()
         self.pods: dict[str, dict[str, Any]] = {}
-        self.cluster = ClusterState()
         self.writes = asyncio.Semaphore(concurrency)
 
     async def patch_status(

@@ -52,7 +52,7 @@ WAITING, RUNNING, TERMINATED = "waiting", "running", "terminated"
 
 @dataclasses.dataclass(frozen=True)
 class Timings:
-    """How long the simulated kubelet and scheduler take; seconds. Defaults are test-fast."""
+    """How long the simulated kubelet takes; seconds. Defaults are test-fast."""
 
     start_delay: float = 0.05
     """From binding to the first status (Pending, containers ContainerCreating)."""
@@ -70,8 +70,6 @@ class Timings:
     """Back-off cap (the kubelet's is 5m)."""
     pull_error_duration: float = 0.3
     """How long ErrImagePull shows before it turns into ImagePullBackOff."""
-    unschedulable_retry: float = 10.0
-    """Unschedulable pods are retried at least this often (and whenever capacity frees)."""
     not_ready_eviction: float | None = None
     """Pods on a NotReady node are evicted (deleted at once) after this long; None: never."""
     image_pull_delay: float = 0.25
@@ -90,7 +88,6 @@ class Timings:
             backoff_base=10.0,
             backoff_max=300.0,
             pull_error_duration=2.0,
-            unschedulable_retry=60.0,
             not_ready_eviction=300.0,
             image_pull_delay=2.5,
         )

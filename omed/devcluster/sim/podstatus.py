@@ -216,26 +216,6 @@ def node_not_ready_status(pod: Mapping[str, Any], *, node: str, now: dt.datetime
     return {"conditions": _condition_list(conds, pod, now=now, generation=None)}
 
 
-def unschedulable_status(pod: Mapping[str, Any], message: str, now: dt.datetime) -> dict[str, Any]:
-    """The scheduler's PodScheduled=False condition."""
-    prior = {c.get("type"): c for c in (pod.get("status") or {}).get("conditions") or []}
-    old = prior.get("PodScheduled") or {}
-    return {
-        "conditions": [
-            {
-                "type": "PodScheduled",
-                "status": "False",
-                "reason": "Unschedulable",
-                "message": message,
-                "lastProbeTime": None,
-                "lastTransitionTime": old.get("lastTransitionTime")
-                if old.get("status") == "False"
-                else rfc3339(now),
-            }
-        ]
-    }
-
-
 def _strip(value: Any) -> Any:
     """Drop null values and empty maps, the way a round trip through the API server does."""
     if isinstance(value, Mapping):

@@ -14,7 +14,6 @@ from omed.devcluster.sim.podstatus import (
     node_not_ready_status,
     phase,
     status_matches,
-    unschedulable_status,
 )
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
@@ -357,15 +356,6 @@ def test_node_not_ready_status_only_touches_ready() -> None:
     rt.advance(at(5))
     desired = desired_status(rt, pod, node_ready=False, now=at(5))
     assert conditions(desired)["Ready"] == ("False", "NodeNotReady")
-
-
-def test_unschedulable_status_keeps_transition_time() -> None:
-    pod = make_pod()
-    first = unschedulable_status(pod, "0/1 nodes are available: 1 Too many pods.", T0)
-    pod = observe(pod, first)
-    second = unschedulable_status(pod, "0/2 nodes are available: 2 Too many pods.", at(10))
-    assert second["conditions"][0]["lastTransitionTime"] == "2026-01-01T00:00:00Z"
-    assert not status_matches(second, pod)
 
 
 def test_adopt_keeps_running_containers() -> None:
