@@ -1,6 +1,7 @@
 """Shared fixtures: one real control plane per test session, one namespace per test.
 
-The control plane is real etcd + kube-apiserver started by :mod:`omed.devcluster`. Binaries
+The control plane is real etcd, kube-apiserver, kube-controller-manager and kube-scheduler
+started by :mod:`omed.devcluster`. Binaries
 are found or built on first use (see docs/testing.md); there is no skip path: a test that
 needs the control plane fails when it cannot start, in CI and locally alike.
 """
@@ -63,12 +64,11 @@ async def kube(kubeconfig: str) -> AsyncIterator[object]:
 
 
 @pytest.fixture(scope="session")
-async def crds_installed(kubeconfig: str) -> None:
-    from omed.devcluster.setup import install_crds
-    from omed.kube.client import KubeClient, load_config
+def crds_installed(control_plane: object, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The ome-crd chart, installed with the real helm as an operator installs it."""
+    from omed.devcluster.install import OmeInstall
 
-    async with KubeClient(await load_config(kubeconfig), qps=1000, burst=2000) as client:
-        await install_crds(client, ROOT / "deploy" / "crds")
+    OmeInstall(control_plane, workdir=tmp_path_factory.mktemp("ome-crd")).install_crds()
 
 
 @pytest.fixture

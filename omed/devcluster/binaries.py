@@ -1,11 +1,12 @@
 """Where the control plane's binaries come from, and how they are built when missing.
 
 No release tarball or container image is reachable from the machines omed is developed on,
-but the Go module proxy is. So ``kube-apiserver``, ``kubectl``, ``etcd`` and ``helm`` are
-resolved in this order:
+but the Go module proxy is. So ``kube-apiserver``, ``kube-controller-manager``,
+``kube-scheduler``, ``kubectl``, ``etcd`` and ``helm`` are resolved in this order:
 
 1. ``KUBEBUILDER_ASSETS`` (envtest's convention: one directory holding the binaries), or one
-   ``TEST_ASSET_<NAME>`` variable per binary (``TEST_ASSET_KUBE_APISERVER``, ...);
+   ``TEST_ASSET_<NAME>`` variable per binary (``TEST_ASSET_KUBE_APISERVER``,
+   ``TEST_ASSET_KUBE_CONTROLLER_MANAGER``, ``TEST_ASSET_KUBE_SCHEDULER``, ...);
 2. a versioned cache directory outside the repository
    (``$OMED_CACHE_DIR`` or ``~/.cache/omed``, then ``kubernetes-v1.36.3/`` and so on);
 3. a build from Go modules into that cache, showing progress.
@@ -42,11 +43,14 @@ KUBERNETES_VERSIONS = ("v1.36.3", "v1.35.4", "v1.34.4")
 ETCD_VERSION = "v3.6.16"
 HELM_VERSION = "v3.22.0"
 
-KUBE_BINARIES = ("kube-apiserver", "kubectl")
-ALL_BINARIES = ("kube-apiserver", "kubectl", "etcd", "helm")
+KUBE_BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
+"""Built together from one ``k8s.io/kubernetes`` module, so they always share a version."""
+ALL_BINARIES = (*KUBE_BINARIES, "etcd", "helm")
 
 _ENV_NAMES = {
     "kube-apiserver": "TEST_ASSET_KUBE_APISERVER",
+    "kube-controller-manager": "TEST_ASSET_KUBE_CONTROLLER_MANAGER",
+    "kube-scheduler": "TEST_ASSET_KUBE_SCHEDULER",
     "kubectl": "TEST_ASSET_KUBECTL",
     "etcd": "TEST_ASSET_ETCD",
     "helm": "TEST_ASSET_HELM",
@@ -62,6 +66,8 @@ class BinaryError(RuntimeError):
 @dataclasses.dataclass(frozen=True)
 class Binaries:
     kube_apiserver: Path
+    kube_controller_manager: Path
+    kube_scheduler: Path
     kubectl: Path
     etcd: Path
     helm: Path
@@ -70,6 +76,8 @@ class Binaries:
     def as_dict(self) -> dict[str, str]:
         return {
             "kube-apiserver": str(self.kube_apiserver),
+            "kube-controller-manager": str(self.kube_controller_manager),
+            "kube-scheduler": str(self.kube_scheduler),
             "kubectl": str(self.kubectl),
             "etcd": str(self.etcd),
             "helm": str(self.helm),
@@ -204,12 +212,7 @@ def _build_kubernetes(version: str, target: Path) -> None:
         f"require k8s.io/kubernetes {version}\n\nreplace (\n{replaces}\n)\n"
     )
     _run(
-        [
-            "go",
-            "get",
-            f"k8s.io/kubernetes/cmd/kube-apiserver@{version}",
-            f"k8s.io/kubernetes/cmd/kubectl@{version}",
-        ],
+        ["go", "get", *(f"k8s.io/kubernetes/cmd/{name}@{version}" for name in KUBE_BINARIES)],
         cwd=work,
         label=f"download Kubernetes {version} modules",
     )
@@ -227,6 +230,8 @@ def _build_kubernetes(version: str, target: Path) -> None:
     ldflags = "-s -w " + " ".join(stamps)
     target.mkdir(parents=True, exist_ok=True)
     for name in KUBE_BINARIES:
+        if _cached(target, name):
+            continue
         partial = target / f".{name}.partial"
         _run(
             [
@@ -263,33 +268,61 @@ def _build_simple(
     partial.rename(target / name)
 
 
-def _kubernetes(root: Path) -> tuple[Path, Path, str]:
-    env_api, env_ctl = _from_environment("kube-apiserver"), _from_environment("kubectl")
-    if env_api and env_ctl:
-        return env_api, env_ctl, "external"
-    errors = []
+def _kubernetes_from_environment() -> dict[str, Path]:
+    found = {}
+    for name in KUBE_BINARIES:
+        path = _from_environment(name)
+        if path:
+            found[name] = path
+    return found
+
+
+def _kubernetes_cached(root: Path, found: dict[str, Path]) -> tuple[dict[str, Path], str] | None:
+    """Every Kubernetes binary from the environment or one version's cache directory."""
+    if len(found) == len(KUBE_BINARIES):
+        return found, "external"
     for version in KUBERNETES_VERSIONS:
         directory = root / f"kubernetes-{version}"
-        api, ctl = _cached(directory, "kube-apiserver"), _cached(directory, "kubectl")
-        if api and ctl:
-            return env_api or api, env_ctl or ctl, version
+        merged = dict(found)
+        for name in KUBE_BINARIES:
+            if name not in merged and (cached := _cached(directory, name)):
+                merged[name] = cached
+        if len(merged) == len(KUBE_BINARIES):
+            return merged, version
+    return None
+
+
+def _kubernetes(root: Path) -> tuple[dict[str, Path], str]:
+    found = _kubernetes_from_environment()
+    cached = _kubernetes_cached(root, found)
+    if cached:
+        return cached
+    errors = []
     for version in KUBERNETES_VERSIONS:
         directory = root / f"kubernetes-{version}"
         try:
             _progress(
-                f"building kube-apiserver and kubectl {version} into {directory} "
-                "(first use only: 10-25 minutes on 2 cores)"
+                f"building {', '.join(KUBE_BINARIES)} {version} into {directory} "
+                "(first use only: 15-35 minutes on 2 cores)"
             )
             _build_kubernetes(version, directory)
-            return (
-                env_api or directory / "kube-apiserver",
-                env_ctl or directory / "kubectl",
-                version,
-            )
+            return {name: found.get(name, directory / name) for name in KUBE_BINARIES}, version
         except BinaryError as err:
             errors.append(f"{version}: {err}")
             _progress(f"building Kubernetes {version} failed; trying the next version")
     raise BinaryError("could not build Kubernetes:\n" + "\n".join(errors))
+
+
+def _assemble(kube: dict[str, Path], version: str, *, etcd: Path, helm: Path) -> Binaries:
+    return Binaries(
+        kube_apiserver=kube["kube-apiserver"],
+        kube_controller_manager=kube["kube-controller-manager"],
+        kube_scheduler=kube["kube-scheduler"],
+        kubectl=kube["kubectl"],
+        etcd=etcd,
+        helm=helm,
+        kubernetes_version=version,
+    )
 
 
 def _etcd(root: Path) -> Path:
@@ -335,34 +368,21 @@ def ensure_binaries(*, root: Path | None = None) -> Binaries:
     """Find or build every binary; safe to call from several processes at once."""
     base = root or cache_root()
     with _build_lock(base):
-        api, ctl, version = _kubernetes(base)
+        kube, version = _kubernetes(base)
         etcd = _etcd(base)
         helm = _helm(base)
-    return Binaries(
-        kube_apiserver=api, kubectl=ctl, etcd=etcd, helm=helm, kubernetes_version=version
-    )
+    return _assemble(kube, version, etcd=etcd, helm=helm)
 
 
 def find_binaries(*, root: Path | None = None) -> Binaries | None:
     """The binaries if they are all present, without building anything."""
     base = root or cache_root()
     try:
-        api, ctl = _from_environment("kube-apiserver"), _from_environment("kubectl")
-        version = "external"
-        if not (api and ctl):
-            for candidate in KUBERNETES_VERSIONS:
-                directory = base / f"kubernetes-{candidate}"
-                api = api or _cached(directory, "kube-apiserver")
-                ctl = ctl or _cached(directory, "kubectl")
-                if api and ctl:
-                    version = candidate
-                    break
+        cached = _kubernetes_cached(base, _kubernetes_from_environment())
         etcd = _from_environment("etcd") or _cached(base / f"etcd-{ETCD_VERSION}", "etcd")
         helm = _from_environment("helm") or _cached(base / f"helm-{HELM_VERSION}", "helm")
     except BinaryError:
         return None
-    if api and ctl and etcd and helm:
-        return Binaries(
-            kube_apiserver=api, kubectl=ctl, etcd=etcd, helm=helm, kubernetes_version=version
-        )
+    if cached and etcd and helm:
+        return _assemble(cached[0], cached[1], etcd=etcd, helm=helm)
     return None

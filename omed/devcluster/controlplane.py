@@ -1,9 +1,24 @@
-"""A real etcd + kube-apiserver on loopback, for tests, benchmarks and the demo.
+"""A real control plane on loopback, for tests, benchmarks and the demo.
 
-This is envtest's recipe in Python: free ports, certificates from :mod:`omed.devcluster.certs`,
-an admin kubeconfig (a client certificate in ``system:masters``), a wait for ``/readyz``, and
-a clean stop. Nothing here fakes the API server: CRDs, status subresources, admission
-webhooks, Leases, Events, watches with bookmarks and 410 Gone are all the real thing.
+etcd, kube-apiserver, kube-controller-manager and kube-scheduler: envtest's recipe in Python
+(free ports, certificates from :mod:`omed.devcluster.certs`, an admin kubeconfig with a client
+certificate in ``system:masters``, a wait for ``/readyz``, a clean stop), plus the two
+components envtest leaves out, each with a loopback kubeconfig of its own identity
+(``system:kube-controller-manager``, ``system:kube-scheduler``), so the bootstrap RBAC of the
+API server decides what they may do, as in a cluster. Nothing here fakes the API server:
+CRDs, status subresources, admission webhooks, Leases, Events, watches with bookmarks, 410
+Gone, garbage collection, namespace deletion, EndpointSlices, PodDisruptionBudget status and
+scheduling are all the real thing. Only the kubelet is simulated
+(:mod:`omed.devcluster.simulator`).
+
+The controller manager runs exactly :data:`CONTROLLERS` (what omed and its tests rely on;
+the node lifecycle controller is left out, since the simulated nodes post no heartbeats and
+would all turn NotReady). The scheduler runs its default profile with back-offs suited to
+tests (:data:`SCHEDULER_BACKOFF_SECONDS`).
+
+The API server routes webhook calls to a Service's EndpointSlices
+(``--enable-aggregator-routing``), not to its cluster IP, which nothing here serves: an
+EndpointSlice can then point a chart's webhook Service at a manager running on loopback.
 
 Invariant: nothing outlives its owner. Children get ``PR_SET_PDEATHSIG`` so they die with the
 process that started them even on ``kill -9``; every state directory records its owner's pid,
@@ -38,6 +53,29 @@ from omed.devcluster.certs import CertificateAuthority, service_account_keys
 
 _PR_SET_PDEATHSIG = 1
 _DIR_PREFIX = "omed-cp-"
+
+
+CONTROLLERS = (
+    "garbage-collector-controller",
+    "namespace-controller",
+    "endpointslice-controller",
+    "endpointslice-mirroring-controller",
+    "serviceaccount-controller",
+    "serviceaccount-token-controller",
+    "root-ca-certificate-publisher-controller",
+    "replicaset-controller",
+    "deployment-controller",
+    "disruption-controller",
+    "pod-garbage-collector-controller",
+)
+"""The kube-controller-manager controllers the control plane runs."""
+
+SCHEDULER_BACKOFF_SECONDS = (1, 2)
+"""kube-scheduler's ``podInitialBackoffSeconds`` and ``podMaxBackoffSeconds`` (defaults 1 and
+10): an unschedulable pod is tried again within 2 s of a change that may let it fit, so a
+test that adds a node sees the pod bound in seconds."""
+
+_CHILDREN = ("scheduler", "controller-manager", "apiserver", "etcd")
 
 
 class ControlPlaneError(RuntimeError):
@@ -78,9 +116,9 @@ def sweep_stale(base: Path | None = None) -> int:
             pid = -1
         if pid > 0 and _pid_alive(pid):
             continue
-        for child in ("etcd.pid", "apiserver.pid"):
+        for child in _CHILDREN:
             with contextlib.suppress(OSError, ValueError, ProcessLookupError):
-                os.kill(int((directory / child).read_text().strip()), signal.SIGKILL)
+                os.kill(int((directory / f"{child}.pid").read_text().strip()), signal.SIGKILL)
         shutil.rmtree(directory, ignore_errors=True)
         removed += 1
     return removed
@@ -135,7 +173,7 @@ class _Process:
 
 
 class ControlPlane:
-    """etcd and kube-apiserver on loopback; ``start`` blocks until ``/readyz`` answers 200."""
+    """The control plane on loopback; ``start`` blocks until every component is healthy."""
 
     def __init__(self, binaries: Binaries | None = None, *, base_dir: Path | None = None) -> None:
         self.binaries = binaries or ensure_binaries()
@@ -145,6 +183,10 @@ class ControlPlane:
         self.apiserver_port = 0
         self._etcd: _Process | None = None
         self._apiserver: _Process | None = None
+        self._controller_manager: _Process | None = None
+        self._scheduler: _Process | None = None
+        self.controller_manager_port = 0
+        self.scheduler_port = 0
         self.kubeconfig_path: Path | None = None
         self.ca_pem = b""
         self.client_cert_path: Path | None = None
@@ -197,6 +239,16 @@ class ControlPlane:
             self._apiserver.start()
             self.wait_ready(deadline=began + timeout)
             self._write_kubeconfig()
+            self._start_controller_manager()
+            self._start_scheduler()
+            self._wait_component(
+                self._controller_manager,
+                port=self.controller_manager_port,
+                deadline=began + timeout,
+            )
+            self._wait_component(
+                self._scheduler, port=self.scheduler_port, deadline=began + timeout
+            )
         except BaseException:
             self.stop()
             raise
@@ -204,6 +256,9 @@ class ControlPlane:
         return self
 
     def stop(self) -> None:
+        for component in (self._scheduler, self._controller_manager):
+            if component is not None:
+                component.stop()
         if self._apiserver is not None:
             self._apiserver.stop()
         if self._etcd is not None:
@@ -264,14 +319,27 @@ class ControlPlane:
             server=True,
         )
         admin = client_ca.issue(common_name="admin", organizations=["system:masters"], client=True)
+        controller_manager = client_ca.issue(
+            common_name="system:kube-controller-manager", client=True
+        )
+        scheduler = client_ca.issue(common_name="system:kube-scheduler", client=True)
+        # Nothing proxies to the API server; the front-proxy CA only completes the
+        # extension-apiserver-authentication ConfigMap that the controller manager and the
+        # scheduler read to authenticate requests to their own ports.
+        front_proxy_ca = CertificateAuthority.create("omed-devcluster-front-proxy-ca")
         sa_key, sa_pub = service_account_keys()
         files = {
             "ca.crt": serving_ca.cert_pem,
             "apiserver.crt": serving.cert_pem,
             "apiserver.key": serving.key_pem,
             "client-ca.crt": client_ca.cert_pem,
+            "front-proxy-ca.crt": front_proxy_ca.cert_pem,
             "admin.crt": admin.cert_pem,
             "admin.key": admin.key_pem,
+            "controller-manager.crt": controller_manager.cert_pem,
+            "controller-manager.key": controller_manager.key_pem,
+            "scheduler.crt": scheduler.cert_pem,
+            "scheduler.key": scheduler.key_pem,
             "sa.key": sa_key,
             "sa.pub": sa_pub,
         }
@@ -296,6 +364,11 @@ class ControlPlane:
             f"--tls-cert-file={certs / 'apiserver.crt'}",
             f"--tls-private-key-file={certs / 'apiserver.key'}",
             f"--client-ca-file={certs / 'client-ca.crt'}",
+            f"--requestheader-client-ca-file={certs / 'front-proxy-ca.crt'}",
+            "--requestheader-allowed-names=front-proxy-client",
+            "--requestheader-username-headers=X-Remote-User",
+            "--requestheader-group-headers=X-Remote-Group",
+            "--requestheader-extra-headers-prefix=X-Remote-Extra-",
             "--service-cluster-ip-range=10.0.0.0/24",
             "--allow-privileged=true",
             "--disable-admission-plugins=ServiceAccount",
@@ -304,8 +377,122 @@ class ControlPlane:
             f"--service-account-key-file={certs / 'sa.pub'}",
             f"--service-account-signing-key-file={certs / 'sa.key'}",
             "--endpoint-reconciler-type=none",
+            "--enable-aggregator-routing=true",
             "--v=1",
         ]
+
+    def _component_kubeconfig(self, user: str) -> Path:
+        """A kubeconfig for ``user`` (``controller-manager`` or ``scheduler``): its client
+        certificate, whose common name is the identity bootstrap RBAC grants."""
+        assert self.dir is not None
+        certs = self.dir / "certs"
+        config = self.kubeconfig()
+        config["users"] = [
+            {
+                "name": "admin",
+                "user": {
+                    "client-certificate": str(certs / f"{user}.crt"),
+                    "client-key": str(certs / f"{user}.key"),
+                },
+            }
+        ]
+        path = self.dir / f"{user}.kubeconfig"
+        path.write_text(yaml.safe_dump(config, sort_keys=False))
+        path.chmod(0o600)
+        return path
+
+    def _start_controller_manager(self) -> None:
+        assert self.dir is not None
+        certs = self.dir / "certs"
+        kubeconfig = self._component_kubeconfig("controller-manager")
+        self.controller_manager_port = free_port()
+        self._controller_manager = _Process(
+            name="kube-controller-manager",
+            args=[
+                str(self.binaries.kube_controller_manager),
+                f"--kubeconfig={kubeconfig}",
+                f"--authentication-kubeconfig={kubeconfig}",
+                f"--authorization-kubeconfig={kubeconfig}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={self.controller_manager_port}",
+                f"--cert-dir={self.dir / 'controller-manager-certs'}",
+                "--leader-elect=false",
+                f"--controllers={','.join(CONTROLLERS)}",
+                # Each controller acts as its own ServiceAccount in kube-system, as in a
+                # cluster, so their RBAC is the bootstrap policy's, not one broad identity.
+                "--use-service-account-credentials=true",
+                f"--service-account-private-key-file={certs / 'sa.key'}",
+                f"--root-ca-file={certs / 'ca.crt'}",
+                "--kube-api-qps=200",
+                "--kube-api-burst=400",
+                "--v=1",
+            ],
+            log_path=self.dir / "controller-manager.log",
+            pid_path=self.dir / "controller-manager.pid",
+        )
+        self._controller_manager.start()
+
+    def _start_scheduler(self) -> None:
+        assert self.dir is not None
+        kubeconfig = self._component_kubeconfig("scheduler")
+        initial, maximum = SCHEDULER_BACKOFF_SECONDS
+        config = {
+            "apiVersion": "kubescheduler.config.k8s.io/v1",
+            "kind": "KubeSchedulerConfiguration",
+            "clientConnection": {"kubeconfig": str(kubeconfig), "qps": 200, "burst": 400},
+            "leaderElection": {"leaderElect": False},
+            "podInitialBackoffSeconds": initial,
+            "podMaxBackoffSeconds": maximum,
+        }
+        config_path = self.dir / "scheduler-config.yaml"
+        config_path.write_text(yaml.safe_dump(config, sort_keys=False))
+        self.scheduler_port = free_port()
+        self._scheduler = _Process(
+            name="kube-scheduler",
+            args=[
+                str(self.binaries.kube_scheduler),
+                f"--config={config_path}",
+                f"--authentication-kubeconfig={kubeconfig}",
+                f"--authorization-kubeconfig={kubeconfig}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={self.scheduler_port}",
+                f"--cert-dir={self.dir / 'scheduler-certs'}",
+                "--v=1",
+            ],
+            log_path=self.dir / "scheduler.log",
+            pid_path=self.dir / "scheduler.pid",
+        )
+        self._scheduler.start()
+
+    def _wait_component(self, process: _Process | None, *, port: int, deadline: float) -> None:
+        """Wait for a component's ``/healthz`` (served on its own self-signed certificate;
+        the path needs no credentials)."""
+        assert process is not None
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        url = f"https://127.0.0.1:{port}/healthz"
+        last = ""
+        while time.monotonic() < deadline:
+            if not process.running():
+                raise ControlPlaneError(f"{process.name} exited:\n{process.log_tail()}")
+            try:
+                with urllib.request.urlopen(url, timeout=2, context=context) as resp:
+                    if resp.status == 200:
+                        return
+            except urllib.error.HTTPError as err:
+                last = f"/healthz answered {err.code}"
+            except (OSError, urllib.error.URLError) as err:
+                last = str(err)
+            time.sleep(0.1)
+        raise ControlPlaneError(
+            f"{process.name} not healthy in time ({last}):\n{process.log_tail()}"
+        )
+
+    def component_logs(self) -> dict[str, str]:
+        """The tail of each component's log, for a failing test's report."""
+        processes = (self._etcd, self._apiserver, self._controller_manager, self._scheduler)
+        return {p.name: p.log_tail() for p in processes if p is not None}
 
     def _ssl_context(self) -> ssl.SSLContext:
         assert self.ca_path and self.client_cert_path and self.client_key_path
@@ -348,6 +535,25 @@ class ControlPlane:
         raise ControlPlaneError(
             f"kube-apiserver not ready in time ({last}):\n{self._apiserver.log_tail()}"
         )
+
+    def request_json(
+        self, method: str, path: str, body: Any = None, *, missing_ok: bool = False
+    ) -> Any:
+        """One request as the admin; the decoded answer (None for a 404 with ``missing_ok``)."""
+        request = urllib.request.Request(
+            self.url + path,
+            data=None if body is None else json.dumps(body).encode(),
+            method=method,
+            headers={"Content-Type": "application/json", "Accept": "application/json"},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=30, context=self._ssl_context()) as resp:
+                return json.loads(resp.read() or b"null")
+        except urllib.error.HTTPError as err:
+            if err.code == 404 and missing_ok:
+                return None
+            detail = err.read().decode(errors="replace")
+            raise ControlPlaneError(f"{method} {path}: {err.code} {detail}") from err
 
     def get_json(self, path: str) -> Any:
         with urllib.request.urlopen(

@@ -1,7 +1,7 @@
 """What the e2e suites that run the manager as a real process (``python -m omed``) share.
 
 :class:`ManagerWorld` is the test's namespace seen from outside the manager. It starts
-managers (through the e2e conftest's ``managers`` fixture) with :data:`MANAGER_ARGS` and
+managers (through the e2e conftest's ``managers`` fixture) exactly as the chart runs them, and
 waits until the newest one leads, or kills it with SIGKILL; it creates and patches the
 InferenceService (built with :func:`serving_runtime` and :func:`inference_service`); and
 :meth:`ManagerWorld.running` runs the node simulator and the test's own watcher of the
@@ -26,16 +26,6 @@ from typing import Any, Protocol
 from omed.devcluster.simulator import NodeSimulator, Timings
 from omed.kube.client import KubeClient
 from omed.kube.resources import INFERENCE_SERVICES, PODS, SERVING_RUNTIMES
-
-MANAGER_ARGS = (
-    "--zap-encoder=json",
-    "--inferenceservice-max-concurrent-reconciles=4",
-    "--inferencereplica-max-concurrent-reconciles=4",
-    "--kube-api-qps=100",
-    "--kube-api-burst=200",
-)
-"""The manager's arguments after the ``managers`` fixture's own: JSON log lines, and room
-for the reconciles and API calls of many Instances."""
 
 
 def lifecycle(*, scale_up_pod_batch_size: int) -> dict[str, Any]:
@@ -147,7 +137,7 @@ class ManagerWorld:
 
     async def start_manager(self, name: str) -> Any:
         """Start a manager named ``name``; return it once it is ready and leads."""
-        self.manager = self.managers.start(*MANAGER_ARGS, name=name)
+        self.manager = self.managers.start(name=name)
         await self.manager.wait_ready(timeout=90)
         await eventually(self.manager.is_leader, timeout=30, what=f"{name} leading")
         return self.manager

@@ -1,16 +1,19 @@
-"""Run the manager as a subprocess against the session's control plane.
+"""Run the manager as the charts deploy it, as a subprocess against the session's control plane.
 
 Fixtures (the helpers are reached through them, as conftest modules aren't importable):
 
-* ``manager_config``: a valid ``inferenceservice-config`` ConfigMap in the test's namespace
-  (the chart's entries); yields ``set_entries(**documents)`` to change it.
-* ``managers``: a :class:`ManagerLauncher`. ``managers.start(*args)`` starts
-  ``python -m omed`` with the session kubeconfig, free ports for metrics and probes,
-  ``POD_NAMESPACE`` (and ``POD_NAME``) set, and by default ``--leader-elect`` with the Lease
-  in the test's namespace and the short test timings (:data:`LEASE`, :data:`RENEW`,
-  :data:`RETRY`); the extra arguments come last, so they win. It returns a
-  :class:`ManagerProcess`; every process is killed at teardown. ``managers.run(*args)``
+* ``managers``: a :class:`ManagerLauncher`. On first use it installs ``ome-resources`` with
+  the real helm into namespace ``ome`` with :data:`TEST_VALUES` (the short leader election
+  timings :data:`LEASE`, :data:`RENEW`, :data:`RETRY` among them); ``managers.start(*args)``
+  then starts ``python -m omed`` as a replica of the chart's Deployment would run
+  (:mod:`omed.devcluster.install`: the rendered arguments and environment, the chart's
+  ServiceAccount token, ConfigMap and webhook certificate, free ports for metrics, probes and
+  webhooks, and the webhook published as an endpoint of the chart's Service); the extra
+  arguments come last, so they win. It returns a :class:`ManagerProcess`; every process is
+  killed, the chart uninstalled and the Lease removed at teardown. ``managers.run(*args)``
   runs one to completion; ``managers.wait_until`` polls with a timeout.
+* ``manager_config``: the chart installed; yields ``set_entries(**documents)`` to edit its
+  ``inferenceservice-config`` as an operator would.
 
 A :class:`ManagerProcess` writes its log to a file (never a pipe that could fill up), and
 offers polling helpers with timeouts; nothing here sleeps for a fixed time to synchronise.
@@ -40,25 +43,23 @@ ROOT = Path(__file__).resolve().parents[2]
 
 LEASE, RENEW, RETRY = 3.0, 2.0, 0.5
 """Short leader election timings for tests: lease 3 s, renew deadline 2 s, retry 0.5 s."""
-TIMING_ARGS = (
-    f"--leader-elect-lease-duration={LEASE:g}s",
-    f"--leader-elect-renew-deadline={RENEW:g}s",
-    f"--leader-elect-retry-period={RETRY:g}s",
-)
 LEASE_NAME = "ome-controller-manager-leader-lock"
 
-VALID_CONFIG: dict[str, Any] = {
-    "omenativeStatus": {"instanceStatusEncoding": "ColumnarV2", "maxDecodedInstances": 20000},
-    "eventRecorder": {"burstSize": 400, "refillInterval": "5s"},
-    "lifecycle": {
-        "scaleUpPodBatchSize": 50,
-        "scaleDownPodBatchSize": "10%",
-        "scaleDownRequeueInterval": "5s",
-        "requeue": {"operation": "5s", "gate": "3s"},
-    },
-    "deploy": {"defaultDeploymentMode": "OMENative"},
+TEST_VALUES: dict[str, Any] = {
+    "ome": {
+        "controller": {
+            "leaderElection": {
+                "leaseDuration": f"{LEASE:g}s",
+                "renewDeadline": f"{RENEW:g}s",
+                "retryPeriod": f"{RETRY:g}s",
+            },
+            "lifecycle": {"scaleUpPodBatchSize": 50, "scaleDownPodBatchSize": "10%"},
+            "deploy": {"defaultDeploymentMode": "OMENative"},
+        }
+    }
 }
-"""The chart's entries, one JSON document per key."""
+"""The ome-resources values the tests install with, over the chart's own: the short
+leader election timings, the pages' example batch sizes, OMENative as the default mode."""
 
 
 async def wait_until(
@@ -173,7 +174,14 @@ class ManagerProcess:
 
 
 class ManagerLauncher:
-    """Starts managers for one test (the ``managers`` fixture); see the module docstring."""
+    """Starts managers for one test (the ``managers`` fixture); see the module docstring.
+
+    Every manager runs as a replica of the chart's Deployment would (see
+    :mod:`omed.devcluster.install`): the rendered container's arguments and environment, the
+    chart's ServiceAccount token, its ConfigMap and webhook certificate, with a webhook
+    endpoint of the chart's Service published while it runs. The charts are installed on the
+    first start (or by the ``manager_config`` fixture) and uninstalled at teardown.
+    """
 
     lease = LEASE
     renew = RENEW
@@ -181,31 +189,39 @@ class ManagerLauncher:
     lease_name = LEASE_NAME
     wait_until = staticmethod(wait_until)
 
-    def __init__(self, *, kubeconfig: str, namespace: str, log_dir: Path) -> None:
-        self.kubeconfig = kubeconfig
-        self.namespace = namespace
+    def __init__(self, *, install: Any, log_dir: Path) -> None:
+        self._install = install
+        self._installed = False
         self._log_dir = log_dir
         self.started: list[ManagerProcess] = []
+        self._endpoints: dict[str, None] = {}
 
-    def base_args(self, *, leader_elect: bool) -> tuple[list[str], int, int]:
-        metrics_port, health_port = free_port(), free_port()
-        args = [
-            f"--kubeconfig={self.kubeconfig}",
-            f"--metrics-bind-address=127.0.0.1:{metrics_port}",
-            f"--health-probe-addr=127.0.0.1:{health_port}",
-            f"--leader-election-namespace={self.namespace}",
-        ]
-        if leader_elect:
-            args += ["--leader-elect", *TIMING_ARGS]
-        return args, metrics_port, health_port
+    @property
+    def namespace(self) -> str:
+        """The manager's own namespace (``POD_NAMESPACE``): its Lease and ConfigMap live there."""
+        return str(self._install.namespace)
 
-    def env(self, name: str, extra: Mapping[str, str] | None) -> dict[str, str]:
-        return {
-            **os.environ,
-            "POD_NAMESPACE": self.namespace,
-            "POD_NAME": name,
-            **(extra or {}),
-        }
+    @property
+    def install(self) -> Any:
+        """The :class:`~omed.devcluster.install.OmeInstall`, installed on first use."""
+        if not self._installed:
+            self._install.install(TEST_VALUES)
+            self._installed = True
+        return self._install
+
+    def _command(
+        self, name: str, *, leader_elect: bool, extra: tuple[str, ...]
+    ) -> tuple[list[str], dict[str, str], int, int, int]:
+        metrics_port, health_port, webhook_port = free_port(), free_port(), free_port()
+        argv, env = self.install.manager_command(
+            name,
+            metrics_port=metrics_port,
+            health_port=health_port,
+            webhook_port=webhook_port,
+            python=sys.executable,
+            extra=(() if leader_elect else ("--leader-elect=false",)) + extra,
+        )
+        return argv, env, metrics_port, health_port, webhook_port
 
     def start(
         self,
@@ -215,27 +231,30 @@ class ManagerLauncher:
         env: Mapping[str, str] | None = None,
     ) -> ManagerProcess:
         """Start a manager; ``extra`` arguments come last, so they win."""
-        args, metrics_port, health_port = self.base_args(leader_elect=leader_elect)
-        args += list(extra)
         label = name or f"manager-{len(self.started)}"
+        argv, environ, metrics_port, health_port, webhook_port = self._command(
+            label, leader_elect=leader_elect, extra=extra
+        )
         log_path = self._log_dir / f"{label}.log"
         with log_path.open("wb") as log_file:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "omed", *args],
+                argv,
                 stdout=log_file,
                 stderr=subprocess.STDOUT,
-                env=self.env(label, env),
+                env={**environ, **(env or {})},
                 cwd=ROOT,
             )
         process = ManagerProcess(
             name=label,
-            args=args,
+            args=argv[3:],
             log_path=log_path,
             metrics_port=metrics_port,
             health_port=health_port,
             proc=proc,
         )
         self.started.append(process)
+        self.install.publish_endpoint(label, webhook_port)
+        self._endpoints[label] = None
         return process
 
     def run(
@@ -246,15 +265,18 @@ class ManagerLauncher:
         env: Mapping[str, str] | None = None,
         timeout: float = 60.0,
     ) -> subprocess.CompletedProcess[str]:
-        """Run a manager to completion (flag errors, start-up failures). With ``base``, the
-        arguments of :meth:`start` come first; without it, only ``args``."""
-        argv = self.base_args(leader_elect=leader_elect)[0] if base else []
+        """Run a manager to completion (flag errors, start-up failures). With ``base``, as
+        :meth:`start` runs it, ``args`` last; without it, ``python -m omed`` and ``args``."""
+        if base:
+            argv, environ, *_ = self._command("manager-run", leader_elect=leader_elect, extra=args)
+        else:
+            argv, environ = [sys.executable, "-m", "omed", *args], dict(os.environ)
         return subprocess.run(
-            [sys.executable, "-m", "omed", *argv, *args],
+            argv,
             capture_output=True,
             text=True,
             timeout=timeout,
-            env=self.env("manager-run", env),
+            env={**environ, **(env or {})},
             cwd=ROOT,
             check=False,
         )
@@ -263,35 +285,52 @@ class ManagerLauncher:
         for process in self.started:
             process.kill()
             process.proc.wait(timeout=10)
+        for name in list(self._endpoints):
+            self._install.withdraw_endpoint(name)
+        self._endpoints.clear()
+
+    def teardown(self) -> None:
+        """Stop every manager; uninstall the chart and remove the Lease the managers made."""
+        self.stop_all()
+        if self._installed:
+            self._install.uninstall()
+            self._install.plane.request_json(
+                "DELETE",
+                f"/apis/coordination.k8s.io/v1/namespaces/{self.namespace}/leases/{LEASE_NAME}",
+                missing_ok=True,
+            )
+            self._installed = False
 
 
 @pytest.fixture
-def managers(kubeconfig: str, namespace: str, tmp_path: Path) -> Iterator[ManagerLauncher]:
-    """A :class:`ManagerLauncher` for the test's namespace; kills what it started."""
-    launcher = ManagerLauncher(kubeconfig=kubeconfig, namespace=namespace, log_dir=tmp_path)
+def managers(
+    control_plane: Any, crds_installed: None, namespace: str, tmp_path: Path
+) -> Iterator[ManagerLauncher]:
+    """A :class:`ManagerLauncher`; kills what it started and uninstalls the chart."""
+    from omed.devcluster.install import OmeInstall
+
+    install = OmeInstall(control_plane, workdir=tmp_path / "install")
+    launcher = ManagerLauncher(install=install, log_dir=tmp_path)
     try:
         yield launcher
     finally:
-        launcher.stop_all()
+        launcher.teardown()
 
 
 @pytest.fixture
 async def manager_config(
-    kube: Any, namespace: str, crds_installed: None
+    kube: Any, managers: ManagerLauncher
 ) -> AsyncIterator[Callable[..., Awaitable[None]]]:
-    """Create the chart's ``inferenceservice-config``; yield ``set_entries(**documents)``,
-    which replaces entries (a JSON-able value, a raw string, or None to delete)."""
+    """Install the charts (their ``inferenceservice-config`` holds :data:`TEST_VALUES`'
+    entries); yield ``set_entries(**documents)``, which edits that ConfigMap as an operator
+    would, replacing entries (a JSON-able value, a raw string, or None to delete)."""
     from omed.kube.resources import CONFIGMAPS
 
-    data = {key: json.dumps(value) for key, value in VALID_CONFIG.items()}
-    await kube.create(
-        CONFIGMAPS,
-        {"metadata": {"name": "inferenceservice-config", "namespace": namespace}, "data": data},
-        namespace,
-    )
+    install = managers.install
+    name, namespace = install.configmap_name(), install.namespace
 
     async def set_entries(**entries: Any) -> None:
-        current = await kube.get(CONFIGMAPS, "inferenceservice-config", namespace)
+        current = await kube.get(CONFIGMAPS, name, namespace)
         new = dict(current.get("data") or {})
         for key, value in entries.items():
             if value is None:

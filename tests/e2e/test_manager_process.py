@@ -155,7 +155,12 @@ async def test_an_invalid_startup_entry_stops_the_manager_with_its_message(
     assert await holder(kube, managers.namespace) == ""  # stopped before the election
 
 
-async def test_a_missing_configmap_stops_the_manager(managers: Any, crds_installed: None) -> None:
+async def test_a_missing_configmap_stops_the_manager(
+    managers: Any, manager_config: Any, kube: Any
+) -> None:
+    from omed.kube.resources import CONFIGMAPS
+
+    await kube.delete(CONFIGMAPS, "inferenceservice-config", managers.namespace)
     done = managers.run()
     assert done.returncode == 1
     [line] = [
@@ -203,7 +208,7 @@ async def test_exactly_one_replica_leads(
     managers: Any, manager_config: Any, kube: Any, namespace: str
 ) -> None:
     leader, standby = await two_managers(managers, kube)
-    identity = await holder(kube, namespace)
+    identity = await holder(kube, managers.namespace)
     assert identity.startswith(f"{leader.name}_")
     uuid.UUID(identity.split("_", 1)[1])
     # Stable over several retry periods: the standby stays a standby.
@@ -212,7 +217,7 @@ async def test_exactly_one_replica_leads(
         assert leader.master_status() == 1.0
         assert standby.master_status() == 0.0
         await asyncio.sleep(0.1)  # sampling over a period, not synchronisation
-    assert await holder(kube, namespace) == identity
+    assert await holder(kube, managers.namespace) == identity
     # Both serve their probes; only the leader started the controllers.
     assert leader.probe("/healthz") == (200, "ok")
     assert standby.probe("/healthz") == (200, "ok")
@@ -225,7 +230,7 @@ async def test_kill_9_of_the_leader_hands_over_after_about_the_lease_duration(
     managers: Any, manager_config: Any, kube: Any, namespace: str
 ) -> None:
     leader, standby = await two_managers(managers, kube)
-    old = await holder(kube, namespace)
+    old = await holder(kube, managers.namespace)
     killed = time.monotonic()
     leader.kill()
     await managers.wait_until(standby.is_leader, timeout=managers.lease + 10, what="takeover")
@@ -233,7 +238,7 @@ async def test_kill_9_of_the_leader_hands_over_after_about_the_lease_duration(
     # The standby waits a whole lease duration from the last renewal it saw (up to one
     # retry period before the kill), then tries every retry period x [1, 2.2).
     assert managers.lease - managers.retry - 0.5 <= took <= managers.lease + 3, took
-    new = await holder(kube, namespace)
+    new = await holder(kube, managers.namespace)
     assert new != old
     assert new.startswith("replica-")
     assert await leader.wait_exit(timeout=5) == -signal.SIGKILL
@@ -268,12 +273,12 @@ async def test_sigterm_of_a_standby_just_stops_it(
     managers: Any, manager_config: Any, kube: Any, namespace: str
 ) -> None:
     leader, standby = await two_managers(managers, kube)
-    identity = await holder(kube, namespace)
+    identity = await holder(kube, managers.namespace)
     standby.signal(signal.SIGTERM)
     assert await standby.wait_exit(timeout=20) == 0
     assert "Stopping standby" in standby.log()
     assert "released leader lease" not in standby.log()
-    assert await holder(kube, namespace) == identity
+    assert await holder(kube, managers.namespace) == identity
     assert leader.is_leader()
 
 

@@ -357,10 +357,11 @@ class World(support.ManagerWorld):
 
     def wave_lines(self, manager: Any) -> list[dict[str, Any]]:
         lines = []
+        # The chart's console encoder: time, level, logger, message, then the fields as JSON.
         for line in manager.log_lines(names.MSG_SCALE_DOWN_WAVE):
-            entry = json.loads(line)
-            if entry.get("msg") == names.MSG_SCALE_DOWN_WAVE:
-                lines.append(entry)
+            parts = line.split("\t")
+            if len(parts) == 5 and parts[3] == names.MSG_SCALE_DOWN_WAVE:
+                lines.append({"msg": parts[3], **json.loads(parts[4])})
         return lines
 
 

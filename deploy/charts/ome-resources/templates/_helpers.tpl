@@ -49,6 +49,7 @@ own those rules and their messages. docs/deploy.md lists every message.
 {{- /* blocks: a map, or null */ -}}
 {{- $maps := dict
   "leaderElection" "a map of leaseDuration, renewDeadline and retryPeriod, or null"
+  "logging" "a map of encoder and level, or null"
   "eventRecorder" "a map of the eventRecorder entry's fields, or null"
   "lifecycle" "a map of the lifecycle entry's fields, or null"
   "deploy" "a map of the deploy entry's fields, or null"
@@ -209,6 +210,7 @@ controller": the flag, the value's path, what the value is, and the example a me
   (list "leader-elect-lease-duration" "leaderElection.leaseDuration" "duration" "60s")
   (list "leader-elect-renew-deadline" "leaderElection.renewDeadline" "duration" "40s")
   (list "leader-elect-retry-period" "leaderElection.retryPeriod" "duration" "8s")
+  (list "zap-log-level" "logging.level" "list" "")
 -}}
 {{- $out := list -}}
 {{- range $rows -}}
@@ -216,6 +218,8 @@ controller": the flag, the value's path, what the value is, and the example a me
 {{- $value := "" -}}
 {{- if hasPrefix "leaderElection." $path -}}
 {{- $value = index $le (trimPrefix "leaderElection." $path) -}}
+{{- else if hasPrefix "logging." $path -}}
+{{- $value = index ($c.logging | default dict) (trimPrefix "logging." $path) -}}
 {{- else -}}
 {{- $value = index $c $path -}}
 {{- end -}}
@@ -266,11 +270,19 @@ empty or a zero (ome.flagTable says which zeros), and the manager then runs with
 default: so configCacheTTL "0" gives --config-cache-ttl=0, and an unquoted 0 leaves the
 flag out, while kubeAPIQPS 0 and "0" both leave the flag out.
 */}}
+{{- define "ome.logEncoder" -}}
+{{- $encoder := (.Values.ome.controller.logging | default dict).encoder | default "console" -}}
+{{- if not (has $encoder (list "console" "json")) -}}
+{{- fail (printf "ome.controller.logging.encoder must be console or json, got %s" (toJson $encoder)) -}}
+{{- end -}}
+{{- $encoder -}}
+{{- end -}}
+
 {{- define "ome.managerArgs" -}}
 - --metrics-bind-address=:8080
 - --leader-elect
 - --webhook
-- --zap-encoder=console
+- --zap-encoder={{ include "ome.logEncoder" . }}
 {{- range include "ome.flagTable" . | fromJsonArray }}
 {{- with include "ome.flagArg" . }}
 - {{ . | quote }}
