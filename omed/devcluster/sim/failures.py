@@ -22,7 +22,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from omed.devcluster.sim.quantity import parse_duration
+from omed.devcluster.sim.durations import parse_duration
 from omed.devcluster.sim.selectors import match_label_selector
 
 PREFIX = "sim.omed.dev/"
