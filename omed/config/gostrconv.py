@@ -3,8 +3,10 @@
 Why: omed's flags are the flags of OME's Go manager. Deployments, charts and patches pass
 values such as ``--leader-elect=T``, ``--webhook-port=0x24d5`` or ``--kube-api-qps=1e2``
 that Go's ``flag`` package accepts, and errors quote the value as Go's ``%q`` does. Python's
-``int()``, ``float()`` and ``bool`` parsing differ at the edges (``int("017", 0)`` fails,
-``float(" 1")`` succeeds), so the rules live here, once.
+``int()`` and ``float()`` read a different grammar (``int("017", 0)`` fails, ``float(" 1")``
+and ``int()`` of Arabic-Indic digits succeed), so Go's grammar is checked here: an integer's
+digits by Go's own left-to-right rules, a float literal by a regular expression. ``int()``
+and ``float()`` only compute the value of a string Go accepts.
 
 Invariant: each parser accepts exactly the strings Go accepts and raises ``ValueError``
 carrying Go's flag-package reason (``parse error`` or ``value out of range``) otherwise.
@@ -13,6 +15,7 @@ carrying Go's flag-package reason (``parse error`` or ``value out of range``) ot
 from __future__ import annotations
 
 import math
+import re
 
 __all__ = [
     "PARSE_ERROR",
@@ -39,125 +42,65 @@ def parse_go_bool(text: str) -> bool:
     raise ValueError(PARSE_ERROR)
 
 
-def _underscore_ok(text: str) -> bool:
-    """Go's underscoreOK: underscores only between digits, or after a base prefix."""
-    saw = "^"
-    s = text
-    if s and s[0] in "+-":
-        s = s[1:]
-    i = 0
-    hexadecimal = False
-    if len(s) >= 2 and s[0] == "0" and s[1].lower() in "box":
-        i = 2
-        saw = "0"
-        hexadecimal = s[1].lower() == "x"
-    while i < len(s):
-        ch = s[i]
-        if "0" <= ch <= "9" or (hexadecimal and "a" <= ch.lower() <= "f"):
-            saw = "0"
-        elif ch == "_":
-            if saw != "0":
-                return False
-            saw = "_"
-        else:
-            if saw == "_":
-                return False
-            saw = "!"
-        i += 1
-    return saw != "_"
-
-
-def _parse_uint_base0(text: str, limit: int) -> int:
-    """``strconv.ParseUint(s, 0, 64)`` with the caller's upper bound for the range error."""
-    if not text:
-        raise ValueError(PARSE_ERROR)
-    s = text
-    base = 10
-    if s[0] == "0":
-        if len(s) >= 3 and s[1].lower() == "b":
-            base, s = 2, s[2:]
-        elif len(s) >= 3 and s[1].lower() == "o":
-            base, s = 8, s[2:]
-        elif len(s) >= 3 and s[1].lower() == "x":
-            base, s = 16, s[2:]
-        else:
-            base, s = 8, s[1:]
-    value = 0
-    underscores = False
-    for ch in s:
-        if ch == "_":
-            underscores = True
-            continue
-        if "0" <= ch <= "9":
-            digit = ord(ch) - ord("0")
-        elif "a" <= ch.lower() <= "z":
-            digit = ord(ch.lower()) - ord("a") + 10
-        else:
-            raise ValueError(PARSE_ERROR)
-        if digit >= base:
-            raise ValueError(PARSE_ERROR)
-        value = value * base + digit
-        if value > limit:
-            raise ValueError(RANGE_ERROR)
-    if underscores and not _underscore_ok(text):
-        raise ValueError(PARSE_ERROR)
-    return value
+_PREFIXES = {"b": 2, "o": 8, "x": 16}
+_BASE_DIGITS = {2: "01_", 8: "01234567_", 10: "0123456789_", 16: "0123456789abcdefABCDEF_"}
 
 
 def parse_go_int(text: str) -> int:
-    """``strconv.ParseInt(s, 0, 64)``: decimal, ``0x``/``0o``/``0b``/leading-0 octal, ``_``."""
-    if not text:
+    """``strconv.ParseInt(s, 0, 64)``: decimal, ``0x``/``0o``/``0b``/leading-0 octal, ``_``.
+
+    Go reads the digits left to right, so digits that pass 2**64 - 1 are out of range even
+    when a bad character follows them; underscores are checked last (Go's underscoreOK).
+    """
+    negative = text[:1] == "-"
+    s = text[1:] if text[:1] in ("+", "-") else text
+    if len(s) >= 3 and s[0] == "0" and s[1].lower() in _PREFIXES:
+        base, digits = _PREFIXES[s[1].lower()], s[2:]
+    elif s[:1] == "0":
+        base, digits = 8, s[1:]
+    else:
+        base, digits = 10, s
+    rest = digits.lstrip(_BASE_DIGITS[base])
+    significant = digits[: len(digits) - len(rest)].replace("_", "").lstrip("0")
+    value = int(significant or "0", base) if len(significant) <= 64 else 1 << 64
+    if value >> 64:
+        raise ValueError(RANGE_ERROR)
+    misplaced = "__" in digits or digits.endswith("_") or (base == 10 and digits[:1] == "_")
+    if not s or rest or misplaced:
         raise ValueError(PARSE_ERROR)
-    s = text
-    negative = False
-    if s[0] in "+-":
-        negative = s[0] == "-"
-        s = s[1:]
-    limit = 1 << 63 if negative else (1 << 63) - 1
-    value = _parse_uint_base0(s, limit)
+    if value > (1 << 63 if negative else (1 << 63) - 1):
+        raise ValueError(RANGE_ERROR)
     return -value if negative else value
 
 
-_SPECIAL_FLOATS = {"inf": math.inf, "infinity": math.inf}
+def _digits(digit: str) -> str:
+    """One or more digits; an underscore only between two of them (Go's underscoreOK)."""
+    return f"{digit}(?:_?{digit})*"
+
+
+_DEC, _HEX = _digits("[0-9]"), _digits("[0-9a-fA-F]")
+# strconv.ParseFloat(s, 64): decimal with an optional exponent, hexadecimal with the binary
+# exponent Go requires (an underscore may follow its 0x), or Inf/Infinity (signed) and NaN
+# (unsigned) in any case. Go checks the whole literal before it converts it.
+_GO_FLOAT = re.compile(
+    rf"[+-]?(?:(?:{_DEC}(?:\.(?:{_DEC})?)?|\.{_DEC})(?:[eE][+-]?{_DEC})?"
+    rf"|0[xX](?:_?{_HEX}(?:\.(?:{_HEX})?)?|\.{_HEX})[pP][+-]?{_DEC}"
+    r"|(?i:inf|infinity))|(?i:nan)"
+)
 
 
 def parse_go_float(text: str) -> float:
     """``strconv.ParseFloat(s, 64)``: Go float literals, ``Inf``/``Infinity``/``NaN``."""
-    if not text or text != text.strip():
+    if not _GO_FLOAT.fullmatch(text):
         raise ValueError(PARSE_ERROR)
-    s = text
-    sign = 1.0
-    unsigned = s
-    if s[0] in "+-":
-        sign = -1.0 if s[0] == "-" else 1.0
-        unsigned = s[1:]
-    lowered = unsigned.lower()
-    if lowered in _SPECIAL_FLOATS:
-        return sign * _SPECIAL_FLOATS[lowered]
-    if lowered == "nan" and unsigned == s:
-        return math.nan
-    if "_" in unsigned and not _underscore_ok(unsigned):
-        raise ValueError(PARSE_ERROR)
-    plain = unsigned.replace("_", "")
-    if not plain or plain[0] not in "0123456789.":
-        raise ValueError(PARSE_ERROR)
+    plain = text.replace("_", "")
     try:
-        if plain[:2].lower() == "0x":
-            # Go requires the binary exponent of a hexadecimal float.
-            if "p" not in plain.lower():
-                raise ValueError(PARSE_ERROR)
-            value = float.fromhex(plain)
-        else:
-            if any(ch not in "0123456789.eE+-" for ch in plain):
-                raise ValueError(PARSE_ERROR)
-            value = float(plain)
-    except (ValueError, OverflowError) as exc:
-        if isinstance(exc, OverflowError):
-            raise ValueError(RANGE_ERROR) from None
-        raise ValueError(PARSE_ERROR) from None
-    if math.isinf(value):
+        value = float.fromhex(plain) if "x" in plain.lower() else float(plain)
+    except OverflowError:
+        raise ValueError(RANGE_ERROR) from None
+    if math.isinf(value) and "inf" not in plain.lower():
         raise ValueError(RANGE_ERROR)
-    return sign * value
+    return value
 
 
 _GO_ESCAPES = {
