@@ -1,4 +1,4 @@
-"""The manager's command-line flags, parsed the way Go's ``flag`` package parses them.
+"""The manager's command-line flags, read the way Go's ``flag`` package reads them.
 
 Why: omed replaces OME's Go manager in the same Deployment. The chart, users' patches and
 the product pages pass its flags as Go's ``flag`` package reads them: ``--name=value``,
@@ -6,11 +6,13 @@ the product pages pass its flags as Go's ``flag`` package reads them: ``--name=v
 occurrence winning, so a ``kubectl patch`` that appends a flag overrides the chart's. The
 troubleshooting pages grep for Go's exact error lines, so those are reproduced verbatim.
 
-Why not :mod:`argparse`: it disagrees with Go where it matters here. It consumes the next
-argument as a boolean's value (``--leader-elect false``), refuses a value that starts with
-a dash (``--zap-encoder -x``), expands unambiguous prefixes, and prints its own error text;
-every one of those would change what a Go-era manifest means. The grammar below is Go's
-``FlagSet.parseOne``, about forty lines.
+How: one :class:`argparse.ArgumentParser`, declared from the flag table, converts the values
+(through :mod:`omed.config.flag_values`), applies the defaults, keeps the last occurrence
+and prints the help in Go's ``PrintDefaults`` layout. In front of it, :func:`_normalise`
+rewrites Go's token grammar (``FlagSet.parseOne``) into ``--name=value`` tokens, because
+argparse alone reads that grammar differently: it takes the next argument as a boolean's
+value (``--leader-elect false``), refuses a value that starts with a dash
+(``--zap-encoder -x``) and knows neither ``-name`` for a long flag nor Go's error lines.
 
 One deliberate difference from Go: Go stops at the first positional argument and silently
 ignores it and everything after it (so ``--webhook true --leader-elect`` loses
@@ -18,15 +20,18 @@ ignores it and everything after it (so ``--webhook true --leader-elect`` loses
 
 Invariant: :func:`parse_flags` either returns a fully validated, typed :class:`Options`
 (durations in float seconds, worker counts resolved to at least 1) or raises
-:class:`FlagError` whose message is the one line the process prints before the usage.
+:class:`FlagError` whose message is the one line the process prints before the usage; the
+first argument that Go would refuse decides which line.
 """
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, NoReturn, TextIO
+from typing import Any, Literal, NamedTuple, NoReturn, TextIO
 
 from omed.config import flag_values as fv
 from omed.config.duration import format_duration
@@ -114,263 +119,298 @@ class LeaderElectionTimingError(ValueError):
 # --- the flag table ----------------------------------------------------------------------
 
 
-@dataclass(frozen=True, kw_only=True)
-class _Flag:
+class _Flag(NamedTuple):
+    """One flag: its Go type (shown in the usage), its value parser and its usage text.
+
+    Its default is the :class:`Options` field of the same name (``-`` read as ``_``), so the
+    table and ``Options()`` can't disagree.
+    """
+
     name: str
-    type_name: str  # shown after the name in the usage; "" for a boolean
+    kind: Literal["bool", "duration", "float", "int", "string"]
     parse: Callable[[str], object]
-    default: object
-    default_text: str
     usage: str
 
-    @property
-    def attr(self) -> str:
-        return self.name.replace("-", "_")
 
-    @property
-    def is_bool(self) -> bool:
-        return self.type_name == ""
+_FLAGS = (
+    _Flag(
+        "metrics-bind-address",
+        "string",
+        fv.parse_bind_address,
+        'The address the metrics endpoint binds to. "0" turns it off.',
+    ),
+    _Flag(
+        "health-probe-addr",
+        "string",
+        fv.parse_bind_address,
+        'The address the /healthz and /readyz probes bind to. "0" turns them off.',
+    ),
+    _Flag("webhook", "bool", parse_go_bool, "Serve the admission webhooks."),
+    _Flag("webhook-port", "int", fv.parse_port, "The port the webhook server listens on."),
+    _Flag(
+        "webhook-cert-dir",
+        "string",
+        fv.parse_non_empty,
+        "The directory that holds the webhook server's tls.crt and tls.key.",
+    ),
+    _Flag(
+        "leader-elect",
+        "bool",
+        parse_go_bool,
+        "Elect a leader through the Lease ome-controller-manager-leader-lock, so that\n"
+        "only one replica runs the controllers.",
+    ),
+    _Flag(
+        "leader-election-namespace",
+        "string",
+        fv.parse_namespace,
+        "The namespace of the leader election Lease. Defaults to $POD_NAMESPACE,\n"
+        f"else {DEFAULT_LEADER_ELECTION_NAMESPACE}.",
+    ),
+    _Flag(
+        "leader-elect-lease-duration",
+        "duration",
+        fv.parse_duration,
+        "How long standbys wait after the last renewal before they take the Lease.\n"
+        "Must be longer than the renew deadline.",
+    ),
+    _Flag(
+        "leader-elect-renew-deadline",
+        "duration",
+        fv.parse_duration,
+        "How long the leader keeps trying to renew the Lease before it gives up and\n"
+        "exits. Must be longer than 1.2 times the retry period.",
+    ),
+    _Flag(
+        "leader-elect-retry-period",
+        "duration",
+        fv.parse_duration,
+        "How often the leader renews the Lease, and standbys try to take it.",
+    ),
+    _Flag(
+        "inferenceservice-max-concurrent-reconciles",
+        "int",
+        fv.parse_workers,
+        "How many InferenceServices are reconciled in parallel. 0 means 1.",
+    ),
+    _Flag(
+        "inferencereplica-max-concurrent-reconciles",
+        "int",
+        fv.parse_workers,
+        "How many InferenceReplicas are reconciled in parallel. 0 means 1.",
+    ),
+    _Flag(
+        "kube-api-qps",
+        "float",
+        fv.parse_positive_float,
+        "The requests a second that each API client may send to the API server.",
+    ),
+    _Flag(
+        "kube-api-burst",
+        "int",
+        fv.parse_positive_int,
+        "The burst of requests that each API client may send above its QPS.",
+    ),
+    _Flag(
+        "config-cache-ttl",
+        "duration",
+        fv.parse_non_negative_duration,
+        "How long the controllers reuse a read of the inferenceservice-config\n"
+        "ConfigMap. 0 turns the cache off: every read goes to the API server.",
+    ),
+    _Flag(
+        "accelerator-resources",
+        "string",
+        fv.parse_resource_list,
+        "Comma-separated extended resource names that count as accelerators.",
+    ),
+    _Flag(
+        "runtime-revision-retention",
+        "int",
+        fv.parse_non_negative_int,
+        "How many of each runtime's newest ControllerRevisions to keep, besides the\n"
+        "revisions that InferenceServices use.",
+    ),
+    _Flag(
+        "runtime-revision-grace-period",
+        "duration",
+        fv.parse_non_negative_duration,
+        "How long a runtime revision stays after OME marks it with\n"
+        "ome.io/gc-eligible-since, before it is deleted. Write days in hours: 72h.",
+    ),
+    _Flag(
+        "zap-encoder",
+        "string",
+        fv.parse_zap_encoder,
+        "Zap log encoding (one of 'json' or 'console').",
+    ),
+    _Flag(
+        "zap-log-level",
+        "string",
+        fv.parse_zap_level,
+        "Zap level to configure the verbosity of logging. One of 'debug', 'info',\n"
+        "'error', 'panic', or an integer > 0 for custom debug levels of increasing\n"
+        "verbosity. Defaults to debug with --zap-devel.",
+    ),
+    _Flag("zap-devel", "bool", parse_go_bool, "Development mode: the log level defaults to debug."),
+    _Flag(
+        "kubeconfig",
+        "string",
+        fv.parse_kubeconfig,
+        "Path to a kubeconfig. Defaults to $KUBECONFIG; when both are empty, the\n"
+        "in-cluster configuration is used.",
+    ),
+)
 
-
-def _flag_table(env: Mapping[str, str]) -> dict[str, _Flag]:
-    namespace = env.get("POD_NAMESPACE") or DEFAULT_LEADER_ELECTION_NAMESPACE
-    kubeconfig = env.get("KUBECONFIG") or None
-    d = Options()
-
-    def dur(seconds: float) -> str:
-        return format_duration(seconds)
-
-    flags = [
-        _Flag(
-            name="metrics-bind-address",
-            type_name="string",
-            parse=fv.parse_bind_address,
-            default=d.metrics_bind_address,
-            default_text=go_quote(d.metrics_bind_address),
-            usage='The address the metrics endpoint binds to. "0" turns it off.',
-        ),
-        _Flag(
-            name="health-probe-addr",
-            type_name="string",
-            parse=fv.parse_bind_address,
-            default=d.health_probe_addr,
-            default_text=go_quote(d.health_probe_addr),
-            usage='The address the /healthz and /readyz probes bind to. "0" turns them off.',
-        ),
-        _Flag(
-            name="webhook",
-            type_name="",
-            parse=parse_go_bool,
-            default=d.webhook,
-            default_text="false",
-            usage="Serve the admission webhooks.",
-        ),
-        _Flag(
-            name="webhook-port",
-            type_name="int",
-            parse=fv.parse_port,
-            default=d.webhook_port,
-            default_text=str(d.webhook_port),
-            usage="The port the webhook server listens on.",
-        ),
-        _Flag(
-            name="webhook-cert-dir",
-            type_name="string",
-            parse=fv.parse_non_empty,
-            default=d.webhook_cert_dir,
-            default_text=go_quote(d.webhook_cert_dir),
-            usage="The directory that holds the webhook server's tls.crt and tls.key.",
-        ),
-        _Flag(
-            name="leader-elect",
-            type_name="",
-            parse=parse_go_bool,
-            default=d.leader_elect,
-            default_text="false",
-            usage=(
-                "Elect a leader through the Lease ome-controller-manager-leader-lock, so that\n"
-                "only one replica runs the controllers."
-            ),
-        ),
-        _Flag(
-            name="leader-election-namespace",
-            type_name="string",
-            parse=fv.parse_namespace,
-            default=namespace,
-            default_text=go_quote(namespace),
-            usage=(
-                "The namespace of the leader election Lease. Defaults to $POD_NAMESPACE,\n"
-                f"else {DEFAULT_LEADER_ELECTION_NAMESPACE}."
-            ),
-        ),
-        _Flag(
-            name="leader-elect-lease-duration",
-            type_name="duration",
-            parse=fv.parse_duration,
-            default=d.leader_elect_lease_duration,
-            default_text=dur(d.leader_elect_lease_duration),
-            usage=(
-                "How long standbys wait after the last renewal before they take the Lease.\n"
-                "Must be longer than the renew deadline."
-            ),
-        ),
-        _Flag(
-            name="leader-elect-renew-deadline",
-            type_name="duration",
-            parse=fv.parse_duration,
-            default=d.leader_elect_renew_deadline,
-            default_text=dur(d.leader_elect_renew_deadline),
-            usage=(
-                "How long the leader keeps trying to renew the Lease before it gives up and\n"
-                "exits. Must be longer than 1.2 times the retry period."
-            ),
-        ),
-        _Flag(
-            name="leader-elect-retry-period",
-            type_name="duration",
-            parse=fv.parse_duration,
-            default=d.leader_elect_retry_period,
-            default_text=dur(d.leader_elect_retry_period),
-            usage="How often the leader renews the Lease, and standbys try to take it.",
-        ),
-        _Flag(
-            name="inferenceservice-max-concurrent-reconciles",
-            type_name="int",
-            parse=fv.parse_workers,
-            default=d.inferenceservice_max_concurrent_reconciles,
-            default_text="1",
-            usage="How many InferenceServices are reconciled in parallel. 0 means 1.",
-        ),
-        _Flag(
-            name="inferencereplica-max-concurrent-reconciles",
-            type_name="int",
-            parse=fv.parse_workers,
-            default=d.inferencereplica_max_concurrent_reconciles,
-            default_text="1",
-            usage="How many InferenceReplicas are reconciled in parallel. 0 means 1.",
-        ),
-        _Flag(
-            name="kube-api-qps",
-            type_name="float",
-            parse=fv.parse_positive_float,
-            default=d.kube_api_qps,
-            default_text="20",
-            usage="The requests a second that each API client may send to the API server.",
-        ),
-        _Flag(
-            name="kube-api-burst",
-            type_name="int",
-            parse=fv.parse_positive_int,
-            default=d.kube_api_burst,
-            default_text=str(d.kube_api_burst),
-            usage="The burst of requests that each API client may send above its QPS.",
-        ),
-        _Flag(
-            name="config-cache-ttl",
-            type_name="duration",
-            parse=fv.parse_non_negative_duration,
-            default=d.config_cache_ttl,
-            default_text=dur(d.config_cache_ttl),
-            usage=(
-                "How long the controllers reuse a read of the inferenceservice-config\n"
-                "ConfigMap. 0 turns the cache off: every read goes to the API server."
-            ),
-        ),
-        _Flag(
-            name="accelerator-resources",
-            type_name="string",
-            parse=fv.parse_resource_list,
-            default=d.accelerator_resources,
-            default_text=go_quote(",".join(d.accelerator_resources)),
-            usage="Comma-separated extended resource names that count as accelerators.",
-        ),
-        _Flag(
-            name="runtime-revision-retention",
-            type_name="int",
-            parse=fv.parse_non_negative_int,
-            default=d.runtime_revision_retention,
-            default_text=str(d.runtime_revision_retention),
-            usage=(
-                "How many of each runtime's newest ControllerRevisions to keep, besides the\n"
-                "revisions that InferenceServices use."
-            ),
-        ),
-        _Flag(
-            name="runtime-revision-grace-period",
-            type_name="duration",
-            parse=fv.parse_non_negative_duration,
-            default=d.runtime_revision_grace_period,
-            default_text=dur(d.runtime_revision_grace_period),
-            usage=(
-                "How long a runtime revision stays after OME marks it with\n"
-                "ome.io/gc-eligible-since, before it is deleted. Write days in hours: 72h."
-            ),
-        ),
-        _Flag(
-            name="zap-encoder",
-            type_name="string",
-            parse=fv.parse_zap_encoder,
-            default=d.zap_encoder,
-            default_text=go_quote(d.zap_encoder),
-            usage="Zap log encoding (one of 'json' or 'console').",
-        ),
-        _Flag(
-            name="zap-log-level",
-            type_name="string",
-            parse=fv.parse_zap_level,
-            default=d.zap_log_level,
-            default_text=go_quote(str(d.zap_log_level)),
-            usage=(
-                "Zap level to configure the verbosity of logging. One of 'debug', 'info',\n"
-                "'error', 'panic', or an integer > 0 for custom debug levels of increasing\n"
-                "verbosity. Defaults to debug with --zap-devel."
-            ),
-        ),
-        _Flag(
-            name="zap-devel",
-            type_name="",
-            parse=parse_go_bool,
-            default=d.zap_devel,
-            default_text="false",
-            usage="Development mode: the log level defaults to debug.",
-        ),
-        _Flag(
-            name="kubeconfig",
-            type_name="string",
-            parse=fv.parse_kubeconfig,
-            default=kubeconfig,
-            default_text=go_quote(kubeconfig or ""),
-            usage=(
-                "Path to a kubeconfig. Defaults to $KUBECONFIG; when both are empty, the\n"
-                "in-cluster configuration is used."
-            ),
-        ),
-    ]
-    return {flag.name: flag for flag in flags}
-
-
-FLAG_NAMES: tuple[str, ...] = tuple(sorted(_flag_table({})))
+FLAG_NAMES: tuple[str, ...] = tuple(sorted(flag.name for flag in _FLAGS))
 """Every flag the manager defines, without dashes."""
+
+_BOOLEANS = frozenset(flag.name for flag in _FLAGS if flag.kind == "bool")
+
+
+# --- argparse, declared from the table -------------------------------------------------------
+
+
+def _go_text(kind: str, value: object) -> str:
+    """Go's DefValue of a default: the text that, given to the flag, sets that value.
+
+    argparse runs a text default through the flag's ``type``, as it does a value, so a
+    default taken from the environment meets the same rules as one on the command line.
+    """
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float):
+        return format_duration(value) if kind == "duration" else repr(value).removesuffix(".0")
+    if isinstance(value, tuple):
+        return ",".join(value)
+    return "" if value is None else str(value)
+
+
+def _converter(flag: _Flag) -> Callable[[str], object]:
+    """The flag's value parser as an argparse ``type``: a refusal becomes Go's line."""
+
+    def convert(text: str) -> object:
+        try:
+            return flag.parse(text)
+        except ValueError as exc:
+            where = f"-{flag.name}" if flag.kind == "bool" else f"flag -{flag.name}"
+            kind = "boolean value" if flag.kind == "bool" else "value"
+            raise argparse.ArgumentTypeError(
+                f"invalid {kind} {go_quote(text)} for {where}: {exc}"
+            ) from None
+
+    return convert
+
+
+class _Help(argparse.Action):
+    """Go's ErrHelp: the parse stops where ``-h`` stands, with the usage as the message."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> NoReturn:
+        raise HelpRequested(parser.format_help())
+
+
+class _GoFlagSet(argparse.ArgumentParser):
+    """argparse speaking as Go's ``flag`` package: an error raises :class:`FlagError` with
+    Go's line, the help is ``PrintDefaults``' layout with every default shown, and every
+    value reaches its ``type``."""
+
+    def error(self, message: str) -> NoReturn:
+        raise FlagError(message)
+
+    def format_help(self) -> str:
+        lines = [f"Usage of {self.prog}:"]
+        for action in sorted(self._actions, key=lambda action: action.option_strings[0]):
+            if action.help == argparse.SUPPRESS:
+                continue
+            head = f"  -{action.option_strings[0][2:]}"
+            lines.append(f"{head} {action.metavar}" if action.metavar else head)
+            shown = go_quote(action.default) if action.metavar == "string" else action.default
+            lines.append(f"    \t{action.help} (default {shown})".replace("\n", "\n    \t"))
+        return "\n".join(lines) + "\n"
+
+    def _get_values(self, action: argparse.Action, arg_strings: list[str]) -> Any:
+        # argparse drops a value of exactly "--" (`--kubeconfig=--`) before its type sees
+        # it; Go's flag package sets it like any other value.
+        if action.nargs is None and arg_strings == ["--"]:
+            return self._get_value(action, "--")
+        return super()._get_values(action, arg_strings)
+
+
+def _flag_set(env: Mapping[str, str], program: str = PROGRAM_NAME) -> _GoFlagSet:
+    """The parser; ``env`` supplies the defaults of two flags, as in Go's manager."""
+    defaults = dataclasses.replace(
+        Options(),
+        leader_election_namespace=env.get("POD_NAMESPACE") or DEFAULT_LEADER_ELECTION_NAMESPACE,
+        kubeconfig=env.get("KUBECONFIG") or None,
+    )
+    parser = _GoFlagSet(prog=program, add_help=False, allow_abbrev=False, exit_on_error=False)
+    for flag in _FLAGS:
+        parser.add_argument(
+            f"--{flag.name}",
+            type=_converter(flag),
+            default=_go_text(flag.kind, getattr(defaults, flag.name.replace("-", "_"))),
+            metavar=None if flag.kind == "bool" else flag.kind,
+            help=flag.usage,
+        )
+    parser.add_argument(
+        "--help", action=_Help, nargs=0, default=argparse.SUPPRESS, help=argparse.SUPPRESS
+    )
+    return parser
 
 
 def usage(env: Mapping[str, str], *, program: str = PROGRAM_NAME) -> str:
     """The usage text, in Go's ``PrintDefaults`` layout, with every flag's default."""
-    lines = [f"Usage of {program}:"]
-    for name, flag in sorted(_flag_table(env).items()):
-        head = f"  -{name}"
-        if flag.type_name:
-            head += f" {flag.type_name}"
-        lines.append(head)
-        body = flag.usage.replace("\n", "\n    \t")
-        lines.append(f"    \t{body} (default {flag.default_text})")
-    return "\n".join(lines) + "\n"
+    return _flag_set(env, program).format_help()
 
 
-def _unexpected(arg: str) -> FlagError:
-    return FlagError(
+# --- Go's token grammar ----------------------------------------------------------------------
+
+
+def _unexpected(arg: str) -> str:
+    return (
         f"unexpected argument {go_quote(arg)}: {PROGRAM_NAME} takes flags only; "
         "give a boolean flag its value as -name=value"
     )
+
+
+def _normalise(argv: Sequence[str]) -> tuple[list[str], str | None]:
+    """Go's ``FlagSet.parseOne`` over ``argv``, written out as ``--name=value`` tokens.
+
+    Returns the tokens up to the first argument Go refuses, and Go's line for it (``None``
+    when there is none). argparse reads the tokens first, so a bad value before that
+    argument is still the one reported, as in Go. ``-h``/``-help`` becomes ``--help`` and
+    ends the tokens: Go reads nothing after it.
+    """
+    tokens: list[str] = []
+    args = iter(argv)
+    for arg in args:
+        if len(arg) < 2 or arg[0] != "-":
+            return tokens, _unexpected(arg)
+        if arg == "--":  # ends the flags; omed takes nothing after them
+            rest = next(args, None)
+            return tokens, None if rest is None else _unexpected(rest)
+        name, has_value, value = arg.removeprefix("-").removeprefix("-").partition("=")
+        if not name or name[0] == "-":
+            return tokens, f"bad flag syntax: {arg}"
+        if name not in FLAG_NAMES:
+            if name in ("h", "help"):
+                return [*tokens, "--help"], None
+            return tokens, f"flag provided but not defined: -{name}"
+        if not has_value and name in _BOOLEANS:
+            value = "true"
+        elif not has_value:
+            following = next(args, None)
+            if following is None:
+                return tokens, f"flag needs an argument: -{name}"
+            value = following
+        tokens.append(f"--{name}={value}")
+    return tokens, None
 
 
 def parse_flags(argv: Sequence[str], env: Mapping[str, str]) -> Options:
@@ -379,62 +419,18 @@ def parse_flags(argv: Sequence[str], env: Mapping[str, str]) -> Options:
     ``env`` supplies the environment-derived defaults (``POD_NAMESPACE``, ``KUBECONFIG``).
     Raises :class:`HelpRequested` for ``-h``/``--help`` and :class:`FlagError` otherwise.
     """
-    table = _flag_table(env)
-    values: dict[str, object] = {flag.attr: flag.default for flag in table.values()}
-    seen: set[str] = set()
-    args = list(argv)
-    i = 0
-    while i < len(args):
-        arg = args[i]
-        if len(arg) < 2 or arg[0] != "-":
-            raise _unexpected(arg)
-        minuses = 2 if arg[1] == "-" else 1
-        if minuses == 2 and len(arg) == 2:  # "--" ends the flags
-            if i + 1 < len(args):
-                raise _unexpected(args[i + 1])
-            break
-        name = arg[minuses:]
-        if not name or name[0] in "-=":
-            raise FlagError(f"bad flag syntax: {arg}")
-        i += 1
-        has_value = False
-        value = ""
-        equals = name.find("=", 1)
-        if equals != -1:
-            name, value, has_value = name[:equals], name[equals + 1 :], True
-        flag = table.get(name)
-        if flag is None:
-            if name in ("help", "h"):
-                raise HelpRequested(usage(env))
-            raise FlagError(f"flag provided but not defined: -{name}")
-        parsed: object
-        if flag.is_bool:
-            if not has_value:
-                parsed = True
-            else:
-                try:
-                    parsed = flag.parse(value)
-                except ValueError as exc:
-                    raise FlagError(
-                        f"invalid boolean value {go_quote(value)} for -{name}: {exc}"
-                    ) from None
-        else:
-            if not has_value:
-                if i >= len(args):
-                    raise FlagError(f"flag needs an argument: -{name}")
-                value = args[i]
-                i += 1
-            try:
-                parsed = flag.parse(value)
-            except ValueError as exc:
-                raise FlagError(
-                    f"invalid value {go_quote(value)} for flag -{name}: {exc}"
-                ) from None
-        values[flag.attr] = parsed
-        seen.add(name)
-    if values["zap_devel"] is True and "zap-log-level" not in seen:
+    parser = _flag_set(env)
+    tokens, refusal = _normalise(argv)
+    try:
+        values = vars(parser.parse_args(tokens))
+    except argparse.ArgumentError as exc:
+        parser.error(exc.message)
+    if refusal is not None:
+        parser.error(refusal)
+    given = frozenset(token[2:].partition("=")[0] for token in tokens)
+    if values["zap_devel"] and "zap-log-level" not in given:
         values["zap_log_level"] = "debug"  # controller-runtime's development default
-    return Options(**values, set_flags=frozenset(seen))  # type: ignore[arg-type]
+    return Options(**values, set_flags=given)
 
 
 def parse_flags_or_exit(
