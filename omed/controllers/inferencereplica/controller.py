@@ -25,6 +25,12 @@ Wiring, for the manager::
 Pods left by an InferenceReplica that is gone (deleted before omed held its finalizer, in a
 cluster without a garbage collector) are drained and deleted too, once a read from the API
 server confirms the InferenceReplica is really gone.
+
+A write the API server refuses for good (:mod:`omed.controllers.refusals`) is reported once
+per kind of write per pass (a Warning ``WriteRefused`` event on the InferenceReplica, a
+WARNING line), shown as condition ``WriteRefused`` from the next status write on, and the key
+goes back through the workqueue's rate limiter (``Result(requeue=True)``), so its attempts
+back off exponentially instead of coming every second.
 """
 
 from __future__ import annotations
@@ -47,6 +53,7 @@ from omed.controllers.inferencereplica.encoding import (
 from omed.controllers.inferencereplica.execute import (
     MSG_WRITE_TOO_LARGE,
     REASON_WRITE_SIZE_EXCEEDED,
+    RESOURCE_STATUS,
     Executor,
     KubeApi,
     Outcome,
@@ -69,6 +76,7 @@ from omed.controllers.inferencereplica.status import (
     in_list_form,
 )
 from omed.controllers.pacing import BUSY_WINDOW, StatusPacer
+from omed.controllers.refusals import RefusedWrite, report
 from omed.events import WARNING, EventSink
 from omed.informers import (
     NAMESPACE,
@@ -139,8 +147,11 @@ class InferenceReplicaReconciler:
         status_encoding: StatusEncodingSettings | None = None,
         status_size_limit: int = STATUS_SIZE_LIMIT,
         busy: Callable[[], bool] = lambda: False,
+        requeues: Callable[[str], int] = lambda _key: 0,
     ) -> None:
         self._client = client
+        self._requeues = requeues
+        """The key's back-off step in the workqueue's rate limiter (for the refusal log)."""
         self._pacer = StatusPacer(clock=clock, busy=busy)
         self._replicas = replicas
         self._pods = pods
@@ -164,6 +175,9 @@ class InferenceReplicaReconciler:
         """key -> resourceVersion whose stored form was found to be the one a write keeps."""
         self._refused: dict[str, dict[int, CreateRefusal]] = {}
         """key -> Instance index -> the last refused create of its pods (a waiting token)."""
+        self._write_refused: dict[str, RefusedWrite] = {}
+        """key -> the refused write condition WriteRefused shows, until a pass completes
+        without a refusal."""
 
     async def reconcile(self, key: str) -> Result:
         irep = self._replicas.get(key)
@@ -195,6 +209,9 @@ class InferenceReplicaReconciler:
         refused = self._refused.get(key, {})
         if refused:
             observed = dataclasses.replace(observed, refused=dict(refused))
+        shown = self._write_refused.get(key)
+        if shown is not None:
+            observed = dataclasses.replace(observed, write_refused=shown)
         decided = plan(
             target=target, observed=observed, settings=self._settings, now=self._clock.now()
         )
@@ -215,12 +232,20 @@ class InferenceReplicaReconciler:
         self._expectations.expect_replica_past(key, outcome.superseded)
         fresh_refusal = self._remember_refusals(key, decided, outcome)
         if outcome.stopped == "too_large":
+            self._report_refusals(key, irep, outcome)  # a refused finalizer patch before it
             self._too_large(key, irep, outcome)
             return Result(requeue=True)  # with the key's backoff, until the status fits
         self._size_warned.pop(key, None)
         if outcome.names_taken:
             await self._free_names(key, target.uid, outcome)
+        refused_now = self._report_refusals(key, irep, outcome)
         result = self._result(key, decided, outcome)
+        if refused_now:
+            return Result(requeue=True)  # the rate limiter's back-off, not the plan's timers
+        cleared = shown is not None and key not in self._write_refused
+        if cleared and (result.requeue_after is None or result.requeue_after > RETRY_SOON):
+            # The condition this pass's status carried is no longer true: remove it soon.
+            result = Result(requeue_after=RETRY_SOON)
         if outcome.refused:
             wait = RETRY_SOON if fresh_refusal else REFUSED_RETRY
             if result.requeue_after is None or result.requeue_after > wait:
@@ -286,11 +311,38 @@ class InferenceReplicaReconciler:
             )
             outcome.retry_soon = True
 
+    def _report_refusals(self, key: str, irep: Mapping[str, Any] | None, outcome: Outcome) -> bool:
+        """Report this pass's refused writes; True when there were some.
+
+        One WARNING line and one Warning event (on the InferenceReplica, through the
+        budgeted recorder, which aggregates repeats) per kind of write, naming the first
+        object refused; the refusal kept for condition WriteRefused is the first that isn't
+        the status write's own (a condition that write would have to carry can't be
+        stored). A pass that completes with no refusal forgets it; one that stopped
+        earlier (a conflict) proves nothing and keeps it."""
+        if not outcome.write_refused:
+            if outcome.stopped is None:
+                self._write_refused.pop(key, None)
+            return False
+        firsts = report(
+            outcome.write_refused,
+            key=key,
+            involved=irep,
+            events=self._events,
+            logger=log,
+            requeues=self._requeues(key),
+        )
+        shown = next((r for r in firsts if r.resource != RESOURCE_STATUS), None)
+        if shown is not None:
+            self._write_refused[key] = shown
+        return True
+
     def _result(self, key: str, decided: Plan, outcome: Outcome) -> Result:
         if outcome.stopped == "conflict":
             log.debug(names.MSG_STATUS_CONFLICT, extra=kv(key=key))
             return Result(requeue=True)
-        if outcome.stopped == "gone":
+        if outcome.stopped in ("gone", "refused"):
+            # A refused pass is reported and requeued with back-off by the caller.
             return Result()
         if outcome.errors:
             first = outcome.errors[0]
@@ -401,6 +453,7 @@ class InferenceReplicaReconciler:
             self._size_warned.pop(key, None)
             self._form_current.pop(key, None)
             self._refused.pop(key, None)
+            self._write_refused.pop(key, None)
             self._pacer.forget(key)
             statusmetrics.stored(key, None)
             return Result()
@@ -423,6 +476,8 @@ class InferenceReplicaReconciler:
         )
         if outcome.errors:
             raise outcome.errors[0]
+        if self._report_refusals(key, None, outcome):  # no object left to carry an event
+            return Result(requeue=True)
         return Result(requeue_after=RETRY_SOON)
 
 
@@ -471,6 +526,7 @@ class InferenceReplicaController:
             status_encoding=status_encoding,
             status_size_limit=status_size_limit,
             busy=lambda: self.controller.busy(),  # noqa: PLW0108 - made below
+            requeues=lambda key: self.controller.queue.num_requeues(key),  # noqa: PLW0108 - below
         )
         self.controller = Controller(
             name=names.CONTROLLER_NAME,

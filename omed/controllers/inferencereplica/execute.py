@@ -8,13 +8,19 @@ each decision safe against what the cache didn't know. Order and guards:
 2. ``WriteStatus`` (optimistic lock): the rows, with every new operation, are durable before
    any side effect, in the form :mod:`.encoding` picks (a write that changes the stored form
    records InstanceStatusConverted). If this write fails (Conflict: the cache was stale;
-   NotFound; TooLarge: the status doesn't fit), the pass stops here and no pod is touched;
-   the same holds for step 1;
+   NotFound; TooLarge: the status doesn't fit; a refusal, :mod:`omed.controllers.refusals`),
+   the pass stops here and no pod is touched; the same holds for step 1, except that a
+   refused finalizer patch still lets the status write (and its events) go, so the status
+   can say why nothing else moves;
 3. events (only after the status that records their transition is stored);
 4. serving gates, pod creations, pod deletions, each first *expected* (:mod:`.expectations`);
    creations tolerate ``AlreadyExists`` (fixed names: a repeat after a crash), deletions
    tolerate ``NotFound``;
 5. ``RemoveFinalizer`` after re-listing the pods from the API server.
+
+Every write the API server refuses for good (403, 401, 400, 405, a 422 that isn't a stale
+patch) is recorded as a :class:`~omed.controllers.refusals.RefusedWrite` on the
+:class:`Outcome` (``write_refused``), not raised: the reconciler reports it and backs off.
 
 A write of the InferenceReplica that the API server rejects as too large (steps 1, 2 and 5)
 is recorded as a :class:`RejectedWrite` on the :class:`Outcome`: which write it was, the
@@ -63,9 +69,10 @@ from omed.controllers.inferencereplica.model import CreateRefusal, ReplicaTarget
 from omed.controllers.inferencereplica.observe import controller_uid
 from omed.controllers.inferencereplica.status import encode_rows_into_status
 from omed.controllers.inferencereplica.waiting import refusal_token
+from omed.controllers.refusals import RefusedWrite, refused_write, uid_changed
 from omed.events import NORMAL, EventSink
 from omed.kube.client import STRATEGIC_MERGE_PATCH, Resource
-from omed.kube.errors import AlreadyExists, ApiError, Conflict, Invalid, NotFound, TooLarge
+from omed.kube.errors import AlreadyExists, ApiError, Conflict, NotFound, TooLarge
 from omed.kube.resources import INFERENCE_REPLICAS, PODS
 from omed.log import kv
 from omed.statuscodec import REASON_CONVERTED, Encoding, converted_message, encoded_size
@@ -74,6 +81,9 @@ log = logging.getLogger("omed.controllers.inferencereplica")
 
 WRITE_CONCURRENCY = 16
 """Pod writes one pass keeps in flight at once (the client's limiter paces them further)."""
+
+RESOURCE_STATUS: Final = f"{INFERENCE_REPLICAS.plural}/status"
+"""The resource of the status write, as a :class:`RefusedWrite` names it."""
 
 WRITE_STATUS: Final = "status write"
 WRITE_ADD_FINALIZER: Final = "add-finalizer patch"
@@ -170,7 +180,8 @@ class Outcome:
     """What executing a plan came to."""
 
     stopped: str | None = None
-    """``conflict``, ``gone`` or ``too_large`` when the pass stopped before its side effects."""
+    """``conflict``, ``gone``, ``too_large`` or ``refused`` when the pass stopped before its
+    side effects."""
     status_sent: tuple[int, Encoding] | None = None
     """Bytes and encoding of the last status write sent."""
     status_stored: bool = False
@@ -189,6 +200,8 @@ class Outcome:
     refused: dict[int, CreateRefusal] = field(default_factory=dict)
     """Instance index -> a pod create refused by quota or an unreachable webhook (a hold,
     not an error: the planner records it as the operation's waiting token)."""
+    write_refused: list[RefusedWrite] = field(default_factory=list)
+    """Writes the API server refused for good (RBAC, validation), in the order met."""
 
 
 def event_object(target: ReplicaTarget) -> dict[str, Any]:
@@ -230,31 +243,49 @@ class Executor:
     ) -> Outcome:
         outcome = Outcome()
         current: Mapping[str, Any] = irep
+        finalizer_refused = False
         for action in plan.of_type(AddFinalizer):
             del action
-            current = await self._guarded(outcome, current, self._add_finalizer(current))
-            if outcome.stopped:
+            current = await self._guarded(
+                outcome, current, self._add_finalizer(current), verb="patch", resource=None
+            )
+            if outcome.stopped == "refused":
+                # Without the finalizer no pod may be touched, but the status may still be
+                # written: it is where the WriteRefused condition says why nothing moves.
+                finalizer_refused, outcome.stopped = True, None
+            elif outcome.stopped:
                 return outcome
         for write in plan.of_type(WriteStatus):
             current = await self._guarded(
-                outcome, current, self._write_status(outcome, current, write)
+                outcome,
+                current,
+                self._write_status(outcome, current, write),
+                verb="update",
+                resource=RESOURCE_STATUS,
             )
             if outcome.stopped:
                 return outcome
         involved = event_object(target)
         for event in plan.of_type(RecordEvent):
             self._record(involved, event)
+        if finalizer_refused:
+            outcome.stopped = "refused"
+            return outcome
         for release in plan.of_type(RemoveReleaseAnnotation):
-            if not await execute_updates.remove_release_annotation(
-                self._client, namespace=target.namespace, name=target.name, action=release
-            ):
-                outcome.retry_soon = True
+            self._applied(
+                outcome,
+                await execute_updates.remove_release_annotation(
+                    self._client, namespace=target.namespace, name=target.name, action=release
+                ),
+            )
         await self.run_pod_actions(outcome, key=key, namespace=target.namespace, plan=plan)
         for patch in plan.of_type(PatchPodImages):
-            if not await execute_updates.patch_pod_images(
-                self._client, namespace=target.namespace, action=patch
-            ):
-                outcome.retry_soon = True
+            self._applied(
+                outcome,
+                await execute_updates.patch_pod_images(
+                    self._client, namespace=target.namespace, action=patch
+                ),
+            )
         if plan.of_type(RemoveFinalizer) and not outcome.errors:
             await self._remove_finalizer(outcome, current, target)
         return outcome
@@ -290,10 +321,26 @@ class Executor:
             )
         )
 
+    @staticmethod
+    def _applied(outcome: Outcome, result: execute_updates.Applied) -> None:
+        """Note what became of an update's patch: look again soon after a stale one."""
+        if isinstance(result, RefusedWrite):
+            outcome.write_refused.append(result)
+        elif result == "stale":
+            outcome.retry_soon = True
+
     # -- the InferenceReplica ---------------------------------------------------------------
     async def _guarded(
-        self, outcome: Outcome, base: Mapping[str, Any], write: Any
+        self,
+        outcome: Outcome,
+        base: Mapping[str, Any],
+        write: Any,
+        *,
+        verb: str,
+        resource: str | None,
     ) -> Mapping[str, Any]:
+        """Await ``write`` of the InferenceReplica ``base``; on a failure that stops the pass,
+        set ``outcome.stopped`` and return ``{}`` (``base`` itself when it was refused)."""
         try:
             result: Mapping[str, Any] = await write
             outcome.superseded.append(str((base.get("metadata") or {}).get("resourceVersion")))
@@ -307,6 +354,16 @@ class Executor:
             outcome.stopped = "too_large"
             outcome.too_large = err.rejected
             return {}
+        except ApiError as err:
+            name = str((base.get("metadata") or {}).get("name") or "")
+            refusal = refused_write(
+                err, verb=verb, resource=resource or INFERENCE_REPLICAS.plural, name=name
+            )
+            if refusal is None:
+                raise
+            outcome.write_refused.append(refusal)
+            outcome.stopped = "refused"
+            return base
         return result
 
     async def _add_finalizer(self, irep: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -415,6 +472,13 @@ class Executor:
                 object_size=encoded_size(irep),
                 error=err.message,
             )
+        except ApiError as err:
+            refusal = refused_write(
+                err, verb="patch", resource=INFERENCE_REPLICAS.plural, name=str(meta["name"])
+            )
+            if refusal is None:
+                raise
+            outcome.write_refused.append(refusal)
 
     def _record(self, involved: Mapping[str, Any], event: RecordEvent) -> None:
         self._events.event(involved, type=event.type, reason=event.reason, message=event.message)
@@ -456,14 +520,23 @@ class Executor:
                     content_type=STRATEGIC_MERGE_PATCH,
                     subresource="status",
                 )
-            except (NotFound, Conflict, Invalid):
+            except (NotFound, Conflict):
                 self._expectations.gate_failed(key, gate.pod.uid)  # gone or replaced
                 outcome.retry_soon = True
             except BaseException as err:
                 self._expectations.gate_failed(key, gate.pod.uid)
                 if not isinstance(err, Exception):
                     raise
-                outcome.errors.append(err)
+                if uid_changed(err):  # another pod holds the name now
+                    outcome.retry_soon = True
+                    return
+                refusal = refused_write(
+                    err, verb="patch", resource=f"{PODS.plural}/status", name=gate.pod.name
+                )
+                if refusal is not None:
+                    outcome.write_refused.append(refusal)
+                else:
+                    outcome.errors.append(err)
 
     async def _create(
         self,
@@ -487,11 +560,14 @@ class Executor:
                 except ApiError as err:
                     self._expectations.creation_failed(key, name)
                     token = refusal_token(err.status, err.message)
-                    if token is None:
-                        outcome.errors.append(err)
-                    else:
+                    refused = refused_write(err, verb="create", resource=PODS.plural, name=name)
+                    if token is not None:
                         refusal = CreateRefusal(token, name, err.message[:500])
                         outcome.refused.setdefault(action.index, refusal)
+                    elif refused is not None:
+                        outcome.write_refused.append(refused)
+                    else:
+                        outcome.errors.append(err)
                 except BaseException as err:
                     self._expectations.creation_failed(key, name)
                     if not isinstance(err, Exception):
@@ -544,7 +620,11 @@ class Executor:
                     self._expectations.deletion_failed(key, ref.uid)
                     if not isinstance(err, Exception):
                         raise
-                    outcome.errors.append(err)
+                    refusal = refused_write(err, verb="delete", resource=PODS.plural, name=ref.name)
+                    if refusal is not None:
+                        outcome.write_refused.append(refusal)
+                    else:
+                        outcome.errors.append(err)
 
         await asyncio.gather(*(one(ref, version) for ref, version in fresh))
 
@@ -557,4 +637,4 @@ def _routed(pod: Mapping[str, Any]) -> bool:
     return False
 
 
-__all__ = ["Executor", "KubeApi", "Outcome", "event_object"]
+__all__ = ["RESOURCE_STATUS", "Executor", "KubeApi", "Outcome", "event_object"]

@@ -10,21 +10,27 @@ before they write, so a stale plan never hits a newer object:
   released value, then removes it (a metadata patch; the status write that removed the
   Held block came first).
 
-A failed test, a missing object or a conflict is not an error: the next pass looks again.
+A failed test, a missing object or a conflict is not an error: the next pass looks again
+(``"stale"``). A refusal for good (RBAC, a validation the patch can't pass) comes back as the
+:class:`~omed.controllers.refusals.RefusedWrite` for the executor to report.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from omed.api.constants import ANNOTATION_RELEASE_HELD_REVISION, LABEL_REVISION
 from omed.controllers.inferencereplica.actions import PatchPodImages, RemoveReleaseAnnotation
+from omed.controllers.refusals import RefusedWrite, failed_test, refused_write
 from omed.kube.client import JSON_PATCH, Resource
 from omed.kube.errors import ApiError
 from omed.kube.resources import INFERENCE_REPLICAS, PODS
 
 log = logging.getLogger("omed.controllers.inferencereplica")
+
+Applied = Literal["applied", "stale"] | RefusedWrite
+"""What became of a patch: sent, not applied to the object as it is now, or refused."""
 
 
 class Patcher(Protocol):
@@ -45,8 +51,8 @@ def _pointer(key: str) -> str:
     return key.replace("~", "~0").replace("/", "~1")
 
 
-async def patch_pod_images(client: Patcher, *, namespace: str, action: PatchPodImages) -> bool:
-    """Send one in-place patch; False when it didn't apply (look again soon)."""
+async def patch_pod_images(client: Patcher, *, namespace: str, action: PatchPodImages) -> Applied:
+    """Send one in-place patch; ``"stale"`` when it didn't apply (look again soon)."""
     ops: list[dict[str, Any]] = [{"op": "test", "path": "/metadata/uid", "value": action.pod.uid}]
     for position, name, image in action.containers:
         path = f"/spec/containers/{position}"
@@ -57,20 +63,33 @@ async def patch_pod_images(client: Patcher, *, namespace: str, action: PatchPodI
     try:
         await client.patch(PODS, action.pod.name, ops, namespace, content_type=JSON_PATCH)
     except ApiError as err:
+        refusal = _refusal(err, resource=PODS.plural, name=action.pod.name)
+        if refusal is not None:
+            return refusal
         log.info("in-place patch of pod %s not applied: %s", action.pod.name, err)
-        return False
-    return True
+        return "stale"
+    return "applied"
 
 
 async def remove_release_annotation(
     client: Patcher, *, namespace: str, name: str, action: RemoveReleaseAnnotation
-) -> bool:
+) -> Applied:
     """Delete the release annotation while it still holds the released value."""
     path = f"/metadata/annotations/{_pointer(ANNOTATION_RELEASE_HELD_REVISION)}"
     ops = [{"op": "test", "path": path, "value": action.value}, {"op": "remove", "path": path}]
     try:
         await client.patch(INFERENCE_REPLICAS, name, ops, namespace, content_type=JSON_PATCH)
     except ApiError as err:
+        refusal = _refusal(err, resource=INFERENCE_REPLICAS.plural, name=name)
+        if refusal is not None:
+            return refusal
         log.info("release annotation of %s/%s not removed: %s", namespace, name, err)
-        return False
-    return True
+        return "stale"
+    return "applied"
+
+
+def _refusal(err: ApiError, *, resource: str, name: str) -> RefusedWrite | None:
+    """A refusal for good; a failed ``test`` (the object moved on) is not one."""
+    if failed_test(err):
+        return None
+    return refused_write(err, verb="patch", resource=resource, name=name)

@@ -26,6 +26,7 @@ from omed.api.inferencereplica import InferenceReplicaStatus, InstanceStatus
 from omed.config import BatchSize, LifecycleScaleConfig
 from omed.controllers.inferencereplica.names import RUNNER_ORDER, pod_name
 from omed.controllers.inferencereplica.policy import UpdatePolicy
+from omed.controllers.refusals import RefusedWrite
 
 ReadyPolicy = Literal["AllPodReady", "None"]
 
@@ -186,6 +187,10 @@ class ObservedState:
     refused: Mapping[int, CreateRefusal] = field(default_factory=dict)
     """Instance index -> the last refusal of one of its pod creations (kept by the
     controller between passes; the API server's answer isn't in any cache)."""
+    write_refused: RefusedWrite | None = None
+    """A write the API server refused for good in the last pass that met one, kept by the
+    controller until a pass completes without a refusal; the planner shows it as condition
+    WriteRefused. Never the status write's own refusal (that write can't carry it)."""
 
     def pods_of(self, index: int) -> tuple[PodView, ...]:
         return self.pods.get(index, ())

@@ -34,6 +34,7 @@ import datetime as dt
 from collections.abc import Mapping, Sequence
 from typing import Final
 
+from omed.api.base import Condition
 from omed.api.inferencereplica import InferenceReplicaStatus, InstanceStatus, Operation
 from omed.controllers.inferencereplica import names, operations, steps, updates, waiting
 from omed.controllers.inferencereplica.actions import (
@@ -66,12 +67,14 @@ from omed.controllers.inferencereplica.passstate import PassWork as _Pass
 from omed.controllers.inferencereplica.podtemplate import render_pod
 from omed.controllers.inferencereplica.rows import (
     build_row,
+    condition,
     instance_facts,
     next_available_in,
 )
 from omed.controllers.inferencereplica.status import status_body
 from omed.controllers.inferencereplica.summary import summarize
 from omed.controllers.inferencereplica.transitions import transition_events
+from omed.controllers.refusals import CONDITION_WRITE_REFUSED
 
 
 def plan(
@@ -139,7 +142,11 @@ def plan(
         progress=progress,
         now=now,
     )
-    conditions = [*work.conditions, *steps.create_deadline_condition(work, rows, observed.status)]
+    conditions = [
+        *work.conditions,
+        *steps.create_deadline_condition(work, rows, observed.status),
+        *_write_refused_condition(target, observed, now),
+    ]
     status = status.model_copy(
         update={
             "retry_blocks": work.blocks or None,
@@ -440,6 +447,28 @@ def _progress(
     if any(inst.wanted and not inst.facts.ready for inst in kept):
         return names.PROGRESS_WAITING
     return names.PROGRESS_COMPLETE
+
+
+def _write_refused_condition(
+    target: ReplicaTarget, observed: ObservedState, now: dt.datetime
+) -> list[Condition]:
+    """WriteRefused True while the controller remembers a refused write (its reason the API
+    server's, its message the event's; its transition time kept while it stays); nothing
+    once it doesn't, which removes the condition."""
+    refusal = observed.write_refused
+    if refusal is None:
+        return []
+    return [
+        condition(
+            observed.status.conditions,
+            type=CONDITION_WRITE_REFUSED,
+            status="True",
+            reason=refusal.condition_reason,
+            message=refusal.message(),
+            now=now,
+            generation=target.generation,
+        )
+    ]
 
 
 def _may_remove_finalizer(
