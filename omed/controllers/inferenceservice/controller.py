@@ -12,11 +12,18 @@ Deletion is omed's own work, not the garbage collector's (a cluster may have non
 draining must not depend on it): the finalizer ``ome.io/inferenceservice-cleanup`` holds the
 InferenceService until its replicas are gone; the InferenceReplica controller drains each
 replica's pods before it lets the replica go.
+
+A write the API server refuses for good (:mod:`omed.controllers.refusals`: the finalizer
+patches, an InferenceReplica's create, update or delete, the status write) doesn't stop the
+other components' writes; the pass reports it (a Warning ``WriteRefused`` event on the
+InferenceService, a WARNING line), shows it as condition ``WriteRefused`` in the status it
+writes at its end (a refused finalizer patch also makes Ready False with reason
+WriteRefused, since nothing may be created before it), and the key goes back through the
+workqueue's rate limiter. The pass that meets no refusal writes the status without it.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
@@ -42,8 +49,18 @@ from omed.controllers.inferenceservice.status import (
     replica_readiness,
     status_changed,
     status_urgent,
+    with_write_refused,
 )
 from omed.controllers.pacing import BUSY_WINDOW, StatusPacer
+from omed.controllers.refusals import (
+    REASON_WRITE_REFUSED,
+    RefusedWrite,
+    failed_test,
+    first_of_each_kind,
+    refused_write,
+    report,
+)
+from omed.events import EventSink
 from omed.informers import (
     NAMESPACE,
     OWNER_UID,
@@ -55,7 +72,7 @@ from omed.informers import (
 )
 from omed.informers.transform import Obj
 from omed.kube.client import JSON_PATCH, KubeClient
-from omed.kube.errors import AlreadyExists, Conflict, NotFound
+from omed.kube.errors import AlreadyExists, ApiError, Conflict, NotFound
 from omed.kube.resources import (
     CLUSTER_SERVING_RUNTIMES,
     INFERENCE_REPLICAS,
@@ -73,6 +90,21 @@ DELETION_POLL: Final = 1.0
 """Seconds between looks at replicas being drained during a deletion (events drive it too)."""
 
 DefaultMode = Callable[[], Awaitable[str | None]]
+
+Refusals = list[RefusedWrite]
+"""The writes one pass had refused, in the order met."""
+
+
+def _refusal(err: ApiError, *, verb: str, resource: str, name: str) -> RefusedWrite:
+    """``err`` as a refusal, or ``err`` raised again when it is something else (the
+    controller's other failures, a finalizer patch whose resourceVersion test failed
+    included, are retried as errors)."""
+    refusal = (
+        None if failed_test(err) else refused_write(err, verb=verb, resource=resource, name=name)
+    )
+    if refusal is None:
+        raise err
+    return refusal
 
 
 async def _no_default_mode() -> str | None:
@@ -131,8 +163,13 @@ class InferenceServiceReconciler:
         default_mode: DefaultMode,
         clock: Clock,
         busy: Callable[[], bool] = lambda: False,
+        events: EventSink | None = None,
+        requeues: Callable[[str], int] = lambda _key: 0,
     ) -> None:
         self._client = client
+        self._events = events
+        self._requeues = requeues
+        """The key's back-off step in the workqueue's rate limiter (for the refusal log)."""
         self._pacer = StatusPacer(clock=clock, busy=busy)
         self._services = services.store
         self._replicas = replicas.store
@@ -160,18 +197,48 @@ class InferenceServiceReconciler:
         if isvc is None:
             self._pacer.forget(key)
             return Result()
+        refusals: Refusals = []
+        if (isvc.get("metadata") or {}).get("deletionTimestamp"):
+            result = await self._finalize(isvc, refusals)
+        else:
+            result = await self._reconcile(isvc, refusals)
+        if not refusals:
+            return result
+        report(
+            refusals,
+            key=key,
+            involved=isvc,
+            events=self._events,
+            logger=log,
+            requeues=self._requeues(key),
+        )
+        return Result(requeue=True)  # the rate limiter's back-off, not the pace's timer
+
+    async def _reconcile(self, isvc: Mapping[str, Any], refusals: Refusals) -> Result:
         meta = isvc.get("metadata") or {}
-        if meta.get("deletionTimestamp"):
-            return await self._finalize(isvc)
         runtime = self._runtime(isvc)
         default_mode = await self._default_mode()
         mode, _ = resolve_mode(isvc, runtime, default_mode)
         if mode != DEPLOYMENT_MODE_OME_NATIVE:
             return Result()  # another mode's controller owns it
         if FINALIZER not in (meta.get("finalizers") or []):
-            patched = await self._patch_finalizers(
-                isvc, [*(meta.get("finalizers") or []), FINALIZER]
-            )
+            try:
+                patched = await self._patch_finalizers(
+                    isvc, [*(meta.get("finalizers") or []), FINALIZER]
+                )
+            except ApiError as err:
+                refusal = _refusal(
+                    err, verb="patch", resource=INFERENCE_SERVICES.plural, name=str(meta["name"])
+                )
+                refusals.append(refusal)
+                # Nothing may be created before the finalizer: the status says why.
+                await self._write_status(
+                    isvc,
+                    components=(),
+                    failure=(REASON_WRITE_REFUSED, refusal.message()),
+                    refusals=refusals,
+                )
+                return Result()
             if patched is None:
                 return Result()  # gone
             # The finalizer is on before anything is created: carry on in this pass with the
@@ -183,7 +250,9 @@ class InferenceServiceReconciler:
         try:
             projection = project(isvc, runtime, default_mode=default_mode)
         except ProjectionError as err:
-            wait = await self._write_status(isvc, components=(), failure=(err.reason, str(err)))
+            wait = await self._write_status(
+                isvc, components=(), failure=(err.reason, str(err)), refusals=refusals
+            )
             return Result(requeue_after=wait) if wait else Result()
         namespace = str(meta.get("namespace"))
         uid = str(meta.get("uid"))
@@ -200,6 +269,10 @@ class InferenceServiceReconciler:
                     )
                 except AlreadyExists:
                     pass  # the cache is behind; the next pass compares
+                except ApiError as err:
+                    refusals.append(
+                        _refusal(err, verb="create", resource=INFERENCE_REPLICAS.plural, name=name)
+                    )
             elif not _owned_by(current, uid):
                 wait = await self._write_status(
                     isvc,
@@ -209,6 +282,7 @@ class InferenceServiceReconciler:
                         f"InferenceReplica {name} exists and is not controlled by this "
                         "InferenceService",
                     ),
+                    refusals=refusals,
                 )
                 return Result(requeue_after=wait) if wait else Result()
             elif needs_update(current, wanted):
@@ -218,21 +292,27 @@ class InferenceServiceReconciler:
                     )
                 except Conflict:
                     return Result(requeue=True)
+                except ApiError as err:
+                    refusals.append(
+                        _refusal(err, verb="update", resource=INFERENCE_REPLICAS.plural, name=name)
+                    )
             readiness.append(replica_readiness(component, current))
         for irep in self._replicas.by_index(OWNER_UID, uid):
             owned_component = (irep.get("spec") or {}).get("component")
             if _owned_by(irep, uid) and owned_component not in projection.replicas:
-                await self._delete_replica(irep)
+                await self._delete_replica(irep, refusals)
         fronted = [
             replica_readiness(name, self._replicas.get(f"{namespace}/{name}"))
             for name in projection.fronted
         ]
         for item, name in zip(fronted, projection.fronted, strict=True):
             item.summary.setdefault("inferenceReplica", name)
-        wait = await self._write_status(isvc, components=readiness, fronted=fronted)
+        wait = await self._write_status(
+            isvc, components=readiness, fronted=fronted, refusals=refusals
+        )
         return Result(requeue_after=wait) if wait else Result()
 
-    async def _finalize(self, isvc: Mapping[str, Any]) -> Result:
+    async def _finalize(self, isvc: Mapping[str, Any], refusals: Refusals) -> Result:
         meta = isvc.get("metadata") or {}
         if FINALIZER not in (meta.get("finalizers") or []):
             return Result()
@@ -241,8 +321,9 @@ class InferenceServiceReconciler:
         owned = [i for i in self._replicas.by_index(OWNER_UID, uid) if _owned_by(i, uid)]
         for irep in owned:
             if not (irep.get("metadata") or {}).get("deletionTimestamp"):
-                await self._delete_replica(irep)
+                await self._delete_replica(irep, refusals)
         if owned:
+            await self._show_refusal(isvc, refusals)
             return Result(requeue_after=DELETION_POLL)
         # The cache says none is left: confirm with the API server before letting go.
         listed = await self._client.list_page(
@@ -251,14 +332,66 @@ class InferenceServiceReconciler:
             labelSelector=f"{LABEL_INFERENCE_SERVICE}={meta.get('name')}",
         )
         if any(_owned_by(i, uid) for i in listed.get("items") or []):
+            await self._show_refusal(isvc, refusals)
             return Result(requeue_after=DELETION_POLL)
-        await self._patch_finalizers(
-            isvc, [f for f in meta.get("finalizers") or [] if f != FINALIZER]
-        )
+        try:
+            await self._patch_finalizers(
+                isvc, [f for f in meta.get("finalizers") or [] if f != FINALIZER]
+            )
+        except ApiError as err:
+            refusals.append(
+                _refusal(
+                    err, verb="patch", resource=INFERENCE_SERVICES.plural, name=str(meta["name"])
+                )
+            )
+            await self._show_refusal(isvc, refusals)
+            return Result()
         log.info("Released InferenceService", extra=kv(namespace=namespace, name=meta.get("name")))
         return Result()
 
-    async def _delete_replica(self, irep: Mapping[str, Any]) -> None:
+    async def _show_refusal(self, isvc: Mapping[str, Any], refusals: Refusals) -> None:
+        """While the InferenceService is deleted (no other status is written then): set
+        condition WriteRefused from this pass's refusals, or remove it when there are none."""
+        shown = first_of_each_kind(refusals)
+        conditions = with_write_refused(isvc, shown[0] if shown else None, now=self._clock.now())
+        old = (isvc.get("status") or {}).get("conditions") or []
+        if conditions == old:
+            return
+        meta = isvc.get("metadata") or {}
+        body = {
+            "apiVersion": isvc.get("apiVersion"),
+            "kind": isvc.get("kind"),
+            "metadata": {
+                "name": meta.get("name"),
+                "namespace": meta.get("namespace"),
+                "resourceVersion": meta.get("resourceVersion"),
+            },
+            "status": {**(isvc.get("status") or {}), "conditions": conditions},
+        }
+        await self._replace_status(body, refusals)
+
+    async def _replace_status(self, body: Mapping[str, Any], refusals: Refusals) -> bool:
+        """Send a status write; False when it didn't go through. On Conflict a newer object is
+        on its way through the informer, and its event brings the next pass; a refusal joins
+        ``refusals`` (only the event and the log can tell it: the status can't)."""
+        meta = body["metadata"]
+        try:
+            await self._client.replace_status(INFERENCE_SERVICES, body, meta.get("namespace"))
+        except (Conflict, NotFound):
+            return False
+        except ApiError as err:
+            refusals.append(
+                _refusal(
+                    err,
+                    verb="update",
+                    resource=f"{INFERENCE_SERVICES.plural}/status",
+                    name=str(meta.get("name")),
+                )
+            )
+            return False
+        return True
+
+    async def _delete_replica(self, irep: Mapping[str, Any], refusals: Refusals) -> None:
         meta = irep.get("metadata") or {}
         try:
             await self._client.delete(
@@ -273,6 +406,15 @@ class InferenceServiceReconciler:
             )
         except (NotFound, Conflict):
             pass
+        except ApiError as err:
+            refusals.append(
+                _refusal(
+                    err,
+                    verb="delete",
+                    resource=INFERENCE_REPLICAS.plural,
+                    name=str(meta.get("name")),
+                )
+            )
 
     async def _patch_finalizers(
         self, isvc: Mapping[str, Any], finalizers: list[str]
@@ -303,13 +445,20 @@ class InferenceServiceReconciler:
         components: list[ComponentReadiness] | tuple[()],
         fronted: list[ComponentReadiness] | None = None,
         failure: tuple[str, str] | None = None,
+        refusals: Refusals | None = None,
     ) -> float | None:
-        """Write the status when it changed; the seconds to wait when the write is paced."""
+        """Write the status when it changed; the seconds to wait when the write is paced.
+
+        ``refusals`` are the pass's refused writes so far: the first is shown as condition
+        WriteRefused; a refused status write joins them."""
+        refusals = [] if refusals is None else refusals
+        shown = first_of_each_kind(refusals)
         status = build_status(
             isvc=isvc,
             components=list(components),
             fronted=fronted or [],
             failure=failure,
+            refused=shown[0] if shown else None,
             now=self._clock.now(),
         )
         if not status_changed(isvc.get("status"), status):
@@ -340,10 +489,7 @@ class InferenceServiceReconciler:
             },
             "status": {**(isvc.get("status") or {}), **status},
         }
-        # On Conflict a newer object is on its way through the informer, and its event
-        # brings the next pass.
-        with contextlib.suppress(Conflict, NotFound):
-            await self._client.replace_status(INFERENCE_SERVICES, body, meta.get("namespace"))
+        if await self._replace_status(body, refusals):
             self._pacer.written(key, at=now)
         return None
 
@@ -360,7 +506,10 @@ class InferenceServiceController:
         default_mode: DefaultMode = _no_default_mode,
         namespace: str | None = None,
         clock: Clock | None = None,
+        events: EventSink | None = None,
     ) -> None:
+        """``events`` records the WriteRefused Warning events on InferenceServices (without
+        it a refused write is told by the log line and the condition only)."""
         self._clock: Clock = clock or RealClock()
         # Looked up by index, not by a scan of the namespace: every replica event and every
         # pass would otherwise read all InferenceServices or replicas (quadratic in a fleet).
@@ -381,6 +530,8 @@ class InferenceServiceController:
             default_mode=default_mode,
             clock=self._clock,
             busy=lambda: self.controller.busy(),  # noqa: PLW0108 - made below
+            events=events,
+            requeues=lambda key: self.controller.queue.num_requeues(key),  # noqa: PLW0108 - below
         )
         self.controller = Controller(
             name=CONTROLLER_NAME,

@@ -16,6 +16,7 @@ from typing import Any, Final
 
 from omed.api.constants import COMPONENT_READY_CONDITIONS, CONDITION_READY
 from omed.clock import rfc3339
+from omed.controllers.refusals import CONDITION_WRITE_REFUSED, RefusedWrite
 
 _READY_CONDITION: Final[Mapping[str, str]] = {
     str(k): v for k, v in COMPONENT_READY_CONDITIONS.items()
@@ -110,9 +111,14 @@ def build_status(
     components: Sequence[ComponentReadiness],
     fronted: Sequence[ComponentReadiness] = (),
     failure: tuple[str, str] | None = None,
+    refused: RefusedWrite | None = None,
     now: dt.datetime,
 ) -> dict[str, Any]:
-    """The status to store: conditions keep their transition time while unchanged."""
+    """The status to store: conditions keep their transition time while unchanged.
+
+    ``refused`` is a write of this pass the API server refused for good: it is shown as
+    condition WriteRefused (True, the API server's reason, the event's message); without
+    one the condition is left out, which removes it."""
     meta = isvc.get("metadata") or {}
     generation = meta.get("generation")
     old_status = isvc.get("status") or {}
@@ -166,6 +172,10 @@ def build_status(
             now=now,
         )
     )
+    if refused is not None:
+        conditions.append(
+            _refused_condition(refused, generation=generation, previous=previous, now=now)
+        )
     status: dict[str, Any] = {"conditions": conditions}
     if generation is not None:
         status["observedGeneration"] = generation
@@ -173,6 +183,44 @@ def build_status(
     if summaries:
         status["components"] = summaries
     return status
+
+
+def _refused_condition(
+    refused: RefusedWrite,
+    *,
+    generation: int | None,
+    previous: Mapping[str, Mapping[str, Any]],
+    now: dt.datetime,
+) -> dict[str, Any]:
+    return _condition(
+        kind=CONDITION_WRITE_REFUSED,
+        ready=True,
+        reason=refused.condition_reason,
+        message=refused.message(),
+        generation=generation,
+        previous=previous,
+        now=now,
+    )
+
+
+def with_write_refused(
+    isvc: Mapping[str, Any], refused: RefusedWrite | None, *, now: dt.datetime
+) -> list[dict[str, Any]]:
+    """The stored conditions with WriteRefused set from ``refused`` (its transition time
+    kept while it stays True), or without it: what a pass that writes no other status (a
+    deletion) stores."""
+    old = [
+        dict(c) for c in (isvc.get("status") or {}).get("conditions") or () if isinstance(c, dict)
+    ]
+    previous = {str(c.get("type")): c for c in old}
+    kept = [c for c in old if c.get("type") != CONDITION_WRITE_REFUSED]
+    if refused is None:
+        return kept
+    generation = (isvc.get("metadata") or {}).get("generation")
+    return [
+        *kept,
+        _refused_condition(refused, generation=generation, previous=previous, now=now),
+    ]
 
 
 def status_changed(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> bool:
