@@ -1,16 +1,20 @@
 """``python -m omed.demo`` (``./dev demo``): omed's main job on an embedded default.
 
 One command, from a fresh clone: build or find the control plane binaries (with progress),
-start etcd and kube-apiserver, simulated GPU nodes, and the manager (a subprocess, as in
-production: leader election, webhooks registered with the local API server, metrics and
-probes); apply ``examples/`` (an InferenceService with an engine, a decoder and a router);
+start etcd, kube-apiserver, kube-controller-manager and kube-scheduler, simulated GPU nodes;
+install the charts with helm (``ome-crd``, then ``ome-resources`` into ``ome`` with
+``examples/ome-values.yaml``), and run the manager as the chart's Deployment would (a
+subprocess with the rendered arguments and environment, the chart's ServiceAccount token,
+its ConfigMap and webhook certificate, and its webhook reached through the chart's Service;
+:mod:`omed.devcluster.install`); apply ``examples/`` (an InferenceService with an engine, a
+decoder and a router);
 show progress until it converges; print its Instances; keep running until Ctrl-C, then stop
 everything it started, in reverse order.
 
 Ctrl-C (SIGINT) or SIGTERM stops it at any stage: while the binaries build, while the
 control plane starts, while it applies the examples or waits for them to converge, and
 while it runs. It says which signal it got, stops what it started (the manager, the
-simulated nodes, kube-apiserver and etcd, any build still running), removes its temporary
+simulated nodes, the control plane, any build still running), removes its temporary
 directories, and exits with 128 + the signal's number: 130 for SIGINT, 143 for SIGTERM.
 Exit 0: ``--exit-when-ready`` and the example converged; exit 1: something failed (the
 message says what, with the manager's last log lines). A second signal while it cleans up
@@ -40,11 +44,12 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, Final
 
+import yaml
+
 from omed.cli import kubectl_ome
 from omed.devcluster.binaries import BinaryError, ensure_binaries
-from omed.devcluster.certs import CertificateAuthority
 from omed.devcluster.controlplane import ControlPlane, ControlPlaneError, die_with_parent, free_port
-from omed.devcluster.setup import install_crds, register_webhooks
+from omed.devcluster.install import OmeInstall
 from omed.devcluster.simulator import NodeSimulator, Timings
 from omed.kube.client import KubeClient, load_config
 from omed.kube.errors import AlreadyExists, ApiError
@@ -53,6 +58,8 @@ from omed.kube.resources import INFERENCE_REPLICAS, INFERENCE_SERVICES, NAMESPAC
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 MANAGER_NAMESPACE = "ome"
+MANAGER_POD = "ome-controller-manager-demo"
+VALUES = EXAMPLES / "ome-values.yaml"
 DEMO_NAMESPACE = "demo"
 SERVICE = "chat"
 STOP_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM)
@@ -136,34 +143,30 @@ class StopSignals:
             loop.add_signal_handler(sig, on_signal, sig)
 
 
+def _demo_values() -> dict[str, Any]:
+    values: dict[str, Any] = yaml.safe_load(VALUES.read_text())
+    return values
+
+
 def _ready(obj: Mapping[str, Any], kind: str = "Ready") -> bool:
     conditions = (obj.get("status") or {}).get("conditions") or []
     return any(c.get("type") == kind and c.get("status") == "True" for c in conditions)
 
 
-def _start_manager(
-    *, plane: ControlPlane, cert_dir: Path, webhook_port: int, log_path: Path
-) -> subprocess.Popen[bytes]:
-    env = dict(os.environ, POD_NAMESPACE=MANAGER_NAMESPACE, POD_NAME="ome-controller-manager-demo")
-    args = [
-        sys.executable,
-        "-m",
-        "omed",
-        f"--kubeconfig={plane.kubeconfig_path}",
-        f"--metrics-bind-address=127.0.0.1:{free_port()}",
-        f"--health-probe-addr=127.0.0.1:{free_port()}",
-        "--leader-elect",
-        "--webhook",
-        f"--webhook-port={webhook_port}",
-        f"--webhook-cert-dir={cert_dir}",
-        "--zap-encoder=console",
-        "--inferenceservice-max-concurrent-reconciles=4",
-        "--inferencereplica-max-concurrent-reconciles=4",
-        "--kube-api-qps=100",
-        "--kube-api-burst=200",
-    ]
+def _start_manager(*, install: OmeInstall, log_path: Path) -> subprocess.Popen[bytes]:
+    """One replica of the chart's Deployment, run as its pod would run it (its arguments,
+    environment, ServiceAccount token and certificate), with its webhook published as an
+    endpoint of the chart's Service."""
+    webhook_port = free_port()
+    args, env = install.manager_command(
+        MANAGER_POD,
+        metrics_port=free_port(),
+        health_port=free_port(),
+        webhook_port=webhook_port,
+        python=sys.executable,
+    )
     with log_path.open("ab") as log:
-        return subprocess.Popen(
+        manager = subprocess.Popen(
             args,
             env=env,
             stdout=log,
@@ -172,6 +175,8 @@ def _start_manager(
             preexec_fn=die_with_parent,  # noqa: PLW1509 - only prctl, async-signal-safe
             start_new_session=True,  # the terminal's Ctrl-C is the demo's to handle
         )
+    install.publish_endpoint(MANAGER_POD, webhook_port)
+    return manager
 
 
 async def _stop_manager(manager: subprocess.Popen[bytes]) -> None:
@@ -281,35 +286,22 @@ async def _demo(
             node_prefix="gpu-node",
             timings=Timings.realistic(),
         )
-        say("installing the ome.io CRDs")
-        await install_crds(client, ROOT / "deploy" / "crds")
-        for name in (MANAGER_NAMESPACE, DEMO_NAMESPACE):
-            with contextlib.suppress(AlreadyExists):
-                await client.create(NAMESPACES, {"metadata": {"name": name}})
-        await _kubectl_apply(plane, EXAMPLES / "inferenceservice-config.yaml")
+        install = OmeInstall(plane, workdir=workdir / "install", namespace=MANAGER_NAMESPACE)
+        say("installing the ome-crd chart with helm (the ome.io CRDs)")
+        await asyncio.to_thread(install.install_crds)
+        say(f"installing the ome-resources chart into namespace {MANAGER_NAMESPACE} with helm")
+        await asyncio.to_thread(install.install, _demo_values())
+        with contextlib.suppress(AlreadyExists):
+            await client.create(NAMESPACES, {"metadata": {"name": DEMO_NAMESPACE}})
         say(f"starting {nodes} simulated GPU nodes ({gpus} x nvidia.com/gpu each)")
         await simulator.start()
 
-        cert_dir = workdir / "serving-certs"
-        cert_dir.mkdir()
-        ca = CertificateAuthority.create("omed-demo-webhook-ca")
-        serving = ca.issue(
-            common_name="ome-webhook-server-service",
-            ip_addresses=["127.0.0.1"],
-            dns_names=["localhost"],
-            server=True,
-        )
-        (cert_dir / "tls.crt").write_bytes(serving.cert_pem)
-        (cert_dir / "tls.key").write_bytes(serving.key_pem)
-        webhook_port = free_port()
         manager_log = workdir / "manager.log"
-        say(f"starting the manager (log: {manager_log})")
-        manager = _start_manager(
-            plane=plane, cert_dir=cert_dir, webhook_port=webhook_port, log_path=manager_log
+        say(
+            f"starting the manager as the chart's Deployment runs it, under its "
+            f"ServiceAccount (log: {manager_log})"
         )
-        await register_webhooks(
-            client, base_url=f"https://127.0.0.1:{webhook_port}", ca_pem=ca.cert_pem
-        )
+        manager = _start_manager(install=install, log_path=manager_log)
         await _kubectl_apply(plane, EXAMPLES / "runtime.yaml")
         say("applying examples/inferenceservice.yaml (through the manager's webhooks)")
         for attempt in range(120):  # the webhook server needs a moment to start listening
@@ -401,7 +393,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     code = 1
     try:
         binaries = ensure_binaries()
-        say("starting etcd and kube-apiserver")
+        say("starting the control plane (etcd, kube-apiserver, controller manager, scheduler)")
         plane = ControlPlane(binaries)
         plane.start()  # on any exception, Stopped included, it stops what it started
         signals.recording()  # the loop's handlers take over once it runs
@@ -427,7 +419,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         signals.cleaning = True
         signals.recording()
         if plane is not None and plane.dir is not None:
-            say("stopping kube-apiserver and etcd")
+            say("stopping the control plane")
         if plane is not None:
             plane.stop()
         if workdir is not None:

@@ -88,7 +88,7 @@ def _up(nodes: int, gpus: int) -> int:
     try:
         binaries = ensure_binaries()
         plane = ControlPlane(binaries)
-        print("starting etcd and kube-apiserver ...", file=sys.stderr, flush=True)
+        print("starting the control plane ...", file=sys.stderr, flush=True)
         plane.start()
         asyncio.run(_serve_cluster(plane, nodes=nodes, gpus=gpus, received=received))
     except (BinaryError, ControlPlaneError) as err:
