@@ -92,6 +92,7 @@ def _inference_service(context: ControllerContext) -> ManagedController:
         workers=context.options.inferenceservice_max_concurrent_reconciles,
         default_mode=default_mode,
         clock=context.clock,
+        events=context.events,
     )
 
 
