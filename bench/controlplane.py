@@ -2,8 +2,9 @@
 
     .venv/bin/python bench/controlplane.py [--runs 3]
 
-Reports the time from ``ControlPlane.start()`` to a 200 from ``/readyz`` (etcd and
-kube-apiserver together), and the time ``stop()`` takes.
+Reports the time from ``ControlPlane.start()`` until every component is healthy (etcd's
+``/health``, kube-apiserver's ``/readyz``, kube-controller-manager's and kube-scheduler's
+``/healthz``), when each one was, and the time ``stop()`` takes.
 """
 
 from __future__ import annotations
@@ -24,11 +25,14 @@ def main() -> None:
     args = parser.parse_args()
     binaries = ensure_binaries()
     starts, stops = [], []
+    components: dict[str, list[float]] = {}
     for _ in range(args.runs):
         plane = ControlPlane(binaries)
         began = time.monotonic()
         plane.start()
         starts.append(time.monotonic() - began)
+        for name, after in plane.healthy_after.items():
+            components.setdefault(name, []).append(after)
         began = time.monotonic()
         plane.stop()
         stops.append(time.monotonic() - began)
@@ -44,7 +48,11 @@ def main() -> None:
                     "min": round(min(starts), 2),
                     "max": round(max(starts), 2),
                 },
+                "healthy_after_seconds_median": {
+                    name: round(statistics.median(values), 2) for name, values in components.items()
+                },
                 "stop_seconds": {"median": round(statistics.median(stops), 2)},
+                "load_average": [round(x, 2) for x in os.getloadavg()],
             },
             indent=2,
         )

@@ -193,6 +193,8 @@ class ControlPlane:
         self.client_key_path: Path | None = None
         self.ca_path: Path | None = None
         self.started_in: float = 0.0
+        self.healthy_after: dict[str, float] = {}
+        """Seconds from ``start()`` until each component answered healthy."""
 
     # -- lifecycle ---------------------------------------------------------------------------
     @property
@@ -230,6 +232,7 @@ class ControlPlane:
             )
             self._etcd.start()
             self._wait_etcd(deadline=began + timeout)
+            self.healthy_after["etcd"] = time.monotonic() - began
             self._apiserver = _Process(
                 name="kube-apiserver",
                 args=self._apiserver_args(),
@@ -238,6 +241,7 @@ class ControlPlane:
             )
             self._apiserver.start()
             self.wait_ready(deadline=began + timeout)
+            self.healthy_after["kube-apiserver"] = time.monotonic() - began
             self._write_kubeconfig()
             self._start_controller_manager()
             self._start_scheduler()
@@ -246,9 +250,11 @@ class ControlPlane:
                 port=self.controller_manager_port,
                 deadline=began + timeout,
             )
+            self.healthy_after["kube-controller-manager"] = time.monotonic() - began
             self._wait_component(
                 self._scheduler, port=self.scheduler_port, deadline=began + timeout
             )
+            self.healthy_after["kube-scheduler"] = time.monotonic() - began
         except BaseException:
             self.stop()
             raise
