@@ -3,11 +3,21 @@
     .venv/bin/python bench/converge.py                 # the full run: 200 services x 4
     .venv/bin/python bench/converge.py --services 20   # a quick run
 
-A fresh local control plane with omed's CRDs, the chart's ``inferenceservice-config`` (in
-namespace ``ome``), simulated GPU nodes (``python -m omed.devcluster.simulator`` as its own
-process, scoped to the bench namespace; 25 nodes x 32 GPUs by default) and the manager
-(``python -m omed``, as production runs it: ``--kube-api-qps 100 --kube-api-burst 200``, 4
-workers per controller). Then:
+A fresh local control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler),
+omed installed with the real ``helm`` as an operator installs it (:mod:`omed.devcluster.install`:
+the ``ome-crd`` chart, then ``ome-resources`` into namespace ``ome`` with the bench's values
+over the chart's, :data:`CHART_ENTRIES` and the limiter and worker counts among them), simulated
+GPU nodes (``python -m omed.devcluster.simulator`` as its own process, playing their kubelets
+for pods in the bench namespace; kube-scheduler binds the pods; 25 nodes x 32 GPUs by default)
+and one manager replica run as the chart's Deployment runs it (``python -m omed`` with the
+rendered container's arguments and environment, the chart's ConfigMap, the token of its
+ServiceAccount, never the admin's, and its webhook certificate; as production runs it:
+``--kube-api-qps 100 --kube-api-burst 200``, 4 workers per controller). Its webhook is
+published as an endpoint of the chart's Service, so every InferenceService and
+InferenceReplica create and update (not their status writes) is admitted by the manager
+itself, as in a cluster; the clock starts once a dry-run create passes admission. One flag
+the chart has no value for is appended after its arguments: ``--leader-elect=false``
+(:data:`MANAGER_EXTRA_ARGS`), so no Lease renewal is in the write counts. Then:
 
 1. **Converge.** ``--services`` InferenceServices, each an engine of ``--engines``
    single-pod, one-GPU Instances, are created at once; the clock runs from the first create
@@ -18,9 +28,10 @@ workers per controller). Then:
    for 5 s: the Event recorder writes on after the last Ready). The Event recorder has its
    own client and limiter; its writes are counted from the Events themselves (one POST per
    Event, one PATCH per repeat: the sum of their ``count``) and taken out, leaving the
-   controllers' client, whose limiter bounds convergence. Leader election is off, so no
-   Lease renewal is in the counts (with it on, the Lease adds one PUT per retry period on a
-   third client with its own limiter).
+   controllers' client, whose limiter bounds convergence. Leader election is off (the one
+   flag added to the chart's), so no Lease renewal is in the counts (with it on, as the
+   chart runs it, the Lease adds one PUT per retry period on a third client with its own
+   limiter).
 3. **The bound.** The fewest writes the controllers must make for one InferenceService of
    E single-pod Instances (:func:`min_writes`): its finalizer and one status write (Ready),
    the InferenceReplica's create (with its finalizer on) and two status writes (the Create
@@ -39,8 +50,8 @@ workers per controller). Then:
    manager's CPU time (utime + stime of ``/proc/<pid>/stat``) over that resync, divided by
    the reconciles it counted in ``controller_runtime_reconcile_total``; the idle CPU rate
    measured in step 4 is taken out. It includes decoding the watch events and the informer
-   work, which a timer resync from the cache (controller-runtime's) would not have. The
-   resync must write nothing.
+   work, and the manager's webhook admitting each annotation patch, which a timer resync
+   from the cache (controller-runtime's) would not have. The resync must write nothing.
 
 Everything started is stopped in ``finally`` blocks (and dies with the bench on kill -9).
 """
@@ -70,13 +81,13 @@ from typing import Any
 
 from omed.devcluster.binaries import ensure_binaries
 from omed.devcluster.controlplane import ControlPlane, die_with_parent, free_port
-from omed.devcluster.setup import install_crds
+from omed.devcluster.install import OmeInstall
 from omed.events import DEFAULT_COMPONENT
 from omed.informers import Handlers, InformerFactory
 from omed.informers.transform import Obj
 from omed.kube.client import KubeClient, load_config
+from omed.kube.errors import ServerError
 from omed.kube.resources import (
-    CONFIGMAPS,
     EVENTS,
     INFERENCE_REPLICAS,
     INFERENCE_SERVICES,
@@ -88,13 +99,19 @@ from omed.statuscodec import decode_status
 
 ROOT = Path(__file__).resolve().parent.parent
 MANAGER_NAMESPACE = "ome"
+MANAGER_POD = "ome-controller-manager-bench"
+"""The replica's pod name (``POD_NAME``, and the name of its webhook's EndpointSlice)."""
 NAMESPACE = "bench"
 NODE_PREFIX = "bench-gpu"
 QPS, BURST, WORKERS = 100, 200, 4
-"""The manager's flags (``--workers`` changes the workers, for a diagnostic run)."""
+"""The manager's limiter and workers, as chart values (``--workers`` changes the workers, for
+a diagnostic run)."""
+MANAGER_EXTRA_ARGS = ("--leader-elect=false",)
+"""After the chart's arguments (the last occurrence wins): the chart always passes
+``--leader-elect`` and has no value to turn it off."""
 WRITE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
 POLL = 0.25
-CONFIG = {
+CHART_ENTRIES = {
     "omenativeStatus": {"instanceStatusEncoding": "ColumnarV2", "maxDecodedInstances": 20000},
     "eventRecorder": {"burstSize": 400, "refillInterval": "5s"},
     "lifecycle": {
@@ -105,7 +122,24 @@ CONFIG = {
     },
     "deploy": {"defaultDeploymentMode": "OMENative"},
 }
-"""The chart's entries, one JSON document per key."""
+"""The chart's ``inferenceservice-config`` entries, as ``ome.controller`` values (the
+chart writes each as one JSON document of its ConfigMap)."""
+
+
+def chart_values(workers: int) -> dict[str, Any]:
+    """The ``ome-resources`` values the bench installs with, over the chart's own."""
+    return {
+        "ome": {
+            "controller": {
+                "kubeAPIQPS": QPS,
+                "kubeAPIBurst": BURST,
+                "inferenceServiceMaxConcurrentReconciles": workers,
+                "inferenceReplicaMaxConcurrentReconciles": workers,
+                **CHART_ENTRIES,
+            }
+        }
+    }
+
 
 RUNTIME = {
     "apiVersion": "ome.io/v1beta1",
@@ -268,34 +302,43 @@ def pid_of(plane: ControlPlane, child: str) -> int:
 
 
 class Manager:
-    """``python -m omed`` with the bench's flags; its metrics and CPU time."""
+    """One replica of the chart's Deployment (:meth:`OmeInstall.manager_command`: ``python -m
+    omed`` with the rendered arguments, then :data:`MANAGER_EXTRA_ARGS`), its webhook an
+    endpoint of the chart's Service while it runs; its metrics and CPU time."""
 
-    def __init__(
-        self, *, kubeconfig: str, log_path: Path, workers: int, profile: Path | None = None
-    ) -> None:
+    def __init__(self, install: OmeInstall, *, log_path: Path, profile: Path | None = None) -> None:
+        self.install = install
         self.metrics_port, self.health_port = free_port(), free_port()
-        args = [
-            f"--kubeconfig={kubeconfig}",
-            f"--metrics-bind-address=127.0.0.1:{self.metrics_port}",
-            f"--health-probe-addr=127.0.0.1:{self.health_port}",
-            f"--kube-api-qps={QPS}",
-            f"--kube-api-burst={BURST}",
-            f"--inferenceservice-max-concurrent-reconciles={workers}",
-            f"--inferencereplica-max-concurrent-reconciles={workers}",
-        ]
+        webhook_port = free_port()
+        argv, env = install.manager_command(
+            MANAGER_POD,
+            metrics_port=self.metrics_port,
+            health_port=self.health_port,
+            webhook_port=webhook_port,
+            python=sys.executable,
+            extra=MANAGER_EXTRA_ARGS,
+        )
+        self.args = argv[3:]
+        if profile is not None:
+            # --profile-manager: cProfile writes its file when the manager exits on SIGTERM.
+            argv = [argv[0], "-m", "cProfile", "-o", str(profile), *argv[1:]]
         self.log_path = log_path
         with log_path.open("wb") as log:
-            # --profile-manager: cProfile writes its file when the manager exits on SIGTERM.
-            profiler = ["-m", "cProfile", "-o", str(profile)] if profile is not None else []
             self.proc = subprocess.Popen(
-                [sys.executable, *profiler, "-m", "omed", *args],
+                argv,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
-                env={**os.environ, "POD_NAMESPACE": MANAGER_NAMESPACE, "POD_NAME": "bench"},
+                env=env,
                 cwd=ROOT,
                 preexec_fn=die_with_parent,  # noqa: PLW1509 - only prctl, async-signal-safe
             )
+        try:
+            install.publish_endpoint(MANAGER_POD, webhook_port)
+        except BaseException:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+            raise
 
     def _get(self, port: int, path: str) -> tuple[int, str] | None:
         try:
@@ -333,6 +376,7 @@ class Manager:
         return 0
 
     def stop(self) -> None:
+        """SIGTERM (SIGKILL after 30 s), then withdraw its webhook endpoint."""
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -340,6 +384,7 @@ class Manager:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(timeout=10)
+        self.install.withdraw_endpoint(MANAGER_POD)
 
 
 def start_simulator(
@@ -412,6 +457,19 @@ async def event_writes(client: KubeClient) -> int:
         for e in events
         if (e.get("source") or {}).get("component") == DEFAULT_COMPONENT
     )
+
+
+async def admitted(client: KubeClient, manager: Manager) -> bool:
+    """Whether a dry-run InferenceService create passes the chart's webhooks (served by the
+    manager through its EndpointSlice); nothing is stored, and the manager writes nothing."""
+    manager.check()
+    try:
+        await client.create(
+            INFERENCE_SERVICES, service_body("admission-probe", 1), NAMESPACE, dryRun="All"
+        )
+    except ServerError:  # "failed calling webhook": the endpoint isn't reachable yet
+        return False
+    return True
 
 
 # -- the phases ----------------------------------------------------------------------------------
@@ -719,19 +777,14 @@ async def run(args: argparse.Namespace, plane: ControlPlane, workdir: Path) -> d
     pods_per_node = max(110, 2 * args.gpus_per_node)
     simulator: subprocess.Popen[bytes] | None = None
     manager: Manager | None = None
+    install = OmeInstall(plane, workdir=workdir / "install", namespace=MANAGER_NAMESPACE)
     async with KubeClient(await load_config(kubeconfig), qps=2000, burst=4000) as client:
         try:
-            await install_crds(client, ROOT / "deploy" / "crds")
-            for name in (MANAGER_NAMESPACE, NAMESPACE):
-                await client.create(NAMESPACES, {"metadata": {"name": name}})
-            await client.create(
-                CONFIGMAPS,
-                {
-                    "metadata": {"name": "inferenceservice-config", "namespace": MANAGER_NAMESPACE},
-                    "data": {key: json.dumps(value) for key, value in CONFIG.items()},
-                },
-                MANAGER_NAMESPACE,
-            )
+            install_began = time.monotonic()
+            await asyncio.to_thread(install.install_crds)
+            await asyncio.to_thread(install.install, chart_values(args.workers))
+            install_seconds = time.monotonic() - install_began
+            await client.create(NAMESPACES, {"metadata": {"name": NAMESPACE}})
             await client.create(SERVING_RUNTIMES, RUNTIME, NAMESPACE)
             simulator = start_simulator(
                 kubeconfig=kubeconfig,
@@ -750,13 +803,15 @@ async def run(args: argparse.Namespace, plane: ControlPlane, workdir: Path) -> d
                 return bool(len(listed.get("items") or []) == args.nodes)
 
             await until(nodes_up, timeout=120, what="the simulated nodes")
-            manager = Manager(
-                kubeconfig=kubeconfig,
-                log_path=workdir / "manager.log",
-                workers=args.workers,
-                profile=args.profile_manager,
+            manager = await asyncio.to_thread(
+                Manager, install, log_path=workdir / "manager.log", profile=args.profile_manager
             )
             await until(manager.ready, timeout=180, what="the manager's /readyz")
+            await until(
+                lambda: admitted(client, manager),
+                timeout=60,
+                what="the API server to reach the manager's webhook",
+            )
             converged = await converge(
                 client,
                 manager,
@@ -768,6 +823,8 @@ async def run(args: argparse.Namespace, plane: ControlPlane, workdir: Path) -> d
                     "manager": manager.proc.pid,
                     "apiserver": pid_of(plane, "apiserver"),
                     "etcd": pid_of(plane, "etcd"),
+                    "scheduler": pid_of(plane, "scheduler"),
+                    "controller_manager": pid_of(plane, "controller-manager"),
                     "simulator": simulator.pid,
                     "bench": os.getpid(),
                 },
@@ -776,6 +833,12 @@ async def run(args: argparse.Namespace, plane: ControlPlane, workdir: Path) -> d
             noop = await resync(client, manager, idle_cpu_rate=quiet["manager_cpu_per_second"])
             quiet["manager_cpu_per_second"] = round(quiet["manager_cpu_per_second"], 4)
             return {
+                "manager": {
+                    "user": install.user,
+                    "configmap": f"{MANAGER_NAMESPACE}/{install.configmap_name()}",
+                    "args": manager.args,
+                    "install_seconds": round(install_seconds, 1),
+                },
                 "converge": converged,
                 "idle": quiet,
                 "noop_resync": noop,
@@ -787,7 +850,7 @@ async def run(args: argparse.Namespace, plane: ControlPlane, workdir: Path) -> d
             }
         finally:
             if manager is not None:
-                manager.stop()
+                await asyncio.to_thread(manager.stop)
             stop_process(simulator)
 
 

@@ -3,8 +3,12 @@
     .venv/bin/python bench/converge_floor.py                 # 200 services x 4, as converge.py
     .venv/bin/python bench/converge_floor.py --services 20   # a quick run
 
-The same control plane, CRDs, node simulator (its own process, the same nodes) and
-InferenceServices as ``bench/converge.py``, but no manager. In its place a script makes exactly
+The same control plane, CRDs (the ``ome-crd`` chart, installed with helm), node simulator (its
+own process, the same nodes; kube-scheduler binds the pods) and InferenceServices as
+``bench/converge.py``, but no manager, so the ``ome-resources`` chart isn't installed either
+(its webhooks, failurePolicy Fail, would refuse every write with no manager serving them):
+no admission webhook is in this script's path, where converge.py's InferenceService and
+InferenceReplica creates and updates pass the manager's. In its place a script makes exactly
 the minimum writes of :func:`converge.min_writes` for each InferenceService, through one client
 with the manager's limiter (100 QPS, burst 200), with no worker limit (every InferenceService
 advances at once) and no reads but one pod watch:
@@ -66,7 +70,7 @@ from omed.controllers.inferenceservice.controller import FINALIZER
 from omed.controllers.inferenceservice.project import project
 from omed.controllers.inferenceservice.status import build_status, replica_readiness
 from omed.devcluster.controlplane import ControlPlane
-from omed.devcluster.setup import install_crds
+from omed.devcluster.install import OmeInstall
 from omed.informers import Handlers, InformerFactory
 from omed.informers.transform import Obj
 from omed.kube.client import KubeClient, load_config
@@ -77,8 +81,6 @@ from omed.kube.resources import (
     NODES,
     PODS,
 )
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def _now() -> str:
@@ -244,7 +246,8 @@ async def run(args: argparse.Namespace, plane: ControlPlane, workdir: Path) -> d
         KubeClient(config, qps=QPS, burst=BURST) as client,
     ):
         try:
-            await install_crds(setup, ROOT / "deploy" / "crds")
+            install = OmeInstall(plane, workdir=workdir / "install")
+            await asyncio.to_thread(install.install_crds)
             await setup.create(NAMESPACES, {"metadata": {"name": NAMESPACE}})
             simulator = start_simulator(
                 kubeconfig=kubeconfig,
@@ -273,6 +276,8 @@ async def run(args: argparse.Namespace, plane: ControlPlane, workdir: Path) -> d
                 pids = {
                     "apiserver": pid_of(plane, "apiserver"),
                     "etcd": pid_of(plane, "etcd"),
+                    "scheduler": pid_of(plane, "scheduler"),
+                    "controller_manager": pid_of(plane, "controller-manager"),
                     "simulator": simulator.pid,
                     "bench": os.getpid(),
                 }

@@ -2,11 +2,19 @@
 
     .venv/bin/python bench/failover.py [--timings chart,fast]
 
-Starts a local control plane with omed's CRDs and a valid ``inferenceservice-config``, then,
-for each set of leader election timings (lease duration / renew deadline / retry period):
+Starts a local control plane and installs omed with the real ``helm`` as an operator installs
+it (:mod:`omed.devcluster.install`): the ``ome-crd`` chart, then ``ome-resources`` into
+namespace ``ome``, whose ConfigMap, ServiceAccount and Lease namespace the managers use. Every
+replica runs as the chart's Deployment runs it: ``python -m omed`` with the rendered
+container's arguments and environment (``--leader-elect``, ``--webhook``, the chart's
+``--kube-api-qps 100 --kube-api-burst 200`` and leader election timings), the token of the
+chart's ServiceAccount (never the admin's) and its webhook certificate, with its webhook
+published as an endpoint of the chart's Service while it runs; no flag is added. For each set
+of leader election timings (lease duration / renew deadline / retry period), installed as the
+chart's ``ome.controller.leaderElection`` values (a ``helm upgrade`` between sets):
 
-* ``chart``: 60s / 40s / 8s, the chart's values; ``fast``: 15s / 10s / 2s, the flags'
-  defaults;
+* ``chart``: the chart's own values (60s / 40s / 8s today; the timings reported are read
+  from the rendered arguments); ``fast``: 15s / 10s / 2s, the flags' defaults;
 * ``kill -9``: replicas A (leader) and B (standby); A is killed with SIGKILL;
 * ``SIGTERM``: B (now leader) and C (standby); B gets SIGTERM and releases the Lease.
 
@@ -14,8 +22,9 @@ The failover time runs from the signal until the standby's ``/metrics`` shows
 ``leader_election_master_status`` 1 (``to_metrics_seconds``), and until the Lease's
 holderIdentity names the standby (``to_lease_seconds``), both polled every 50 ms.
 Memory: the RSS (and peak RSS) of the first leader, 10 s after it became leader, with no
-InferenceServices or InferenceReplicas in the cluster, and of a standby. Also reported:
-the time from process start to ``/readyz`` 200 for a standby.
+InferenceServices or InferenceReplicas in the cluster, and of a standby (both serving the
+webhooks, as every replica of the chart does). Also reported: the time from process start to
+``/readyz`` 200 for a standby (its webhook server listening included).
 """
 
 from __future__ import annotations
@@ -35,28 +44,34 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from omed.config.duration import parse_duration
 from omed.devcluster.binaries import ensure_binaries
 from omed.devcluster.controlplane import ControlPlane, free_port
-from omed.devcluster.setup import install_crds
+from omed.devcluster.install import OmeInstall
 from omed.kube.client import KubeClient, load_config
-from omed.kube.resources import CONFIGMAPS, LEASES, NAMESPACES
+from omed.kube.resources import LEASES
 
 ROOT = Path(__file__).resolve().parent.parent
-NAMESPACE = "ome-bench"
+NAMESPACE = "ome"
 LEASE_NAME = "ome-controller-manager-leader-lock"
-TIMINGS = {"chart": (60, 40, 8), "fast": (15, 10, 2)}
+TIMINGS: dict[str, dict[str, str] | None] = {
+    "chart": None,
+    "fast": {"leaseDuration": "15s", "renewDeadline": "10s", "retryPeriod": "2s"},
+}
+"""``ome.controller.leaderElection`` values per set; None keeps the chart's."""
+TIMING_FLAGS = (
+    "--leader-elect-lease-duration",
+    "--leader-elect-renew-deadline",
+    "--leader-elect-retry-period",
+)
 POLL = 0.05
 IDLE_SECONDS = 10.0
-CONFIG = {
-    "omenativeStatus": {"instanceStatusEncoding": "ColumnarV2", "maxDecodedInstances": 20000},
-    "eventRecorder": {"burstSize": 400, "refillInterval": "5s"},
-    "lifecycle": {"scaleUpPodBatchSize": 50, "scaleDownPodBatchSize": "10%"},
-}
 
 
 @dataclass
 class Replica:
     name: str
+    install: OmeInstall
     proc: subprocess.Popen[bytes]
     metrics_port: int
     health_port: int
@@ -91,37 +106,48 @@ class Replica:
         return values
 
     def stop(self) -> None:
+        """SIGKILL if still running; then withdraw its webhook endpoint, as a dead pod's."""
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait(timeout=10)
+        self.install.withdraw_endpoint(self.name)
 
 
-def start_replica(
-    name: str, *, kubeconfig: str, timings: tuple[int, int, int], log_dir: Path
-) -> Replica:
-    lease, renew, retry = timings
-    metrics_port, health_port = free_port(), free_port()
-    args = [
-        f"--kubeconfig={kubeconfig}",
-        f"--metrics-bind-address=127.0.0.1:{metrics_port}",
-        f"--health-probe-addr=127.0.0.1:{health_port}",
-        "--leader-elect",
-        f"--leader-election-namespace={NAMESPACE}",
-        f"--leader-elect-lease-duration={lease}s",
-        f"--leader-elect-renew-deadline={renew}s",
-        f"--leader-elect-retry-period={retry}s",
-        "--kube-api-qps=100",
-        "--kube-api-burst=200",
-    ]
+def start_replica(name: str, *, install: OmeInstall, log_dir: Path) -> Replica:
+    """Replica ``name`` of the chart's Deployment (:meth:`OmeInstall.manager_command`, no
+    extra argument), its webhook published as an endpoint of the chart's Service."""
+    metrics_port, health_port, webhook_port = free_port(), free_port(), free_port()
+    argv, env = install.manager_command(
+        name,
+        metrics_port=metrics_port,
+        health_port=health_port,
+        webhook_port=webhook_port,
+        python=sys.executable,
+    )
     with (log_dir / f"{name}.log").open("wb") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "omed", *args],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, "POD_NAMESPACE": NAMESPACE, "POD_NAME": name},
-            cwd=ROOT,
-        )
-    return Replica(name, proc, metrics_port, health_port, time.monotonic())
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
+    replica = Replica(name, install, proc, metrics_port, health_port, time.monotonic())
+    try:
+        install.publish_endpoint(name, webhook_port)
+    except BaseException:
+        replica.stop()
+        raise
+    return replica
+
+
+def rendered_timings(install: OmeInstall) -> tuple[float, float, float]:
+    """Lease duration, renew deadline and retry period (seconds) in the rendered arguments
+    (the last occurrence of each flag, as the manager reads them)."""
+    found: dict[str, float] = {}
+    for arg in install.spec.args:
+        flag, _, value = arg.partition("=")
+        if flag in TIMING_FLAGS:
+            found[flag] = parse_duration(value)
+    missing = [flag for flag in TIMING_FLAGS if flag not in found]
+    if missing:
+        raise RuntimeError(f"the chart's arguments have no {', '.join(missing)}")
+    lease, renew, retry = (found[flag] for flag in TIMING_FLAGS)
+    return lease, renew, retry
 
 
 async def until(check: Any, *, timeout: float, what: str) -> float:
@@ -166,63 +192,61 @@ async def failover(
 
 
 async def one_timing(
-    client: KubeClient, kubeconfig: str, name: str, timings: tuple[int, int, int], logs: Path
+    client: KubeClient, install: OmeInstall, name: str, logs: Path
 ) -> dict[str, Any]:
-    lease = timings[0]
+    """Install the set's values over the chart's (``helm upgrade``); run its two failovers."""
+    override = TIMINGS[name]
+    values = {"ome": {"controller": {"leaderElection": override}}} if override else {}
+    await asyncio.to_thread(install.install, values)
+    lease, renew, retry = rendered_timings(install)
     result: dict[str, Any] = {
-        "lease_duration_s": timings[0],
-        "renew_deadline_s": timings[1],
-        "retry_period_s": timings[2],
+        "lease_duration_s": lease,
+        "renew_deadline_s": renew,
+        "retry_period_s": retry,
+        "chart_args": list(install.spec.args),
     }
-    a = start_replica(f"{name}-a", kubeconfig=kubeconfig, timings=timings, log_dir=logs)
+    limit = lease + 3 * retry + 30
+
+    async def start(suffix: str) -> Replica:
+        return await asyncio.to_thread(
+            start_replica, f"{name}-{suffix}", install=install, log_dir=logs
+        )
+
+    a = await start("a")
     replicas = [a]
     try:
         led = await until(a.leader, timeout=lease + 60, what="the first leader")
-        b = start_replica(f"{name}-b", kubeconfig=kubeconfig, timings=timings, log_dir=logs)
+        b = await start("b")
         replicas.append(b)
         ready = await until(b.ready, timeout=60, what="the standby's /readyz")
         result["standby_start_to_ready_seconds"] = round(ready - b.started, 2)
         await asyncio.sleep(max(0.0, led + IDLE_SECONDS - time.monotonic()))
         result["idle_leader_memory_kib"] = a.memory_kib()
         result["standby_memory_kib"] = b.memory_kib()
-        result["kill_9"] = await failover(
-            client, a, b, sig=signal.SIGKILL, limit=lease + 3 * timings[2] + 30
-        )
-        c = start_replica(f"{name}-c", kubeconfig=kubeconfig, timings=timings, log_dir=logs)
+        result["kill_9"] = await failover(client, a, b, sig=signal.SIGKILL, limit=limit)
+        await asyncio.to_thread(a.stop)  # reaped; its endpoint withdrawn
+        c = await start("c")
         replicas.append(c)
         await until(c.ready, timeout=60, what="the second standby's /readyz")
-        result["sigterm"] = await failover(
-            client, b, c, sig=signal.SIGTERM, limit=lease + 3 * timings[2] + 30
-        )
-        code = b.proc.wait(timeout=30)
+        result["sigterm"] = await failover(client, b, c, sig=signal.SIGTERM, limit=limit)
+        code = await asyncio.to_thread(b.proc.wait, 30)
         result["sigterm"]["old_leader_exit_code"] = code
     finally:
         for replica in replicas:
-            replica.stop()
+            await asyncio.to_thread(replica.stop)
         await client.delete(LEASES, LEASE_NAME, NAMESPACE)
     return result
 
 
-async def run(plane: ControlPlane, names: list[str]) -> dict[str, Any]:
+async def run(plane: ControlPlane, names: list[str], workdir: Path) -> dict[str, Any]:
     kubeconfig = str(plane.kubeconfig_path)
+    install = OmeInstall(plane, workdir=workdir / "install", namespace=NAMESPACE)
+    await asyncio.to_thread(install.install_crds)
     async with KubeClient(await load_config(kubeconfig), qps=1000, burst=2000) as client:
-        await install_crds(client, ROOT / "deploy" / "crds")
-        await client.create(NAMESPACES, {"metadata": {"name": NAMESPACE}})
-        await client.create(
-            CONFIGMAPS,
-            {
-                "metadata": {"name": "inferenceservice-config", "namespace": NAMESPACE},
-                "data": {key: json.dumps(value) for key, value in CONFIG.items()},
-            },
-            NAMESPACE,
-        )
         results: dict[str, Any] = {}
-        with tempfile.TemporaryDirectory(prefix="omed-bench-failover-") as logs:
-            for name in names:
-                results[name] = await one_timing(
-                    client, kubeconfig, name, TIMINGS[name], Path(logs)
-                )
-        return results
+        for name in names:
+            results[name] = await one_timing(client, install, name, workdir)
+        return {"manager_user": install.user, "timings": results}
 
 
 def main() -> None:
@@ -230,11 +254,15 @@ def main() -> None:
     parser.add_argument("--timings", default="chart,fast", help="comma-separated: chart, fast")
     args = parser.parse_args()
     names = [name for name in args.timings.split(",") if name]
+    unknown = sorted(set(names) - set(TIMINGS))
+    if unknown:
+        parser.error(f"unknown timings: {', '.join(unknown)} (choose from chart, fast)")
     binaries = ensure_binaries()
     plane = ControlPlane(binaries)
     plane.start()
     try:
-        results = asyncio.run(run(plane, names))
+        with tempfile.TemporaryDirectory(prefix="omed-bench-failover-") as workdir:
+            results = asyncio.run(run(plane, names, Path(workdir)))
     finally:
         plane.stop()
     print(
@@ -245,7 +273,7 @@ def main() -> None:
                 "cpus": os.cpu_count(),
                 "python": sys.version.split()[0],
                 "poll_interval_s": POLL,
-                "timings": results,
+                **results,
             },
             indent=2,
         )
