@@ -24,12 +24,20 @@ start with the reason instead of bypassing a proxy the operator asked for. ``soc
 
 A kubeconfig cluster's ``proxy-url`` overrides all of this, as in client-go
 (:func:`omed.kube.client.load_config`).
+
+A proxy URL may carry a password (``http://user:password@proxy:3128``). It goes to the proxy
+only, as ``Proxy-Authorization``; whatever prints the URL prints it as Go's
+``(*url.URL).Redacted`` does, ``http://user:xxxxx@proxy:3128`` (:func:`redact_url`): the
+errors here, and the ``repr`` of every object that holds one, since the URLs this module
+returns are :class:`ProxyURL` strings. Their ``str`` is the real URL, the one to connect
+with: log ``url.redacted()``, never the URL itself.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import ipaddress
+import re
 from collections.abc import Mapping
 from typing import Final
 from urllib.parse import SplitResult, urlsplit
@@ -38,8 +46,59 @@ SUPPORTED_SCHEMES: Final = frozenset({"http", "https"})
 _DEFAULT_PORTS: Final = {"http": "80", "https": "443"}
 
 
+REDACTED: Final = "xxxxx"
+"""What a password is printed as (Go's ``Redacted``)."""
+_SCHEME: Final = re.compile(r"\s*[A-Za-z][A-Za-z0-9+.-]*://")
+
+
 class ProxyConfigError(ValueError):
-    """A proxy setting that can't be used (its variable, its value and why)."""
+    """A proxy setting that can't be used (its variable, its value and why); the value is
+    shown without its password."""
+
+
+def redact_url(text: str) -> str:
+    """``text`` with the password of its user info printed as ``xxxxx``, as Go's
+    ``(*url.URL).Redacted`` prints it (``http://user:xxxxx@proxy:3128``); a user name
+    without a password is shown, as Go shows it.
+
+    ``text`` need not parse (error messages show what the operator wrote): everything
+    before the last ``@`` counts as user info, so a password with an unescaped ``/``,
+    ``#`` or ``@`` in it is still hidden whole.
+    """
+    prefix, user, password, rest = _userinfo(text)
+    if password is None:
+        return text
+    return f"{prefix}{user}:{REDACTED}@{rest}"
+
+
+def _userinfo(text: str) -> tuple[str, str, str | None, str]:
+    """(scheme and ``//``, user name, password or ``None``, what follows the ``@``)."""
+    match = _SCHEME.match(text)
+    prefix = match.group(0) if match else ""
+    userinfo, at, rest = text[len(prefix) :].rpartition("@")
+    if not at:
+        return prefix, "", None, rest
+    user, colon, password = userinfo.partition(":")
+    return prefix, user, password if colon else None, rest
+
+
+def _hide_password(message: str, value: str) -> str:
+    """``message`` (which may quote ``value`` in any form) without ``value``'s password."""
+    password = _userinfo(value)[2]
+    return message.replace(password, REDACTED) if password else message
+
+
+class ProxyURL(str):
+    """A proxy URL: its ``str`` is the URL to connect with, password included; its ``repr``
+    is :func:`redact_url`'s, so a config object that holds it prints no password."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return repr(self.redacted())
+
+    def redacted(self) -> str:
+        return redact_url(str(self))
 
 
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -128,6 +187,13 @@ class ProxyEnvironment:
     no_proxy: NoProxy = dataclasses.field(default_factory=NoProxy)
     cgi: bool = False
 
+    def __post_init__(self) -> None:
+        # Held as ProxyURL, however they were given, so that the repr hides passwords.
+        for name in ("http_proxy", "https_proxy"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, ProxyURL):
+                object.__setattr__(self, name, ProxyURL(value))
+
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> ProxyEnvironment:
         """Read the variables; raise :class:`ProxyConfigError` for an address that can't be
@@ -142,7 +208,7 @@ class ProxyEnvironment:
             cgi=bool(environ.get("REQUEST_METHOD")),
         )
 
-    def proxy_for(self, url: str) -> str | None:
+    def proxy_for(self, url: str) -> ProxyURL | None:
         """The proxy URL for a request to ``url``, or ``None`` to go direct."""
         parts = urlsplit(url)
         scheme = parts.scheme.lower()
@@ -161,46 +227,47 @@ class ProxyEnvironment:
         host = (parts.hostname or "").lower()
         port = _port(parts, scheme)
         if not host or host == "localhost":
-            return None if host else proxy
+            return None if host else ProxyURL(proxy)
         ip = _ip(host)
         if ip is not None and ip.is_loopback:
             return None
         if self.no_proxy.bypasses(_idna(host), port):
             return None
-        return proxy
+        return ProxyURL(proxy)
 
 
-def parse_proxy_url(value: str, *, source: str) -> str | None:
+def parse_proxy_url(value: str, *, source: str) -> ProxyURL | None:
     """A proxy address as Go reads it (no scheme means ``http://``), checked; ``None`` for
-    an empty value. ``source`` names where it came from, for the error."""
+    an empty value. ``source`` names where it came from, for the error, which shows the
+    value without its password."""
     text = value.strip()
     if not text:
         return None
-    parts = _split(text)
+    shown = f"{source} {redact_url(value)!r}"
+    parts = _split(text, shown, value)
     if not parts.scheme or not parts.netloc:
-        parts = _split("http://" + text)
+        parts = _split("http://" + text, shown, value)
     scheme = parts.scheme.lower()
     if scheme not in SUPPORTED_SCHEMES:
         raise ProxyConfigError(
-            f"{source} {value!r}: the {scheme or 'missing'} scheme is not supported "
-            f"(use http:// or https://)"
+            f"{shown}: the {scheme or 'missing'} scheme is not supported (use http:// or https://)"
         )
     try:
         port = parts.port
     except ValueError:
-        raise ProxyConfigError(f"{source} {value!r}: the port is not a number") from None
+        raise ProxyConfigError(f"{shown}: the port is not a number") from None
     if not parts.hostname:
-        raise ProxyConfigError(f"{source} {value!r}: no host")
+        raise ProxyConfigError(f"{shown}: no host")
     if port == 0:
-        raise ProxyConfigError(f"{source} {value!r}: port 0")
-    return parts._replace(scheme=scheme).geturl()
+        raise ProxyConfigError(f"{shown}: port 0")
+    return ProxyURL(parts._replace(scheme=scheme).geturl())
 
 
-def _split(text: str) -> SplitResult:
+def _split(text: str, shown: str, value: str) -> SplitResult:
     try:
         return urlsplit(text)
-    except ValueError as err:
-        raise ProxyConfigError(f"proxy address {text!r}: {err}") from None
+    except ValueError as err:  # its message may quote the netloc, password and all
+        raise ProxyConfigError(f"{shown}: {_hide_password(str(err), value)}") from None
 
 
 def _first(environ: Mapping[str, str], *names: str) -> tuple[str, str]:

@@ -104,6 +104,9 @@ async def test_https_proxy_carries_requests_and_watches(
     environ = {"HTTPS_PROXY": f"http://omed:s%40cret@127.0.0.1:{proxy.port}"}
     config = await load_config(path, environ=environ)
     assert config.proxy == f"http://omed:s%40cret@127.0.0.1:{proxy.port}"
+    # Printed, the config shows no password (Go's Redacted form); connecting uses it.
+    assert "s%40cret" not in repr(config)
+    assert f"http://omed:xxxxx@127.0.0.1:{proxy.port}" in repr(config)
     async with KubeClient(config) as client:
         listed = await client.list_page(NAMESPACES, None)
         assert namespace in {item["metadata"]["name"] for item in listed["items"]}
