@@ -5,12 +5,17 @@ client-go's reflector backoff: 0.8 s, doubling up to 30 s, each delay stretched 
 failure. The jitter spreads the informers of many managers apart after an API server
 restart; the reset makes an isolated failure after a long healthy stretch cheap.
 
+A floor (``wait(at_least=...)``, a 429's Retry-After) can lengthen a delay up to ``cap``,
+never beyond; a floor that is not a finite, non-negative number is no floor. client-go
+waits only the backoff on a 429, so a header can't make omed wait longer than it would.
+
 Invariant: delays never exceed ``cap``, and never fall below ``initial`` (time comes from
 the injected clock, so tests drive it with ``FakeClock``).
 """
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Callable
 
@@ -56,7 +61,9 @@ class Backoff:
         self._last = None
 
     async def wait(self, *, at_least: float = 0.0) -> float:
-        """Sleep for the next delay (or ``at_least``, when longer); return the time slept."""
-        delay = max(at_least, self.next_delay())
+        """Sleep for the next delay (or ``at_least``, when longer, up to ``cap``); return the
+        time slept."""
+        floor = min(at_least, self.cap) if math.isfinite(at_least) and at_least > 0 else 0.0
+        delay = max(floor, self.next_delay())
         await self._clock.sleep(delay)
         return delay

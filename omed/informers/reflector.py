@@ -27,7 +27,9 @@ together. What happens when it ends:
 - no event and no bookmark for ``silence_timeout`` (70 s; the API server sends a bookmark
   about every minute): the stream is presumed dead, closed, and watched again;
 - the connection is refused or reset when opening, or 429: back off (429: at least its
-  Retry-After), then watch again from the same resourceVersion, without a relist;
+  Retry-After, at most 30 s, :data:`omed.kube.errors.MAX_RETRY_AFTER`; a value that isn't a
+  finite, non-negative number is ignored), then watch again from the same resourceVersion,
+  without a relist; a LIST answered 429 waits the same way;
 - 410 Gone, at open or as an ``ERROR`` event in the stream: relist (after the backoff),
   from the last resourceVersion seen; any other error or a watch that ends within a second
   having delivered nothing: the same.

@@ -3,11 +3,40 @@
 The API server's ``Status`` body says what went wrong; :func:`error_from_response` maps it to
 one class. ``TooLarge`` covers both ways a write can be too big: the API server's 413 and
 etcd's ``request is too large`` (which arrives as a 500 with that text).
+
+``TooManyRequests.retry_after`` is what the informers wait at least before they list or
+watch again (:func:`parse_retry_after`): the header's seconds, at most
+:data:`MAX_RETRY_AFTER`; a header that is missing or not a finite, non-negative number
+counts as absent (:data:`DEFAULT_RETRY_AFTER`, under the reflector's own back-off).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import math
+from typing import Any, Final
+
+MAX_RETRY_AFTER: Final = 30.0
+"""The longest wait, in seconds, a Retry-After asks of an informer: the reflector's longest
+back-off (:class:`omed.informers.backoff.Backoff`'s cap, client-go's 30 s). client-go's
+reflector backs off on a 429 without reading Retry-After at all, so it never waits longer;
+a header from a proxy or a confused server (``3600``, ``1e9``) would otherwise freeze a
+cache that still reports synced."""
+DEFAULT_RETRY_AFTER: Final = 1.0
+"""The wait of a 429 without a usable Retry-After."""
+
+
+def parse_retry_after(value: str | None) -> float | None:
+    """Retry-After in seconds, at most :data:`MAX_RETRY_AFTER`; ``None`` when it is missing
+    or not a finite, non-negative number (``inf``, ``nan``, ``-5``, an HTTP date)."""
+    if not value:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        return None
+    if not math.isfinite(seconds) or seconds < 0:
+        return None
+    return min(seconds, MAX_RETRY_AFTER)
 
 
 class ApiError(Exception):
@@ -54,8 +83,15 @@ class Invalid(ApiError):
 
 
 class TooManyRequests(ApiError):
+    """429. ``retry_after``: the seconds to wait at least (:func:`parse_retry_after`)."""
+
     def __init__(
-        self, status: int, reason: str, message: str, body: Any = None, retry_after: float = 1.0
+        self,
+        status: int,
+        reason: str,
+        message: str,
+        body: Any = None,
+        retry_after: float = DEFAULT_RETRY_AFTER,
     ) -> None:
         super().__init__(status, reason, message, body)
         self.retry_after = retry_after
@@ -91,10 +127,9 @@ def error_from_response(status: int, body: Any, *, retry_after: str | None = Non
         cls: type[ApiError] = AlreadyExists if reason == "AlreadyExists" else Conflict
         return cls(status, reason or "Conflict", message, body)
     if status == 429:
-        try:
-            delay = float(retry_after) if retry_after else 1.0
-        except ValueError:
-            delay = 1.0
+        delay = parse_retry_after(retry_after)
+        if delay is None:
+            delay = DEFAULT_RETRY_AFTER
         return TooManyRequests(status, reason or "TooManyRequests", message, body, delay)
     if "request is too large" in lowered or "request entity too large" in lowered:
         return TooLarge(status, reason or "RequestEntityTooLarge", message, body)

@@ -49,3 +49,17 @@ async def test_wait_sleeps_on_the_injected_clock_at_least_the_floor() -> None:
     assert not waiter.done()
     clock.advance(0.2)
     assert await waiter == pytest.approx(5.0)
+
+
+@pytest.mark.parametrize("floor", [3600.0, 1e9, float("inf"), float("nan"), -5.0])
+async def test_a_floor_never_stretches_a_wait_past_the_cap(floor: float) -> None:
+    # A Retry-After that made it here unchecked still can't freeze the reflector: the wait
+    # is at most ``cap``, and a floor that is no finite, non-negative number is no floor.
+    clock = FakeClock()
+    backoff = Backoff(clock, rand=lambda: 0.0)
+    waiter = asyncio.ensure_future(backoff.wait(at_least=floor))
+    await asyncio.sleep(0)
+    clock.advance(30.0)
+    await asyncio.sleep(0)
+    assert waiter.done(), f"still waiting after 30 s for at_least={floor}"
+    assert (await waiter) in (pytest.approx(30.0), pytest.approx(0.8))
