@@ -146,6 +146,7 @@ class ManagerWorld:
         """``kill -9`` the newest manager and reap it."""
         self.manager.signal(signal.SIGKILL)
         self.manager.proc.wait(timeout=10)
+        self.managers.withdraw(self.manager)
 
     def check_manager(self) -> None:
         """Fail, with the tail of its log, if the newest manager has exited."""

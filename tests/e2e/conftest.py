@@ -281,6 +281,13 @@ class ManagerLauncher:
             check=False,
         )
 
+    def withdraw(self, process: ManagerProcess) -> None:
+        """Take a stopped (or killed) replica out of the webhook Service, as the endpoint of a
+        pod that went away leaves it; the API server then calls the replicas left."""
+        if process.name in self._endpoints:
+            self._install.withdraw_endpoint(process.name)
+            del self._endpoints[process.name]
+
     def stop_all(self) -> None:
         for process in self.started:
             process.kill()

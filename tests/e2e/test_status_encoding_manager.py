@@ -72,6 +72,7 @@ class Fleet:
         if self.manager is not None:
             self.manager.signal(signal.SIGTERM)
             assert await self.manager.wait_exit(timeout=30) == 0
+            self.managers.withdraw(self.manager)
         await config(omenativeStatus=block)
         self.manager = self.managers.start(name=name)
         line = await self.manager.wait_log(STATUS_LINE, timeout=60)
