@@ -79,7 +79,7 @@ from omed.kube.resources import (
     SERVING_RUNTIMES,
 )
 
-__all__ = ["PROGRAM", "main", "run"]
+__all__ = ["PROGRAM", "main", "out_of_time", "read_line", "run"]
 
 T = TypeVar("T")
 
@@ -359,7 +359,8 @@ class CommandError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Streams:
-    """Where a run reads and writes (the terminal, or a test's buffers), and its clocks."""
+    """Where a run reads and writes (the terminal, or a test's buffers), its clocks, and
+    release-held's budget."""
 
     out: TextIO
     err: TextIO
@@ -367,6 +368,8 @@ class Streams:
     now: Callable[[], float]
     """Wall clock (epoch seconds), for the times in status."""
     monotonic: Callable[[], float]
+    budget: float = release_held.BUDGET_SECONDS
+    """Seconds release-held has in all, the prompt's wait included (45; shorter in tests)."""
 
 
 async def _execute(args: argparse.Namespace, *, io: Streams) -> int:
@@ -540,34 +543,76 @@ async def _read_collection(client: KubeClient, namespace: str, name: str) -> Col
     return collect(isvc, replicas, list_error=list_error)
 
 
-OUT_OF_TIME: Final = (
-    f"release-held ran out of its {release_held.BUDGET_SECONDS:.0f} s; nothing changed. Run "
-    "kubectl ome instance retry-blocks before you try again"
-)
+def out_of_time(budget: float) -> str:
+    """The error of a release-held that spent its budget, at the prompt or after it."""
+    return (
+        f"release-held ran out of its {budget:g} s; nothing changed. Run kubectl ome instance "
+        "retry-blocks before you try again"
+    )
 
 
-async def _within(work: Awaitable[T], seconds: float) -> T:
+async def _within(work: Awaitable[T], seconds: float, *, budget: float) -> T:
     """``work``, or :class:`CommandError` once release-held's budget is spent."""
     try:
         return await asyncio.wait_for(work, timeout=seconds)
     except TimeoutError:
-        raise CommandError(OUT_OF_TIME) from None
+        raise CommandError(out_of_time(budget)) from None
+
+
+async def read_line(stdin: TextIO, *, timeout: float) -> str | None:
+    """One line from ``stdin``, waiting at most ``timeout`` seconds: the line (``""`` at end
+    of input), or ``None`` when the time ran out first.
+
+    Why not ``readline`` in a thread: a thread blocked in a read can't be stopped, so after
+    the prompt gave up the interpreter's exit waited for it (asyncio's default executor is
+    joined when the loop closes) until the user typed a line or closed stdin: forever for a
+    pipe held open or a terminal nobody watches. Here the event loop watches the file
+    descriptor and each read takes only what is there, so an open, silent stdin or bytes
+    that trickle in without a newline cost nothing when the time is up. A descriptor the
+    loop can't watch (a regular file, ``/dev/null``) never blocks, and neither does a stream
+    without one (a test's ``StringIO``): those are read directly. Reads the descriptor past
+    Python's buffer, so nothing may have read ``stdin`` before (nothing does).
+    """
+    try:
+        fd = stdin.fileno()
+    except (AttributeError, OSError, ValueError):
+        return stdin.readline()
+    loop = asyncio.get_running_loop()
+    answer: asyncio.Future[bytes] = loop.create_future()
+    received = bytearray()
+
+    def readable() -> None:
+        try:
+            chunk = os.read(fd, 4096)
+        except BlockingIOError:
+            return
+        except OSError:
+            chunk = b""
+        received.extend(chunk)
+        if (not chunk or b"\n" in chunk) and not answer.done():
+            answer.set_result(bytes(received))
+
+    try:
+        loop.add_reader(fd, readable)
+    except (OSError, NotImplementedError, ValueError):
+        return stdin.readline()
+    try:
+        line = await asyncio.wait_for(answer, timeout=max(timeout, 0.0))
+    except TimeoutError:
+        return None
+    finally:
+        loop.remove_reader(fd)
+    encoding = getattr(stdin, "encoding", None) or "utf-8"
+    return line.split(b"\n", 1)[0].decode(encoding, errors="replace")
 
 
 async def _confirm(io: Streams, *, timeout: float) -> bool:
     io.err.write("Release this held revision? [y/N]: ")
     io.err.flush()
-    loop = asyncio.get_running_loop()
-    try:
-        answer = await asyncio.wait_for(
-            loop.run_in_executor(None, io.stdin.readline), timeout=max(timeout, 0.0)
-        )
-    except TimeoutError:
+    answer = await read_line(io.stdin, timeout=timeout)
+    if answer is None:
         io.err.write("\n")
-        raise CommandError(
-            f"no answer within the {release_held.BUDGET_SECONDS:.0f} s that release-held has in "
-            "all; nothing changed"
-        ) from None
+        raise CommandError(out_of_time(io.budget))
     return answer.strip().lower() in ("y", "yes")
 
 
@@ -581,13 +626,14 @@ async def _release(
     started: float,
 ) -> int:
     """The guarded flow: check, preview, confirm, read again and check again, then patch,
-    within :data:`~omed.cli.release_held.BUDGET_SECONDS` of ``started`` (the first read's)."""
-    deadline = started + release_held.BUDGET_SECONDS
+    within ``io.budget`` (:data:`~omed.cli.release_held.BUDGET_SECONDS`) of ``started``
+    (before the kubeconfig is loaded); the prompt's wait counts, whatever stdin does."""
+    deadline = started + io.budget
 
     def left() -> float:
         remaining = deadline - io.monotonic()
         if remaining <= 0:
-            raise CommandError(OUT_OF_TIME)
+            raise CommandError(out_of_time(io.budget))
         return remaining
 
     try:
@@ -600,7 +646,9 @@ async def _release(
     io.err.write(render_table(release_held.preview_rows(target)))
     if not args.yes and not await _confirm(io, timeout=left()):
         raise CommandError("release cancelled; nothing changed")
-    again = await _within(_read_collection(client, namespace, args.inferenceservice), left())
+    again = await _within(
+        _read_collection(client, namespace, args.inferenceservice), left(), budget=io.budget
+    )
     try:
         confirmed = release_held.check(
             again, component=args.component, revision=args.revision, now=int(io.now())
@@ -628,6 +676,7 @@ async def _release(
                     **params,
                 ),
                 left(),
+                budget=io.budget,
             )
         except Conflict:
             raise CommandError(
@@ -656,10 +705,12 @@ async def run(
     err: TextIO | None = None,
     stdin: TextIO | None = None,
     now: float | None = None,
+    budget: float = release_held.BUDGET_SECONDS,
 ) -> int:
     """Run the plugin in-process; returns the exit code. ``now`` (epoch seconds) fixes the
     clock that retry-blocks and release-held judge times against; ``stdin`` answers
-    release-held's prompt."""
+    release-held's prompt; ``budget`` is the seconds release-held has in all (45; tests
+    shorten it)."""
     out = out or sys.stdout
     err = err or sys.stderr
     io = Streams(
@@ -668,6 +719,7 @@ async def run(
         stdin=stdin or sys.stdin,
         now=time.time if now is None else (lambda: now),
         monotonic=time.monotonic,
+        budget=budget,
     )
     parser = _parser()
     try:
