@@ -21,9 +21,10 @@ The WATCH resumes from the last resourceVersion seen, with ``allowWatchBookmarks
 ``timeoutSeconds`` drawn from [300, 600) so that watches of many clients do not end
 together. What happens when it ends:
 
-- closed by the server (its timeout) or broken after it delivered something (a reset, an
-  incomplete chunk, a line that is not JSON): watch again at once from the last
-  resourceVersion;
+- closed by the server (its timeout): watch again at once from the last resourceVersion;
+- broken after it delivered something (a reset, an incomplete chunk, a line that is not
+  JSON): back off (a WARNING ``Watch failed``, reason ``broken``), then watch again from
+  the last resourceVersion, without a relist;
 - no event and no bookmark for ``silence_timeout`` (70 s; the API server sends a bookmark
   about every minute): the stream is presumed dead, closed, and watched again;
 - the connection is refused or reset when opening, or 429: back off (429: at least its
@@ -31,11 +32,20 @@ together. What happens when it ends:
   finite, non-negative number is ignored), then watch again from the same resourceVersion,
   without a relist; a LIST answered 429 waits the same way;
 - 410 Gone, at open or as an ``ERROR`` event in the stream: relist (after the backoff),
-  from the last resourceVersion seen; any other error or a watch that ends within a second
-  having delivered nothing: the same.
+  from the last resourceVersion seen; any other error or a watch that ends (closed or
+  broken) within a second having delivered nothing: the same.
+
+Only a decoded event (``ADDED``, ``MODIFIED``, ``DELETED``, ``BOOKMARK``) counts as
+delivered, for the one-second rule and for the silence watchdog: a stream whose first line
+is not JSON (a proxy's error page) has delivered nothing.
 
 Failures wait on :class:`~omed.informers.backoff.Backoff` (0.8 s doubling to 30 s, jittered,
-reset after two minutes without a failure), timed by the injected clock.
+reset after two minutes without a failure; client-go's backoff manager), timed by the
+injected clock. Nothing else resets it, events included: a stream that breaks after one
+event, or answers garbage, every time is opened again after 0.8, 1.6, 3.2 ... 30 s, not at
+once, so a bad proxy can't turn the watch into a storm of requests that spends the QPS the
+client shares with the reconciles. An isolated break after a healthy stretch costs one
+first step (0.8 to 1.6 s), and the watch resumes where it was.
 
 Every watch end is counted in ``omed_informer_watch_ends_total{resource,reason}`` (reasons
 ``closed``, ``broken``, ``silent``, ``unreachable``, ``throttled``, ``gone``, ``error-event``,
@@ -357,10 +367,10 @@ class Reflector:
         except CONNECTION_ERRORS as err:
             if not opened:
                 return self._ended("unreachable", WatchEnd.RETRY, err)
-            end, reason = WatchEnd.CLOSED, "broken"
+            end, reason = WatchEnd.RETRY, "broken"
             error = err
-        except orjson.JSONDecodeError as err:  # a line cut short: the stream, not the data
-            end, reason = WatchEnd.CLOSED, "broken"
+        except orjson.JSONDecodeError as err:  # a line cut short or garbage: the stream's fault
+            end, reason = WatchEnd.RETRY, "broken"
             error = err
         except Exception as err:
             log.exception("Watch event could not be applied", extra=kv(resource=self._label))
@@ -372,6 +382,8 @@ class Reflector:
         delivered = self._activity != activity_before
         if not delivered and self._clock.monotonic() - started < SHORT_WATCH:
             return self._ended("short", WatchEnd.RELIST, error)
+        if end is WatchEnd.RETRY:
+            return self._ended(reason, end, error)
         self._note(reason, error)
         return end, 0.0
 
@@ -447,13 +459,15 @@ class Reflector:
                 return
 
     async def _consume(self, lines: AsyncIterator[bytes]) -> WatchEnd:
-        """The hot path: decode each line, transform, hand to the sink, advance the version."""
+        """The hot path: decode each line, transform, hand to the sink, advance the version.
+
+        ``_activity`` counts the events applied, the only progress there is: a line that
+        doesn't decode, or an event of a type we don't know, is none."""
         loads = orjson.loads
         transform = self._transform
         upsert = self._sink.upsert
         remove = self._sink.remove
         async for line in lines:
-            self._activity += 1
             event = loads(line)
             kind = event.get("type")
             obj = event.get("object")
@@ -475,6 +489,8 @@ class Reflector:
                     "Unknown watch event type",
                     extra=kv(resource=self._label, type=str(kind)),
                 )
+                continue
+            self._activity += 1
         return WatchEnd.CLOSED
 
 

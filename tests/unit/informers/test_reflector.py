@@ -135,11 +135,16 @@ async def test_closed_watch_resumes_from_the_last_version_without_a_list(
     assert len(running.api.list_calls) == 1
 
 
-async def test_broken_stream_after_progress_resumes_at_once(running: Running) -> None:
+async def test_broken_stream_after_progress_resumes_after_one_backoff_step(
+    running: Running,
+) -> None:
     running.watch.event("MODIFIED", pod("a", 11))
     running.watch.fail(aiohttp.ClientPayloadError("Response payload is not completed"))
     second = running.api.watch()
-    await until(second.opened.is_set)  # no fake time passed: no backoff
+    await until(lambda: running.watch.finished)
+    assert not second.opened.is_set()  # not at once: a stream that always breaks is a storm
+    waited = await advance_until(running.clock, second.opened.is_set)
+    assert 0.8 <= waited <= 1.7  # the first step, jittered (test_reflector_backoff: the rest)
     assert second.params is not None and second.params["resourceVersion"] == "11"
     assert len(running.api.list_calls) == 1
 
@@ -341,6 +346,7 @@ async def test_a_line_cut_short_is_a_broken_stream_not_bad_data(running: Running
     running.watch.event("MODIFIED", pod("a", 11))
     running.watch.raw(b'{"type":"MODIFIED","object":{"metad')
     after = running.api.watch()
-    await until(after.opened.is_set)  # at once, from the last version: no relist
+    waited = await advance_until(running.clock, after.opened.is_set)
+    assert 0.8 <= waited <= 1.7  # after the backoff, from the last version: no relist
     assert after.params is not None and after.params["resourceVersion"] == "11"
     assert len(running.api.list_calls) == 1

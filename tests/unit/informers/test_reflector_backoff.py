@@ -1,9 +1,11 @@
 """How long a reflector waits between attempts when the API server, or a proxy in front of
-it, keeps failing: Retry-After is capped.
+it, keeps failing: Retry-After is capped, and a stream that breaks or talks garbage every
+time is retried on the back-off (0.8 s doubling to 30 s), not at once.
 
 The watch transport is :class:`~tests.unit.informers._support.ScriptedApi` (no API server);
 time is a ``FakeClock`` advanced in 0.1 s steps, and the back-off has no jitter
-(``rand=0``) so the delays are exact.
+(``rand=0``) so the delays are exact: each gap between two watch opens is checked to within
+one step.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import itertools
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
+import aiohttp
 import pytest
 
 from omed.clock import FakeClock
@@ -165,3 +168,66 @@ async def test_a_throttled_list_waits_at_most_the_cap(world: World, retry_after:
     assert not world.sink.synced
     await world.advance_until_watches(1, limit=31.0)
     assert world.sink.synced and len(world.api.list_calls) == 2
+
+
+# -- reconnect storms ------------------------------------------------------------------------
+
+
+async def test_a_stream_that_breaks_after_one_event_every_time_backs_off(world: World) -> None:
+    world.api.pages.append(page([pod("a", 5)], 10))
+    for rv in range(11, 11 + len(DOUBLING)):
+        watch = world.api.watch()
+        watch.event("MODIFIED", pod("a", rv))
+        watch.fail(aiohttp.ClientPayloadError("Response payload is not completed"))
+    world.api.watch()  # the last one stays open
+    world.start()
+    await world.advance_until_watches(len(DOUBLING) + 1)
+    assert_gaps(world.api, DOUBLING)
+    # Each retry resumes from the event just received: nothing relisted, nothing lost.
+    assert [c["resourceVersion"] for c in world.api.watch_calls] == [
+        str(rv) for rv in range(10, 11 + len(DOUBLING))
+    ]
+    assert len(world.api.list_calls) == 1
+    assert world.sink.objects["a"]["metadata"]["resourceVersion"] == str(10 + len(DOUBLING))
+
+
+async def test_a_stream_of_garbage_every_time_backs_off_and_is_no_progress(
+    world: World,
+) -> None:
+    # A proxy answering the watch with an HTML page: nothing decodes, so nothing counts as
+    # progress; the watch is a failure (a relist, as client-go does on a decode error).
+    world.api.pages.append(page([pod("a", 5)], 10))
+    for _ in DOUBLING:
+        world.api.watch().raw(b"<html><body>502 Bad Gateway</body></html>")
+        world.api.pages.append(page([pod("a", 5)], 10))
+    world.api.watch()
+    world.start()
+    await world.advance_until_watches(len(DOUBLING) + 1)
+    assert_gaps(world.api, DOUBLING)
+    assert len(world.api.list_calls) == 1 + len(DOUBLING)  # each garbage stream relisted
+    assert {c["resourceVersion"] for c in world.api.watch_calls} == {"10"}
+
+
+async def test_the_back_off_resets_after_two_quiet_minutes(world: World) -> None:
+    world.api.pages.append(page([pod("a", 5)], 10))
+    for rv in (11, 12, 13):
+        watch = world.api.watch()
+        watch.event("MODIFIED", pod("a", rv))
+        watch.fail(ConnectionResetError(104, "Connection reset by peer"))
+    healthy = world.api.watch()
+    world.api.watch()
+    world.start()
+    await world.advance_until_watches(4)
+    assert_gaps(world.api, [0.8, 1.6, 3.2])
+    # Healthy for more than two minutes (a bookmark every 30 s), then one break: the wait is
+    # back to the first step, not the fourth.
+    for rv in range(20, 26):
+        world.clock.advance(30.0)
+        healthy.bookmark(rv)
+        await until(lambda rv=rv: world.reflector.last_sync_resource_version == str(rv))
+    healthy.fail(ConnectionResetError(104, "Connection reset by peer"))
+    await until(lambda: healthy.finished)
+    before = world.clock.monotonic()
+    await world.advance_until_watches(5)
+    assert 0.8 <= world.api.opened_at[-1] - before <= 0.8 + STEP + 1e-6
+    assert world.api.watch_calls[-1]["resourceVersion"] == "25"
