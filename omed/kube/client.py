@@ -1,9 +1,10 @@
 """The one way omed talks to the API server.
 
 kubernetes-asyncio loads the kubeconfig or the in-cluster config and its auth (client
-certificates, bearer tokens, exec plugins); requests then go through one aiohttp session
-per client, with bodies decoded by orjson into plain dicts. Model objects are never built:
-the caches and controllers read JSON-shaped dicts, which is several times cheaper.
+certificates, bearer tokens, exec plugins); tokens that expire are refreshed by
+:mod:`omed.kube.credentials`. Requests then go through one aiohttp session per client, with
+bodies decoded by orjson into plain dicts. Model objects are never built: the caches and
+controllers read JSON-shaped dicts, which is several times cheaper.
 
 Invariants:
 - every request passes the client's :class:`~omed.kube.ratelimit.TokenBucket`; a request held
@@ -11,7 +12,9 @@ Invariants:
   the URL, as client-go does, and the wait is observed in
   ``rest_client_rate_limiter_duration_seconds``;
 - every answer is counted in ``rest_client_requests_total{code,method,host}``;
-- an error status becomes a typed :mod:`omed.kube.errors` exception.
+- an error status becomes a typed :mod:`omed.kube.errors` exception;
+- a request answered 401 is sent once more when the credentials, refreshed, have changed
+  (:meth:`~omed.kube.credentials.Credentials.refresh_after_unauthorized`), never twice.
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ import orjson
 from prometheus_client import Counter, Histogram
 
 from omed.clock import Clock, RealClock
+from omed.kube import credentials as creds
+from omed.kube.credentials import Credentials
 from omed.kube.errors import ApiError, Conflict, error_from_response
 from omed.kube.proxy import ProxyEnvironment, parse_proxy_url
 from omed.kube.ratelimit import TokenBucket
@@ -104,7 +109,9 @@ class ClusterConfig:
 
     host: str
     ssl_context: ssl.SSLContext | bool
-    token: Callable[[], Awaitable[str | None]] | None = None
+    credentials: Credentials | None = None
+    """The bearer token or basic auth of each request, refreshed as it expires; ``None``
+    for a client certificate alone (or no auth). Shared by :meth:`impersonating` copies."""
     impersonate_user: str | None = None
     impersonate_groups: tuple[str, ...] = ()
     proxy: str | None = None
@@ -119,32 +126,51 @@ async def load_config(
     *,
     context: str | None = None,
     environ: Mapping[str, str] | None = None,
+    clock: Clock | None = None,
 ) -> ClusterConfig:
     """Load a kubeconfig file (``$KUBECONFIG`` or ``~/.kube/config``) or the in-cluster config,
     and the proxy to reach its server through (the cluster's ``proxy-url``, else Go's
     ``HTTPS_PROXY``/``NO_PROXY`` rules over ``environ``, by default ``os.environ``).
 
+    Credentials that expire stay fresh (:mod:`omed.kube.credentials`, timed by ``clock``):
+    an exec plugin runs again shortly before its token's expiry and after a 401, a token file
+    (``tokenFile``, the in-cluster ServiceAccount token) is read again every minute, an
+    oidc or gcp auth-provider's token is refreshed by kubernetes-asyncio when it is due.
+
     Raises :class:`FileNotFoundError` for a named kubeconfig that doesn't exist (the library
     would read it as empty and complain about missing contexts), and
     :class:`~omed.kube.proxy.ProxyConfigError` for a proxy setting that can't be used.
     """
-    from kubernetes_asyncio import config as kconfig
     from kubernetes_asyncio.client import Configuration
+    from kubernetes_asyncio.config import incluster_config
+    from kubernetes_asyncio.config.kube_config import KubeConfigLoader, KubeConfigMerger
 
     env = os.environ if environ is None else environ
     configuration = Configuration()
     path = kubeconfig or env.get("KUBECONFIG")
+    credentials: Credentials | None
     if path or not env.get("KUBERNETES_SERVICE_HOST"):
         _check_kubeconfig_exists(path, named=kubeconfig is not None)
-        await kconfig.load_kube_config(
-            config_file=path,
-            context=context,
-            client_configuration=configuration,
-            persist_config=False,
+        # What kubernetes-asyncio's load_kube_config does, keeping the merged config to find
+        # the context's user in (its credentials are refreshed from there).
+        merged = KubeConfigMerger(path or "~/.kube/config")
+        loader = KubeConfigLoader(
+            config_dict=merged.config,
+            active_context=context,
+            config_base_path=None,
             temp_file_path=_temp_dir(),
         )
+        await loader.load_and_set(configuration)
+        credentials = creds.from_kubeconfig(loader, _context_user(merged, loader), clock=clock)
     else:
-        kconfig.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        token_file = incluster_config.SERVICE_TOKEN_FILENAME
+        incluster_config.InClusterConfigLoader(
+            token_filename=token_file,
+            cert_filename=incluster_config.SERVICE_CERT_FILENAME,
+            try_refresh_token=False,  # the token file is read again below, as client-go does
+            environ=dict(env),
+        ).load_and_set(configuration)
+        credentials = creds.TokenFile(token_file, clock=clock)
     host = str(configuration.host or "").rstrip("/")
     if configuration.proxy:
         proxy = parse_proxy_url(str(configuration.proxy), source="the cluster's proxy-url")
@@ -159,23 +185,19 @@ async def load_config(
             ssl_context.load_cert_chain(configuration.cert_file, configuration.key_file)
     else:
         ssl_context = False
+    return ClusterConfig(host=host, ssl_context=ssl_context, credentials=credentials, proxy=proxy)
 
-    async def token() -> str | None:
-        hook: Any = configuration.refresh_api_key_hook
-        if hook is not None:
-            result = hook(configuration)
-            if asyncio.iscoroutine(result):
-                await result
-        value = configuration.api_key.get("authorization") or configuration.api_key.get(
-            "BearerToken"
-        )
-        if not value:
-            return None
-        prefix = configuration.api_key_prefix.get("authorization")
-        text = str(value)
-        return text if text.lower().startswith("bearer ") or not prefix else f"{prefix} {text}"
 
-    return ClusterConfig(host=host, ssl_context=ssl_context, token=token, proxy=proxy)
+def _context_user(merged: Any, loader: Any) -> Any:
+    """The ``user`` node of the loaded context's user (it knows the file it came from, for a
+    relative ``tokenFile``), or ``None``."""
+    name = ((loader.current_context or {}).get("context") or {}).get("user")
+    if not name or merged.config is None or not merged.config.safe_get("users"):
+        return None
+    entry = merged.config["users"].get_with_name(name, safe=True)
+    if entry is None or entry.safe_get("user") is None:
+        return None
+    return entry["user"]
 
 
 def _check_kubeconfig_exists(path: str | None, *, named: bool) -> None:
@@ -283,17 +305,32 @@ class KubeClient:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    async def _headers(self, content_type: str | None) -> dict[str, str]:
-        headers = {"Accept": JSON, "User-Agent": self._user_agent}
+    async def _headers(self, content_type: str | None) -> list[tuple[str, str]]:
+        headers = [("Accept", JSON), ("User-Agent", self._user_agent)]
         if content_type:
-            headers["Content-Type"] = content_type
-        if self.config.token is not None:
-            token = await self.config.token()
+            headers.append(("Content-Type", content_type))
+        if self.config.credentials is not None:
+            token = await self.config.credentials.authorization()
             if token:
-                headers["Authorization"] = token if " " in token else f"Bearer {token}"
+                headers.append(("Authorization", token if " " in token else f"Bearer {token}"))
         if self.config.impersonate_user:
-            headers["Impersonate-User"] = self.config.impersonate_user
+            headers.append(("Impersonate-User", self.config.impersonate_user))
+        headers.extend(("Impersonate-Group", g) for g in self.config.impersonate_groups)
         return headers
+
+    async def _refreshed(self, headers: list[tuple[str, str]], method: str, url: str) -> bool:
+        """After a 401 to a request sent with ``headers``: whether the credentials, refreshed,
+        differ from those it carried (then it may be sent once more)."""
+        if self.config.credentials is None:
+            return False
+        sent = next((value for name, value in headers if name == "Authorization"), None)
+        if not await self.config.credentials.refresh_after_unauthorized(sent):
+            return False
+        log.info(
+            "Got 401 Unauthorized; sending the request again with refreshed credentials",
+            extra=kv(verb=method, URL=url),
+        )
+        return True
 
     async def _throttle(self, method: str, url: str) -> None:
         waited = await self.limiter.wait()
@@ -329,16 +366,22 @@ class KubeClient:
         """Send one request; return the decoded JSON answer or raise a typed ApiError.
 
         An answer that asks to wait and retry (:func:`retry_after_seconds`) is waited out and
-        the request sent again, through the rate limiter, up to ``max_retries`` times."""
+        the request sent again, through the rate limiter, up to ``max_retries`` times. A 401
+        is sent again once, when refreshed credentials differ from those it carried."""
         url = self._url(path, params)
         data = None if body is None else (body if isinstance(body, bytes) else orjson.dumps(body))
         attempt = 0
+        reauthenticated = False
         while True:
-            status, decoded, retry_after = await self._send(
+            status, decoded, retry_after, sent = await self._send(
                 method, url, data=data, content_type=content_type, timeout=timeout
             )
             if status < 400:
                 return decoded
+            if status == 401 and not reauthenticated:
+                reauthenticated = True
+                if await self._refreshed(sent, method, url):
+                    continue
             wait = retry_after_seconds(status, retry_after)
             if wait is None or attempt >= self._max_retries:
                 raise error_from_response(status, decoded, retry_after=retry_after)
@@ -357,12 +400,11 @@ class KubeClient:
         data: bytes | None,
         content_type: str,
         timeout: float | None,
-    ) -> tuple[int, Any, str | None]:
-        """One try: the status, the decoded body and the Retry-After header."""
+    ) -> tuple[int, Any, str | None, list[tuple[str, str]]]:
+        """One try: the status, the decoded body, the Retry-After header and the headers
+        sent."""
         await self._throttle(method, url)
-        headers = await self._headers(content_type if data is not None else None)
-        group_headers = [("Impersonate-Group", g) for g in self.config.impersonate_groups]
-        all_headers = list(headers.items()) + group_headers
+        all_headers = await self._headers(content_type if data is not None else None)
         loop = asyncio.get_running_loop()
         started = loop.time()
         try:
@@ -387,7 +429,7 @@ class KubeClient:
             decoded = orjson.loads(raw) if raw else None
         except orjson.JSONDecodeError:
             decoded = raw
-        return status, decoded, retry_after
+        return status, decoded, retry_after, all_headers
 
     @contextlib.asynccontextmanager
     async def stream(
@@ -397,28 +439,32 @@ class KubeClient:
         params: Mapping[str, Any] | None = None,
         timeout: float | None = None,
     ) -> AsyncIterator[AsyncIterator[bytes]]:
-        """Open a streaming GET (a watch) and yield an iterator over its lines."""
+        """Open a streaming GET (a watch) and yield an iterator over its lines. An opening
+        answered 401 is tried once more when refreshed credentials differ."""
         url = self._url(path, params)
-        await self._throttle("GET", url)
-        headers = await self._headers(None)
-        all_headers = list(headers.items()) + [
-            ("Impersonate-Group", g) for g in self.config.impersonate_groups
-        ]
         client_timeout = aiohttp.ClientTimeout(total=timeout, sock_connect=10)
-        async with self._http().get(
-            url, headers=all_headers, proxy_headers=self._proxy_headers, timeout=client_timeout
-        ) as resp:
-            REQUESTS.labels(str(resp.status), "WATCH", self._host_label).inc()
-            if resp.status >= 400:
+        reauthenticated = False
+        while True:
+            await self._throttle("GET", url)
+            headers = await self._headers(None)
+            async with self._http().get(
+                url, headers=headers, proxy_headers=self._proxy_headers, timeout=client_timeout
+            ) as resp:
+                REQUESTS.labels(str(resp.status), "WATCH", self._host_label).inc()
+                if resp.status < 400:
+                    yield _lines(resp.content)
+                    return
                 raw = await resp.read()
-                try:
-                    decoded: Any = orjson.loads(raw)
-                except orjson.JSONDecodeError:
-                    decoded = raw
-                raise error_from_response(
-                    resp.status, decoded, retry_after=resp.headers.get("Retry-After")
-                )
-            yield _lines(resp.content)
+                retry_after = resp.headers.get("Retry-After")
+            if resp.status == 401 and not reauthenticated:
+                reauthenticated = True
+                if await self._refreshed(headers, "WATCH", url):
+                    continue
+            try:
+                decoded: Any = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                decoded = raw
+            raise error_from_response(resp.status, decoded, retry_after=retry_after)
 
     # -- typed helpers -----------------------------------------------------------------------
     async def get(self, resource: Resource, name: str, namespace: str | None = None) -> Any:
