@@ -27,11 +27,12 @@ import _support as support
 import pytest
 import yaml
 
+from omed.api.constants import ANNOTATION_CONTROLLER_WRITE
 from omed.cli.preflight import run as preflight_run
 from omed.cli.preflight_repair import APPLIED_HEADER, DRY_RUN_HEADER
 from omed.devcluster.simulator import NodeSimulator
 from omed.kube.client import KubeClient
-from omed.kube.resources import DEPLOYMENTS, EVENTS, INFERENCE_REPLICAS, PODS
+from omed.kube.resources import EVENTS, INFERENCE_REPLICAS, PODS
 from omed.statuscodec import DecodeError, decode_status
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -40,7 +41,7 @@ STATUS_LINE = "Configured InferenceReplica status representation"
 DENSE = {"instanceStatusEncoding": "DenseV1", "maxDecodedInstances": 20000}
 COLUMNAR = {"instanceStatusEncoding": "ColumnarV2", "maxDecodedInstances": 20000}
 REPLICAS = {"pool-a": 5, "pool-b": 4}
-MANAGER_IMAGE = "ome/ome-manager:v1.3.0"
+MANAGER_IMAGE = "ome/ome-manager:v1.3.0"  # the chart's default image: repository and appVersion
 TEMPLATE = {"spec": {"containers": [{"name": "ome-container", "image": "ome/serving:1.0"}]}}
 
 
@@ -142,23 +143,6 @@ async def fleet(
         await simulator.stop()
 
 
-def deployment(namespace: str) -> dict[str, Any]:
-    labels = {"control-plane": "ome-controller-manager"}
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": "ome-controller-manager", "namespace": namespace},
-        "spec": {
-            "replicas": 1,
-            "selector": {"matchLabels": labels},
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {"containers": [{"name": "manager", "image": MANAGER_IMAGE}]},
-            },
-        },
-    }
-
-
 async def preflight(*argv: str) -> tuple[int, str]:
     out, err = io.StringIO(), io.StringIO()
     code = await preflight_run(list(argv), out=out, err=err)
@@ -174,7 +158,9 @@ async def test_restarts_convert_the_fleet_and_a_repaired_status_comes_back(
         body = {
             "apiVersion": "ome.io/v1beta1",
             "kind": "InferenceReplica",
-            "metadata": {"name": name},
+            # Standalone replicas, written as the OME controller writes them: the chart's
+            # webhook admits an InferenceReplica only with this annotation.
+            "metadata": {"name": name, "annotations": {ANNOTATION_CONTROLLER_WRITE: "true"}},
             "spec": {
                 "component": "engine",
                 "replicas": replicas,
@@ -240,15 +226,15 @@ async def test_restarts_convert_the_fleet_and_a_repaired_status_comes_back(
     await asyncio.sleep(2.0)  # a while, for work the manager must not do
     assert await fleet.pods() == pods
 
-    await kube.create(DEPLOYMENTS, deployment(namespace), namespace)
     inventory = tmp_path / "fleet.yaml"
     inventory.write_text(
         yaml.safe_dump(
             {
                 "managerImage": MANAGER_IMAGE,
                 "omenativeStatus": COLUMNAR,
+                # The chart's own Deployment and ConfigMap, as installed by helm.
                 "manager": {
-                    "namespace": namespace,
+                    "namespace": fleet.managers.namespace,
                     "deployment": "ome-controller-manager",
                     "container": "manager",
                     "configMap": "inferenceservice-config",
