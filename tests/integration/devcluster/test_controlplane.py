@@ -21,6 +21,31 @@ from omed.kube.resources import INFERENCE_REPLICAS, INFERENCE_SERVICES
 pytestmark = pytest.mark.integration
 
 
+CHILDREN = ("etcd", "apiserver", "controller-manager", "scheduler")
+
+
+def test_every_component_is_healthy_and_acts(control_plane: Any) -> None:
+    """All four components answered healthy at start, and the controller manager acts: its
+    ServiceAccount controller made kube-system's default ServiceAccount and its root-CA
+    publisher the default namespace's kube-root-ca.crt. (The scheduler's binding is shown by
+    the simulator's and the e2e tests.)"""
+    assert set(control_plane.healthy_after) == {
+        "etcd",
+        "kube-apiserver",
+        "kube-controller-manager",
+        "kube-scheduler",
+    }
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            control_plane.get_json("/api/v1/namespaces/kube-system/serviceaccounts/default")
+            control_plane.get_json("/api/v1/namespaces/default/configmaps/kube-root-ca.crt")
+            break
+        except OSError:
+            assert time.monotonic() < deadline, "the controller manager never acted"
+            time.sleep(0.2)
+
+
 def test_version_is_the_pinned_release(control_plane: Any) -> None:
     version = control_plane.get_json("/version")
     assert version["gitVersion"] in KUBERNETES_VERSIONS or (
@@ -148,16 +173,16 @@ def test_stop_leaves_no_process_or_directory(control_plane: Any) -> None:
     plane = ControlPlane(control_plane.binaries).start()
     directory = plane.dir
     assert directory is not None
-    pids = [int((directory / f).read_text()) for f in ("etcd.pid", "apiserver.pid")]
-    assert len(_pids_alive(pids)) == 2
+    pids = [int((directory / f"{c}.pid").read_text()) for c in CHILDREN]
+    assert len(_pids_alive(pids)) == 4
     plane.stop()
     assert _pids_alive(pids) == []
     assert not directory.exists()
 
 
 def test_killed_owner_leaves_nothing_behind(control_plane: Any, tmp_path: Path) -> None:
-    """kill -9 of the process that started a control plane takes etcd and the apiserver with
-    it; the next start sweeps its state directory."""
+    """kill -9 of the process that started a control plane takes etcd, the apiserver, the
+    controller manager and the scheduler with it; the next start sweeps its directory."""
     script = textwrap.dedent(f"""
         import sys, time
         from pathlib import Path
@@ -170,7 +195,8 @@ def test_killed_owner_leaves_nothing_behind(control_plane: Any, tmp_path: Path) 
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     directory = Path(proc.stdout.readline().strip())
-    pids = [int((directory / f).read_text()) for f in ("etcd.pid", "apiserver.pid")]
+    pids = [int((directory / f"{c}.pid").read_text()) for c in CHILDREN]
+    assert len(_pids_alive(pids)) == 4
     proc.kill()
     proc.wait()
     deadline = time.monotonic() + 15
