@@ -1,7 +1,9 @@
 """Credentials that expire (omed.kube.credentials), on an injected clock: when each kind is
 refreshed, what a 401 does, what a failed refresh keeps; and load_config choosing the kind
 from a kubeconfig (a real exec plugin script, a tokenFile, an OIDC auth-provider against a
-fake identity provider) or the in-cluster token file."""
+fake identity provider, which is not the API server) or the in-cluster token file. The
+client's 401 path (a request sent again once, a second 401 failing, a watch opened again) is
+tested against the real API server in tests/integration/kube/test_client_unauthorized.py."""
 
 from __future__ import annotations
 
@@ -17,13 +19,12 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-import orjson
 import pytest
 import yaml
 from aiohttp import web
 
 from omed.clock import FakeClock, rfc3339
-from omed.kube.client import ClusterConfig, KubeClient, load_config
+from omed.kube.client import load_config
 from omed.kube.credentials import (
     AuthProviderCredentials,
     CredentialsError,
@@ -32,8 +33,6 @@ from omed.kube.credentials import (
     TokenFile,
     refresh_margin,
 )
-from omed.kube.errors import Unauthorized
-from omed.kube.resources import CONFIGMAPS
 
 START = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
@@ -428,115 +427,3 @@ async def test_load_config_has_kubernetes_asyncio_refresh_an_expiring_oidc_token
     assert json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))["sub"] == (
         f"new-{len(refreshed)}"
     )
-
-
-# -- the client's 401 handling ---------------------------------------------------------------
-
-
-class FakeCredentials:
-    """Hands out ``Bearer <n>``; a 401 moves to the next unless ``stuck``."""
-
-    def __init__(self, *, stuck: bool = False) -> None:
-        self.n = 1
-        self.stuck = stuck
-        self.refused: list[str | None] = []
-
-    async def authorization(self) -> str | None:
-        return f"Bearer {self.n}"
-
-    async def refresh_after_unauthorized(self, refused: str | None) -> bool:
-        self.refused.append(refused)
-        if self.stuck:
-            return False
-        self.n += 1
-        return True
-
-
-@pytest.fixture
-async def api() -> AsyncIterator[tuple[str, list[tuple[str, str, bytes]], set[str]]]:
-    """An API server that accepts only the tokens in ``good``; every request is recorded
-    (method, Authorization, body)."""
-    seen: list[tuple[str, str, bytes]] = []
-    good: set[str] = set()
-
-    async def handle(request: web.Request) -> web.StreamResponse:
-        auth = request.headers.get("Authorization", "")
-        seen.append((request.method, auth, await request.read()))
-        if auth not in good:
-            body = {"kind": "Status", "code": 401, "reason": "Unauthorized", "message": "no"}
-            return web.Response(status=401, body=orjson.dumps(body), content_type=JSON)
-        if request.query.get("watch") == "true":
-            response = web.StreamResponse()
-            await response.prepare(request)
-            await response.write(b'{"type":"ADDED","object":{}}\n')
-            return response
-        return web.Response(body=b'{"metadata":{"name":"x"}}', content_type=JSON)
-
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    try:
-        yield f"http://127.0.0.1:{runner.addresses[0][1]}", seen, good
-    finally:
-        await runner.cleanup()
-
-
-JSON = "application/json"
-
-
-async def test_a_401_is_sent_again_once_with_the_refreshed_credentials(
-    api: tuple[str, list[tuple[str, str, bytes]], set[str]],
-) -> None:
-    host, seen, good = api
-    good.add("Bearer 2")
-    credentials = FakeCredentials()
-    config = ClusterConfig(host=host, ssl_context=False, credentials=credentials)
-    async with KubeClient(config) as client:
-        body = {"metadata": {"name": "x"}, "data": {"k": "v"}}
-        assert (await client.create(CONFIGMAPS, body, "ns"))["metadata"]["name"] == "x"
-    assert [(method, auth) for method, auth, _ in seen] == [
-        ("POST", "Bearer 1"),
-        ("POST", "Bearer 2"),
-    ]
-    assert seen[0][2] == seen[1][2] == orjson.dumps(body)
-    assert credentials.refused == ["Bearer 1"]
-
-
-async def test_a_401_with_fresh_credentials_too_fails_after_the_second_try(
-    api: tuple[str, list[tuple[str, str, bytes]], set[str]],
-) -> None:
-    host, seen, _ = api
-    credentials = FakeCredentials()
-    config = ClusterConfig(host=host, ssl_context=False, credentials=credentials)
-    async with KubeClient(config) as client:
-        with pytest.raises(Unauthorized):
-            await client.get(CONFIGMAPS, "x", "ns")
-    assert [auth for _, auth, _ in seen] == ["Bearer 1", "Bearer 2"]
-
-
-async def test_a_401_without_new_credentials_fails_at_once(
-    api: tuple[str, list[tuple[str, str, bytes]], set[str]],
-) -> None:
-    host, seen, _ = api
-    config = ClusterConfig(host=host, ssl_context=False, credentials=FakeCredentials(stuck=True))
-    async with KubeClient(config) as client:
-        with pytest.raises(Unauthorized):
-            await client.get(CONFIGMAPS, "x", "ns")
-    assert len(seen) == 1
-
-
-async def test_a_watch_answered_401_opens_again_with_the_refreshed_credentials(
-    api: tuple[str, list[tuple[str, str, bytes]], set[str]],
-) -> None:
-    host, seen, good = api
-    good.add("Bearer 2")
-    config = ClusterConfig(host=host, ssl_context=False, credentials=FakeCredentials())
-    async with (
-        KubeClient(config) as client,
-        client.stream(CONFIGMAPS.path("ns"), params={"watch": "true"}, timeout=5) as lines,
-    ):
-        assert [line async for line in lines] == [b'{"type":"ADDED","object":{}}']
-    assert [auth for _, auth, _ in seen] == ["Bearer 1", "Bearer 2"]
