@@ -28,12 +28,24 @@ Invariants:
   reads a Lease held by someone else.
 * :meth:`LeaderElector.release` writes ``holderIdentity: ""`` with the resourceVersion of
   this candidate's last write, so it never clobbers a Lease that someone else has taken.
+* The write fence (:meth:`LeaderElector.check_fence`): a leader may send a write only while
+  its monotonic clock is before ``last_renew + lease_duration - fence_margin``, where
+  ``fence_margin`` is ``lease_duration - renew_deadline`` (so: less than one renew deadline
+  after the start of its last successful renew). A standby can take over no earlier than
+  ``last_renew + lease_duration`` on a clock running at the same rate, so a write that passes
+  the fence has at least the margin to reach the API server before another leader may act.
+  The renew loop alone can't promise that: a process whose event loop stalled (stopped,
+  starved, swapped out) runs its queued writes the instant it resumes, before the loop gets
+  to notice that the renew deadline has passed. A write the fence refuses raises
+  :class:`WriteFenced` without being sent; the renew loop then ends the leadership as
+  before (``leader election lost``), unless a renew succeeds first.
 
 Log lines (exact strings, see the ``MSG_*`` constants): ``attempting to acquire leader
 lease``, ``successfully acquired lease``, ``failed to renew lease`` (the leader gives up),
-``released leader lease``, ``failed to release leader lease``, ``new leader elected``, and
+``released leader lease``, ``failed to release leader lease``, ``new leader elected``,
 ``failed to acquire or renew lease`` for a single failed attempt (info: it names the API
-error). The product pages' ``leader election lost`` is the message of
+error), and ``lease too old to write; refusing writes until it is renewed`` when the
+fence refuses a write. The product pages' ``leader election lost`` is the message of
 :class:`LeaderElectionLost`, which the manager logs with ``Failed to start manager``.
 
 Note: the product pages say a leader that stops keeps its Lease until it expires (upstream
@@ -77,6 +89,7 @@ MSG_ATTEMPT_FAILED = "failed to acquire or renew lease"
 MSG_RELEASED = "released leader lease"
 MSG_RELEASE_FAILED = "failed to release leader lease"
 MSG_NEW_LEADER = "new leader elected"
+MSG_FENCED = "lease too old to write; refusing writes until it is renewed"
 LOST_MESSAGE = "leader election lost"
 
 MASTER_STATUS = Gauge(
@@ -104,6 +117,14 @@ class LeaderElectionLost(Exception):
 
     def __init__(self, message: str = LOST_MESSAGE) -> None:
         super().__init__(message)
+
+
+class WriteFenced(Exception):
+    """A write refused before it was sent: this replica can no longer be sure it leads.
+
+    Not an :class:`~omed.kube.errors.ApiError`: the API server never saw the request, and
+    no caller may take it for a refusal of the API server's.
+    """
 
 
 class LeaseClient(Protocol):
@@ -185,6 +206,7 @@ class LeaderElector:
         self._reported_leader: str | None = None
         self._leading = False
         self._last_renew = -math.inf
+        self._fence_logged = -math.inf
         self._lock = asyncio.Lock()
         self._not_leading = asyncio.Event()  # wakes a sleeping hold() when released
         self._not_leading.set()
@@ -214,6 +236,47 @@ class LeaderElector:
     def lease(self) -> Mapping[str, Any] | None:
         """The Lease as this candidate last read or wrote it."""
         return self._lease
+
+    @property
+    def fence_margin(self) -> float:
+        """How long before a standby may take over the fence shuts: ``lease_duration -
+        renew_deadline``, the slack client-go's timings already keep between a leader giving
+        up and a standby taking over."""
+        return self.lease_duration - self.renew_deadline
+
+    def may_write(self) -> bool:
+        """Whether a write sent now is safe: leading, and before the fence (module docstring)."""
+        return self._leading and self._clock.monotonic() < (
+            self._last_renew + self.lease_duration - self.fence_margin
+        )
+
+    def check_fence(self) -> None:
+        """Raise :class:`WriteFenced` unless :meth:`may_write`; call it right before sending.
+
+        Synchronous on purpose: between this check and the request leaving there must be no
+        await, so a loop that stalls can't resume in between. A refusal doesn't end the
+        leadership by itself: a renew that succeeds opens the fence again, and one that
+        doesn't ends it within a retry period (the renew deadline), as it would without
+        the fence. The first refusal after each renew is logged.
+        """
+        if self.may_write():
+            return
+        if self._leading and self._fence_logged != self._last_renew:
+            self._fence_logged = self._last_renew
+            age = self._clock.monotonic() - self._last_renew
+            log.info(
+                MSG_FENCED,
+                extra=kv(
+                    lease=self._describe(),
+                    identity=self.identity,
+                    sinceRenew=f"{age:.3f}s",
+                    fence=f"{self.lease_duration - self.fence_margin:g}s",
+                ),
+            )
+        raise WriteFenced(
+            f"write refused: {self.identity} can't be sure it still holds the Lease "
+            f"{self._describe()}"
+        )
 
     def lease_valid(self) -> bool:
         """Whether the observed record is still within its lease duration on our clock."""
@@ -484,6 +547,7 @@ __all__ = [
     "MSG_ACQUIRED",
     "MSG_ATTEMPTING",
     "MSG_ATTEMPT_FAILED",
+    "MSG_FENCED",
     "MSG_NEW_LEADER",
     "MSG_RELEASED",
     "MSG_RELEASE_FAILED",
@@ -491,6 +555,7 @@ __all__ = [
     "LeaderElectionLost",
     "LeaderElector",
     "LeaseClient",
+    "WriteFenced",
     "default_identity",
     "lease_record",
     "micro_time",

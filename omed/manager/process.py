@@ -8,7 +8,8 @@ API clients, each with its own ``--kube-api-qps`` / ``--kube-api-burst`` limiter
 client-go gives each of a manager's clients its own (the product page: the rate limit
 "caps the requests that each of the manager's API clients sends"):
 
-* the controllers' client: start-up reads, informers, reconciles, the config cache;
+* the controllers' client: start-up reads, informers, reconciles, the config cache; with
+  leader election, each of its writes passes the Lease's fence (:mod:`omed.manager.fencing`);
 * the leader election client: a burst of reconciles can never delay a Lease renewal
   behind the controllers' limiter (one request per retry period needs no more);
 * the event recorder's client: event writes never take the controllers' budget.
@@ -28,7 +29,7 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Final
 
 from omed.clock import Clock, RealClock
@@ -41,6 +42,7 @@ from omed.kube.resources import CONFIGMAPS
 from omed.leaderelection import DEFAULT_LEASE_NAME, LeaderElector, default_identity
 from omed.log import kv
 from omed.manager.controllers import CONTROLLERS, ControllerContext
+from omed.manager.fencing import FencedKubeClient
 from omed.manager.http import MetricsServer, ProbeServer
 from omed.manager.leader import LeaderWork
 from omed.manager.lifecycle import Manager, Server
@@ -131,13 +133,27 @@ async def _run(options: Options, *, env: Mapping[str, str], stop: asyncio.Event)
     clock = RealClock()
     clients: list[KubeClient] = []
 
-    def client(user_agent: str) -> KubeClient:
-        made = _client(options, cluster, clock=clock, user_agent=user_agent)
+    def client(user_agent: str, *, fence: Callable[[], None] | None = None) -> KubeClient:
+        made = _client(options, cluster, clock=clock, user_agent=user_agent, fence=fence)
         clients.append(made)
         return made
 
     try:
-        api = client(USER_AGENT)
+        election: LeaderElector | None = None
+        if options.leader_elect:
+            election = LeaderElector(
+                client(f"{USER_AGENT}-leader-election"),
+                namespace=options.leader_election_namespace,
+                name=DEFAULT_LEASE_NAME,
+                identity=default_identity(),
+                lease_duration=options.leader_elect_lease_duration,
+                renew_deadline=options.leader_elect_renew_deadline,
+                retry_period=options.leader_elect_retry_period,
+                clock=clock,
+            )
+        # With election, every write of the controllers' client passes the Lease's fence
+        # right before it is sent (omed/manager/fencing.py).
+        api = client(USER_AGENT, fence=None if election is None else election.check_fence)
         startup = await load_configmap_startup(api, namespace=namespace)
         log.info(MSG_STATUS_REPRESENTATION, extra=kv(**status_representation(startup)))
         await status_preflight(api)
@@ -170,18 +186,7 @@ async def _run(options: Options, *, env: Mapping[str, str], stop: asyncio.Event)
         controllers = [(factory.name, factory.build(context)) for factory in CONTROLLERS]
         work = LeaderWork(controllers=controllers, informers=informers, recorder=recorder)
 
-        election: LeaderElector | None = None
-        if options.leader_elect:
-            election = LeaderElector(
-                client(f"{USER_AGENT}-leader-election"),
-                namespace=options.leader_election_namespace,
-                name=DEFAULT_LEASE_NAME,
-                identity=default_identity(),
-                lease_duration=options.leader_elect_lease_duration,
-                renew_deadline=options.leader_elect_renew_deadline,
-                retry_period=options.leader_elect_retry_period,
-                clock=clock,
-            )
+        if election is not None:
             log.info(
                 "Leader election enabled",
                 extra=kv(
@@ -214,8 +219,22 @@ async def _run(options: Options, *, env: Mapping[str, str], stop: asyncio.Event)
 
 
 def _client(
-    options: Options, cluster: ClusterConfig, *, clock: Clock, user_agent: str
+    options: Options,
+    cluster: ClusterConfig,
+    *,
+    clock: Clock,
+    user_agent: str,
+    fence: Callable[[], None] | None = None,
 ) -> KubeClient:
+    if fence is not None:
+        return FencedKubeClient(
+            cluster,
+            fence=fence,
+            qps=options.kube_api_qps,
+            burst=options.kube_api_burst,
+            clock=clock,
+            user_agent=user_agent,
+        )
     return KubeClient(
         cluster,
         qps=options.kube_api_qps,

@@ -387,3 +387,246 @@ async def test_a_leader_that_cannot_renew_exits_with_leader_election_lost(
     except AssertionError as failure:
         failure.add_note(f"standby log:\n{standby.log()}\nleader log:\n{leader.log()}")
         raise
+
+
+# --- a leader that stalled ----------------------------------------------------------------------
+
+
+def kubeconfig_through(
+    source: Path, target: Path, *, server: str, token: str | None = None
+) -> Path:
+    """A copy of the kubeconfig ``source`` that reaches the API server at ``server`` (with the
+    user's token replaced by ``token``, when given)."""
+    import yaml
+
+    config = yaml.safe_load(source.read_text())
+    config["clusters"][0]["cluster"]["server"] = server
+    if token is not None:
+        config["users"][0]["user"] = {"token": token}
+    target.write_text(yaml.safe_dump(config, sort_keys=False))
+    target.chmod(0o600)
+    return target
+
+
+# A replica that stalls with a whole lease duration passing, then resumes: it must not write.
+
+STALLED_SA = "omed-e2e-stalled"
+WRITES_SCHEMA = "omed-e2e-stalled-writes"
+WRITTEN_RESOURCES = [
+    "pods",
+    "pods/status",
+    "inferencereplicas",
+    "inferencereplicas/status",
+    "inferenceservices",
+    "inferenceservices/status",
+]
+
+
+async def stalled_identity(control_plane: Any, namespace: str) -> str:
+    """A ServiceAccount with the manager's roles, and a FlowSchema counting its pod and status
+    writes at the API server (apiserver_flowcontrol_dispatched_requests_total); its token."""
+    api = control_plane.request_json
+    api(
+        "POST",
+        f"/api/v1/namespaces/{namespace}/serviceaccounts",
+        {"metadata": {"name": STALLED_SA}},
+    )
+    subject = [{"kind": "ServiceAccount", "name": STALLED_SA, "namespace": namespace}]
+    api(
+        "POST",
+        "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+        {
+            "metadata": {"name": STALLED_SA},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": "ome-manager-role",
+            },
+            "subjects": subject,
+        },
+    )
+    api(
+        "POST",
+        f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/rolebindings",
+        {
+            "metadata": {"name": STALLED_SA},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "Role",
+                "name": "ome-manager-role",
+            },
+            "subjects": subject,
+        },
+    )
+    api(
+        "POST",
+        "/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas",
+        {
+            "metadata": {"name": WRITES_SCHEMA},
+            "spec": {
+                "matchingPrecedence": 50,
+                "priorityLevelConfiguration": {"name": "workload-low"},
+                "distinguisherMethod": {"type": "ByUser"},
+                "rules": [
+                    {
+                        "subjects": [
+                            {
+                                "kind": "ServiceAccount",
+                                "serviceAccount": {"name": STALLED_SA, "namespace": namespace},
+                            }
+                        ],
+                        "resourceRules": [
+                            {
+                                "verbs": ["create", "update", "patch", "delete"],
+                                "apiGroups": ["", "ome.io"],
+                                "resources": WRITTEN_RESOURCES,
+                                "namespaces": ["*"],
+                            }
+                        ],
+                    }
+                ],
+            },
+        },
+    )
+    answer = api(
+        "POST",
+        f"/api/v1/namespaces/{namespace}/serviceaccounts/{STALLED_SA}/token",
+        {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}},
+    )
+    return str(answer["status"]["token"])
+
+
+def remove_stalled_identity(control_plane: Any, namespace: str) -> None:
+    api = control_plane.request_json
+    api(
+        "DELETE",
+        f"/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas/{WRITES_SCHEMA}",
+        missing_ok=True,
+    )
+    api(
+        "DELETE",
+        f"/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/{STALLED_SA}",
+        missing_ok=True,
+    )
+    api(
+        "DELETE",
+        f"/apis/rbac.authorization.k8s.io/v1/namespaces/{namespace}/rolebindings/{STALLED_SA}",
+        missing_ok=True,
+    )
+    api("DELETE", f"/api/v1/namespaces/{namespace}/serviceaccounts/{STALLED_SA}", missing_ok=True)
+
+
+async def dispatched_writes(kube: Any) -> float:
+    """The stalled identity's pod and status writes the API server has dispatched."""
+    text = await kube.request("GET", "/metrics")
+    if isinstance(text, bytes):
+        text = text.decode()
+    total = 0.0
+    for line in str(text).splitlines():
+        if line.startswith("apiserver_flowcontrol_dispatched_requests_total{") and (
+            f'flow_schema="{WRITES_SCHEMA}"' in line
+        ):
+            total += float(line.rpartition(" ")[2])
+    return total
+
+
+async def test_a_leader_that_stalled_past_its_lease_never_writes_after_the_takeover(
+    managers: Any, manager_config: Any, kube: Any, namespace: str, control_plane: Any
+) -> None:
+    from _support import inference_service, serving_runtime
+
+    from omed.kube.errors import ServerError
+    from omed.kube.resources import INFERENCE_SERVICES, PODS, SERVING_RUNTIMES
+
+    install = managers.install
+    token = await stalled_identity(control_plane, managers.namespace)
+    try:
+        kubeconfig = kubeconfig_through(
+            install.kubeconfig_path,
+            Path(install.kubeconfig_path).with_name("stalled.kubeconfig"),
+            server=install.plane.url,
+            token=token,
+        )
+        # Pods are created slowly (5 a second), so the stall lands in the middle of a pass,
+        # with creations queued behind the rate limiter: the danger is the instant it resumes.
+        old = managers.start(
+            f"--kubeconfig={kubeconfig}", "--kube-api-qps=5", "--kube-api-burst=1", name="replica-a"
+        )
+        await old.wait_ready()
+        await managers.wait_until(old.is_leader, timeout=15, what="replica-a leading")
+        await old.wait_log("Starting workers", timeout=15)
+        new = managers.start(name="replica-b")
+        await new.wait_ready()
+        await new.wait_log("attempting to acquire leader lease", timeout=5)
+
+        runtime = serving_runtime(
+            "srt-stall", engineConfig={"runner": {"name": "ome-container", "image": "ome/srt:1.0"}}
+        )
+        await kube.create(SERVING_RUNTIMES, runtime, namespace)
+        service = inference_service(
+            "stall", runtime="srt-stall", engine={"minReplicas": 40, "maxReplicas": 40}
+        )
+        await kube.create(INFERENCE_SERVICES, service, namespace)
+
+        async def pods() -> int:
+            return len(await kube.list_all(PODS, namespace))
+
+        await managers.wait_until(
+            lambda: _at_least(pods, 3), timeout=30, what="replica-a creating pods"
+        )
+        assert await dispatched_writes(kube) > 0  # the FlowSchema sees replica-a's writes
+        managers.withdraw(old)  # admissions go to replica-b while replica-a is stopped
+        old.signal(signal.SIGSTOP)
+        stalled = time.monotonic()
+        try:
+            # Scaled while it is stopped: the standby takes over and does the work. The API
+            # server may send the admission over its kept-alive connection to the stopped
+            # replica (as it would to a stalled pod) and give up after the webhook's timeout:
+            # the user tries again.
+            async def scale() -> bool:
+                try:
+                    await kube.patch(
+                        INFERENCE_SERVICES,
+                        "stall",
+                        {"spec": {"engine": {"minReplicas": 45, "maxReplicas": 45}}},
+                        namespace,
+                    )
+                except ServerError:
+                    return False
+                return True
+
+            await managers.wait_until(scale, timeout=40, what="the scale-up admitted")
+            await managers.wait_until(
+                lambda: _holder_is(kube, managers.namespace, "replica-b_"),
+                timeout=managers.lease + 10,
+                what="replica-b taking the Lease",
+            )
+            await managers.wait_until(new.is_leader, timeout=10, what="replica-b leading")
+            await asyncio.sleep(max(0.0, stalled + 8.0 - time.monotonic()))  # an 8 s stall
+            before = await dispatched_writes(kube)
+        finally:
+            old.signal(signal.SIGCONT)
+        resumed = time.monotonic()
+        code = await old.wait_exit(timeout=15)
+        exited = time.monotonic() - resumed
+        after = await dispatched_writes(kube)
+        log = old.log()
+        assert after == before, f"{after - before:g} writes after the takeover:\n{log[-6000:]}"
+        assert code == 1, log[-4000:]
+        [line] = old.log_lines(f"\t{FAILED}\t")
+        assert fields(line) == {"error": "leader election lost"}
+        assert exited <= 3.0, exited
+        assert new.is_leader()
+        await managers.wait_until(
+            lambda: _at_least(pods, 45), timeout=60, what="replica-b finishing the scale-up"
+        )
+    finally:
+        remove_stalled_identity(control_plane, managers.namespace)
+
+
+async def _at_least(count: Any, wanted: int) -> bool:
+    return bool(await count() >= wanted)
+
+
+async def _holder_is(kube: Any, namespace: str, prefix: str) -> bool:
+    return (await holder(kube, namespace)).startswith(prefix)

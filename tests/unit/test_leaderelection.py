@@ -577,3 +577,73 @@ async def test_fractional_lease_duration_is_rounded_up_for_safety() -> None:
     a = elector(store, clock, name, "pod-a_1", lease_duration=2.5, renew_deadline=2.2)
     await a.acquire()
     assert store.spec(name)["leaseDurationSeconds"] == 3
+
+
+# -- the write fence ---------------------------------------------------------------------------
+
+
+async def test_writes_pass_the_fence_only_within_a_renew_deadline_of_the_last_renew(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Lease 3 s, renew deadline 2 s: a standby may act 3 s after the last renew began; a
+    write may leave only until 2 s after it, keeping the 1 s margin for its trip."""
+    from omed.leaderelection import MSG_FENCED, WriteFenced
+
+    caplog.set_level(logging.INFO, logger="omed.leaderelection")
+    store, clock, name = FakeLeases(), FakeClock(), lease_name()
+    a = elector(store, clock, name, "pod-a_1")
+    with pytest.raises(WriteFenced):
+        a.check_fence()  # not leading yet
+    assert not [r for r in caplog.records if r.getMessage() == MSG_FENCED]  # nothing to say
+    await a.acquire()
+    renewed = a.last_renew
+    assert a.fence_margin == 1.0
+    a.check_fence()
+    clock.advance(2.0 - 1 / 32)
+    assert a.may_write()
+    a.check_fence()
+    clock.advance(1 / 32)  # exactly one renew deadline after the renew began
+    assert not a.may_write()
+    with pytest.raises(WriteFenced, match="can't be sure it still holds the Lease"):
+        a.check_fence()
+    with pytest.raises(WriteFenced):
+        a.check_fence()
+    fenced = [r for r in caplog.records if r.getMessage() == MSG_FENCED]
+    assert len(fenced) == 1  # once per renew, not once per write
+    assert fenced[0].kv["sinceRenew"] == "2.000s"  # type: ignore[attr-defined]
+    assert a.is_leader  # the fence refuses writes; the renew loop decides about leadership
+    holding = asyncio.create_task(a.hold())
+    await settle()
+    await advance(clock, 0.5)  # the renew loop's next try succeeds, 2.5 s after the last
+    assert a.last_renew > renewed
+    a.check_fence()  # and opens the fence again
+    holding.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await holding
+
+
+async def test_a_leader_that_stalled_past_its_lease_refuses_every_write_at_once() -> None:
+    """The loop didn't run for longer than the lease: on resuming, the writes queued behind
+    the stall are refused before the renew loop has even looked at the clock."""
+    from omed.leaderelection import WriteFenced
+
+    store, clock, name = FakeLeases(), FakeClock(), lease_name()
+    a = elector(store, clock, name, "pod-a_1")
+    b = elector(store, clock, name, "pod-b_1")
+    await a.acquire()
+    holding = asyncio.create_task(a.hold())
+    await settle()
+    await advance(clock, 0.5)  # renewed
+    assert await b.try_acquire_or_renew() is False  # b observes the record, starts its wait
+    clock.advance(8.0)  # the stall: no task of a's runs; b's wait ends meanwhile
+    assert await b.try_acquire_or_renew()  # b takes over
+    refused = 0
+    for _ in range(16):  # queued writes, woken together with the renew loop
+        try:
+            a.check_fence()
+        except WriteFenced:
+            refused += 1
+    assert refused == 16
+    with pytest.raises(LeaderElectionLost):
+        await asyncio.wait_for(holding, 1)
+    assert not a.is_leader
