@@ -79,6 +79,8 @@ class Options:
     leader_elect_lease_duration: float = 15.0
     leader_elect_renew_deadline: float = 10.0
     leader_elect_retry_period: float = 2.0
+    graceful_shutdown_timeout: float = 25.0
+    """The whole ordered stop's deadline: Kubernetes' default 30 s grace period less 5 s."""
     inferenceservice_max_concurrent_reconciles: int = 1
     inferencereplica_max_concurrent_reconciles: int = 1
     kube_api_qps: float = 20.0
@@ -186,6 +188,14 @@ _FLAGS = (
         "duration",
         fv.parse_duration,
         "How often the leader renews the Lease, and standbys try to take it.",
+    ),
+    _Flag(
+        "graceful-shutdown-timeout",
+        "duration",
+        fv.parse_non_negative_duration,
+        "How long the whole stop after SIGTERM may take: drain, Lease release, event\n"
+        "flush and server shutdowns. What is still running then is cut short, and the\n"
+        "manager exits 1. Keep it below the pod's terminationGracePeriodSeconds.",
     ),
     _Flag(
         "inferenceservice-max-concurrent-reconciles",

@@ -19,6 +19,13 @@ over at its next retry, about one retry period later, and never overlaps with a 
 of ours; the queued events are flushed; the servers stop in reverse order. Exit 0.
 A standby just stops: servers in reverse order, exit 0.
 
+Every stop (after a signal or a failure) runs under one deadline, ``graceful_shutdown_timeout``
+(:mod:`omed.manager.shutdown`): each step gets what is left of it less what the later steps
+keep, a step still running at the end of its share is cut short (logged, exit 1), and the
+release keeps its share however long the drain ran. The Lease is still released only once
+the work has stopped: work that doesn't stop within the release's share keeps the Lease
+until it expires.
+
 Losing the Lease (the renew deadline passed, or another holder was seen) is different: a
 standby may act from one lease duration after our last renewal, so the work is cancelled
 at once, without draining, ``Failed to start manager`` is logged with the error
@@ -41,10 +48,19 @@ from typing import Any, Final, Protocol, TypeVar
 from omed.clock import Clock, RealClock
 from omed.leaderelection import LeaderElectionLost
 from omed.log import kv
+from omed.manager.shutdown import (
+    GRACEFUL_SHUTDOWN_TIMEOUT,
+    STEP_DRAIN,
+    STEP_EVENTS,
+    STEP_RELEASE,
+    STEP_SERVERS,
+    StopBudget,
+)
 from omed.manager.startup import MSG_FAILED_TO_START
 
 __all__ = [
     "DRAIN_TIMEOUT",
+    "GRACEFUL_SHUTDOWN_TIMEOUT",
     "MSG_DRAIN_TIMED_OUT",
     "MSG_STOPPING_LEADER",
     "MSG_STOPPING_SERVERS",
@@ -116,19 +132,27 @@ class Manager:
         work: Work,
         election: Election | None,
         drain_timeout: float = DRAIN_TIMEOUT,
+        graceful_shutdown_timeout: float = GRACEFUL_SHUTDOWN_TIMEOUT,
         clock: Clock | None = None,
     ) -> None:
         self._servers = list(servers)
         self._work = work
         self._election = election
         self._drain_timeout = drain_timeout
+        self._shutdown_timeout = graceful_shutdown_timeout
         self._clock: Clock = clock or RealClock()
         self._leading = False
+        self._budget: StopBudget | None = None
 
     @property
     def leading(self) -> bool:
         """Whether the leader's work may run now (always, once started, without election)."""
         return self._leading
+
+    @property
+    def cut_short(self) -> Sequence[str]:
+        """The steps of the stop that the graceful shutdown timeout cut short, in order."""
+        return () if self._budget is None else tuple(self._budget.cut)
 
     def leader_ready(self) -> str | None:
         """The ``/readyz`` check of the leader's work: a standby passes; a leader passes once
@@ -138,9 +162,11 @@ class Manager:
         return "informers have not synced"
 
     async def run(self, stop: asyncio.Event) -> int:
-        """Run until ``stop`` is set or the manager fails; return the exit code."""
+        """Run until ``stop`` is set or the manager fails; return the exit code (1 when the
+        graceful shutdown timeout cut a step of the stop short)."""
         stopping = asyncio.ensure_future(stop.wait())
         started: list[Server] = []
+        code = 1
         try:
             try:
                 for server in self._servers:
@@ -149,10 +175,17 @@ class Manager:
             except Exception as err:
                 _failed(err)
                 return 1
-            return await self._elect_and_lead(stopping)
+            code = await self._elect_and_lead(stopping)
         finally:
             await _cancel(stopping)
             await self._stop_servers(started)
+        return 1 if self.cut_short else code
+
+    def _stopping(self) -> StopBudget:
+        """The stop's deadline, started by the first call (the signal, or the failure)."""
+        if self._budget is None:
+            self._budget = StopBudget(timeout=self._shutdown_timeout, clock=self._clock)
+        return self._budget
 
     # -- the election and the leader's work ---------------------------------------------------
     async def _elect_and_lead(self, stopping: asyncio.Future[Any]) -> int:
@@ -161,10 +194,12 @@ class Manager:
             acquiring = asyncio.ensure_future(self._election.acquire())
             await asyncio.wait({acquiring, stopping}, return_when=asyncio.FIRST_COMPLETED)
             if stopping.done():
+                budget = self._stopping()
                 log.info(MSG_STOPPING_STANDBY)
                 await _cancel(acquiring)
                 if acquiring.done() and not acquiring.cancelled() and not acquiring.exception():
-                    await self._election.release()  # acquired at the same moment: give it back
+                    # acquired at the same moment: give it back
+                    await budget.run(STEP_RELEASE, self._election.release())
                 return 0
             acquiring.result()
             holding = asyncio.ensure_future(self._election.hold())
@@ -186,50 +221,71 @@ class Manager:
 
     async def _lost(self, working: asyncio.Future[None], holding: asyncio.Future[None]) -> int:
         """Leadership ended: stop acting now, report it, exit 1."""
+        budget = self._stopping()
         self._leading = False
-        await self._work.stop(drain=False)
-        await _settle(working)
+        await budget.run(STEP_RELEASE, self._halt(working, cancel=True))
         error = _error_of(holding) or LeaderElectionLost()
         _failed(error)
-        await self._work.close(flush=False)
+        await budget.run(STEP_EVENTS, self._work.close(flush=False))
         return 1
 
     async def _work_failed(
         self, working: asyncio.Future[None], holding: asyncio.Future[None] | None
     ) -> int:
+        budget = self._stopping()
         error = _error_of(working) or RuntimeError("the controllers stopped on their own")
         _failed(error)
-        await self._work.stop(drain=False)
-        await self._give_up_lease(holding)
-        await self._work.close()
+        if await self._halted(budget, working, cancel=True):
+            await self._give_up_lease(holding)
+        await budget.run(STEP_EVENTS, self._work.close())
         return 1
 
     async def _graceful_stop(
         self, working: asyncio.Future[None], holding: asyncio.Future[None] | None
     ) -> int:
+        budget = self._stopping()
+        drain_window = min(self._drain_timeout, budget.left(STEP_DRAIN))
         log.info(MSG_STOPPING_LEADER, extra=kv(drainTimeout=f"{self._drain_timeout:g}s"))
         draining = asyncio.ensure_future(self._work.stop(drain=True))
-        timer = asyncio.ensure_future(self._clock.sleep(self._drain_timeout))
+        timer = asyncio.ensure_future(self._clock.sleep(drain_window))
         watched = {draining, timer} if holding is None else {draining, timer, holding}
         try:
             await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)
         finally:
             timer.cancel()
+        cancel = False
         if not draining.done():
             await _cancel(draining)
             if holding is not None and holding.done():
                 return await self._lost(working, holding)
-            log.info(MSG_DRAIN_TIMED_OUT, extra=kv(drainTimeout=f"{self._drain_timeout:g}s"))
-            await self._work.stop(drain=False)
+            if drain_window < self._drain_timeout:
+                budget.cut_short(STEP_DRAIN, waited=drain_window, why="reconciles still running")
+            else:
+                log.info(MSG_DRAIN_TIMED_OUT, extra=kv(drainTimeout=f"{self._drain_timeout:g}s"))
+            cancel = True
         elif (drain_error := _error_of(draining)) is not None:
             log.error("Draining the controllers failed", extra=kv(error=str(drain_error)))
-            await self._work.stop(drain=False)
-        await _settle(working)
+            cancel = True
+        halted = await self._halted(budget, working, cancel=cancel)
         if holding is not None and holding.done():
             return await self._lost(working, holding)
-        await self._give_up_lease(holding)
-        await self._work.close()
+        if halted:
+            await self._give_up_lease(holding)
+        await budget.run(STEP_EVENTS, self._work.close())
         return 0
+
+    async def _halt(self, working: asyncio.Future[None], *, cancel: bool) -> None:
+        """Make sure the leader's work has ended: cancelled without draining when ``cancel``."""
+        if cancel:
+            await self._work.stop(drain=False)
+        await _settle(working)
+
+    async def _halted(
+        self, budget: StopBudget, working: asyncio.Future[None], *, cancel: bool
+    ) -> bool:
+        """:meth:`_halt` within the release's share: the Lease may go only once the work has
+        stopped, so a work that doesn't stop in time keeps the Lease (until it expires)."""
+        return await budget.run(STEP_RELEASE, self._halt(working, cancel=cancel))
 
     async def _give_up_lease(self, holding: asyncio.Future[None] | None) -> None:
         """Stop renewing, then release the Lease so a standby takes it at its next try."""
@@ -237,12 +293,16 @@ class Manager:
             return
         await _cancel(holding)
         self._leading = False
-        await self._election.release()
+        await self._stopping().run(STEP_RELEASE, self._election.release())
 
     async def _stop_servers(self, started: Sequence[Server]) -> None:
         if not started:
             return
         log.info(MSG_STOPPING_SERVERS)
+        await self._stopping().run(STEP_SERVERS, self._stop_each(started))
+        log.info(MSG_STOP_COMPLETE)
+
+    async def _stop_each(self, started: Sequence[Server]) -> None:
         for server in reversed(started):
             try:
                 await server.stop()
@@ -250,7 +310,6 @@ class Manager:
                 log.error(
                     "Failed to stop server", extra=kv(server=type(server).__name__, error=str(err))
                 )
-        log.info(MSG_STOP_COMPLETE)
 
 
 def _failed(error: BaseException) -> None:

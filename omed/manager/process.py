@@ -14,8 +14,9 @@ client-go gives each of a manager's clients its own (the product page: the rate 
   behind the controllers' limiter (one request per retry period needs no more);
 * the event recorder's client: event writes never take the controllers' budget.
 
-Signals: the first SIGTERM or SIGINT starts the ordered stop; a second one exits 1 at once,
-as controller-runtime's signal handler does.
+Signals: the first SIGTERM or SIGINT starts the ordered stop (and arms a backstop that exits
+1 just after ``--graceful-shutdown-timeout`` if the stop hasn't ended); a second one exits 1
+at once, as controller-runtime's signal handler does.
 
 Invariant: every client is closed and every signal handler removed when :func:`run`
 returns, whatever the outcome; the exit code is 0 only after an ordered stop.
@@ -29,6 +30,7 @@ import logging
 import os
 import signal
 import sys
+import threading
 from collections.abc import Callable, Mapping
 from typing import Final
 
@@ -60,24 +62,49 @@ from omed.manager.startup import (
 from omed.manager.webhooks import build_webhook_server
 from omed.webhooks.policies import FeatureGates
 
-__all__ = ["MSG_SECOND_SIGNAL", "MSG_SIGNAL", "run"]
+__all__ = ["MSG_SECOND_SIGNAL", "MSG_SHUTDOWN_OVERRAN", "MSG_SIGNAL", "run"]
 
 log = logging.getLogger("setup")
 
 MSG_SIGNAL: Final = "Received signal, stopping"
 MSG_SECOND_SIGNAL: Final = "Received a second signal, exiting at once"
+MSG_SHUTDOWN_OVERRAN: Final = (
+    "Graceful shutdown timeout passed and the stop hasn't ended; exiting at once"
+)
 USER_AGENT: Final = "omed"
+BACKSTOP_GRACE: Final = 1.0
+"""How long after the graceful shutdown timeout the backstop exits, if the stop hasn't."""
+
+
+def _exit_now(message: str, **fields: object) -> None:
+    log.error(message, extra=kv(**fields))
+    sys.stderr.flush()
+    os._exit(1)
 
 
 class _Signals:
-    """SIGTERM/SIGINT: the first sets ``stop``; a second exits 1 without waiting."""
+    """SIGTERM/SIGINT: the first sets ``stop`` and arms the backstop; a second exits 1
+    without waiting.
+
+    The backstop is a timer thread, so it fires even if the event loop doesn't run: every
+    step of the ordered stop is bounded by the graceful shutdown timeout
+    (:mod:`omed.manager.shutdown`), and this catches whatever wasn't, just after it.
+    """
 
     SIGNALS: Final = (signal.SIGTERM, signal.SIGINT)
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> None:
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        stop: asyncio.Event,
+        *,
+        backstop_after: Callable[[], float | None] = lambda: None,
+    ) -> None:
         self._loop = loop
         self._stop = stop
         self._received = 0
+        self._backstop_after = backstop_after
+        self._backstop: threading.Timer | None = None
         for sig in self.SIGNALS:
             loop.add_signal_handler(sig, self._on_signal, sig)
 
@@ -86,12 +113,26 @@ class _Signals:
         if self._received == 1:
             log.info(MSG_SIGNAL, extra=kv(signal=sig.name))
             self._stop.set()
+            self._arm_backstop()
             return
-        log.error(MSG_SECOND_SIGNAL, extra=kv(signal=sig.name))
-        sys.stderr.flush()
-        os._exit(1)
+        _exit_now(MSG_SECOND_SIGNAL, signal=sig.name)
+
+    def _arm_backstop(self) -> None:
+        timeout = self._backstop_after()
+        if timeout is None:
+            return
+        self._backstop = threading.Timer(
+            timeout + BACKSTOP_GRACE,
+            _exit_now,
+            args=(MSG_SHUTDOWN_OVERRAN,),
+            kwargs={"gracefulShutdownTimeout": f"{timeout:g}s"},
+        )
+        self._backstop.daemon = True
+        self._backstop.start()
 
     def remove(self) -> None:
+        if self._backstop is not None:
+            self._backstop.cancel()
         for sig in self.SIGNALS:
             self._loop.remove_signal_handler(sig)
 
@@ -105,7 +146,9 @@ async def run(
     a caller may also set it.
     """
     stop = stop or asyncio.Event()
-    signals = _Signals(asyncio.get_running_loop(), stop)
+    signals = _Signals(
+        asyncio.get_running_loop(), stop, backstop_after=lambda: options.graceful_shutdown_timeout
+    )
     try:
         return await _run(options, env=env, stop=stop)
     except StartupFailure as failure:
@@ -205,7 +248,13 @@ async def _run(options: Options, *, env: Mapping[str, str], stop: asyncio.Event)
                 None if webhook.ready else "the webhook server is not serving"
             )
             servers.append(webhook)
-        manager = Manager(servers=servers, work=work, election=election, clock=clock)
+        manager = Manager(
+            servers=servers,
+            work=work,
+            election=election,
+            graceful_shutdown_timeout=options.graceful_shutdown_timeout,
+            clock=clock,
+        )
         probes.ready_checks["leader"] = manager.leader_ready
         # Everything made so far (modules, classes, the models' validators: ~57,000 objects)
         # lives as long as the process: keep it out of the collector's full collections,

@@ -389,7 +389,65 @@ async def test_a_leader_that_cannot_renew_exits_with_leader_election_lost(
         raise
 
 
-# --- a leader that stalled ----------------------------------------------------------------------
+# --- a stop that can't reach the API server; a leader that stalled -------------------------------
+
+
+GRACE_PERIOD = 30.0
+"""The chart's terminationGracePeriodSeconds: the kubelet SIGKILLs the manager after it."""
+CHART_TIMINGS = (
+    "--leader-elect-lease-duration=60s",
+    "--leader-elect-renew-deadline=40s",
+    "--leader-elect-retry-period=8s",
+)
+
+
+class BlackHoleProxy:
+    """A TCP proxy to the API server that can turn into a black hole: every connection stays
+    open and nothing passes any more, as a partitioned or hung API server looks to a client
+    (a stopped one on the same host refuses connections at once, which nothing waits on)."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self._upstream = (host, port)
+        self._open = asyncio.Event()
+        self._open.set()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._writers: list[asyncio.StreamWriter] = []
+        self._server: asyncio.Server | None = None
+
+    async def start(self) -> int:
+        self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
+        return int(self._server.sockets[0].getsockname()[1])
+
+    def black_hole(self) -> None:
+        self._open.clear()
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for writer in self._writers:
+            writer.close()
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._tasks.add(task)
+        self._writers.append(writer)
+        await self._open.wait()
+        up_reader, up_writer = await asyncio.open_connection(*self._upstream)
+        self._writers.append(up_writer)
+        await asyncio.gather(
+            self._pump(reader, up_writer), self._pump(up_reader, writer), return_exceptions=True
+        )
+
+    async def _pump(self, source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+        while data := await source.read(65536):
+            await self._open.wait()
+            sink.write(data)
+            await sink.drain()
+        sink.close()
 
 
 def kubeconfig_through(
@@ -406,6 +464,43 @@ def kubeconfig_through(
     target.write_text(yaml.safe_dump(config, sort_keys=False))
     target.chmod(0o600)
     return target
+
+
+async def test_a_leader_that_cannot_reach_the_api_server_stops_within_the_grace_period(
+    managers: Any, manager_config: Any, tmp_path: Path
+) -> None:
+    from urllib.parse import urlsplit
+
+    install = managers.install
+    real = urlsplit(install.plane.url)
+    assert real.hostname is not None and real.port is not None
+    proxy = BlackHoleProxy(real.hostname, real.port)
+    port = await proxy.start()
+    try:
+        kubeconfig = kubeconfig_through(
+            install.kubeconfig_path,
+            tmp_path / "through-proxy.kubeconfig",
+            server=f"https://{real.hostname}:{port}",
+        )
+        # The chart's timings: the Lease would outlive the grace period (a 40 s renew
+        # deadline), so the stop, not a lost Lease, decides when the process ends.
+        leader = managers.start(f"--kubeconfig={kubeconfig}", *CHART_TIMINGS, name="partitioned")
+        await leader.wait_ready()
+        await managers.wait_until(leader.is_leader, timeout=15, what="leadership")
+        await leader.wait_log("Starting workers", timeout=15)
+        proxy.black_hole()
+        signalled = time.monotonic()
+        leader.signal(signal.SIGTERM)
+        code = await leader.wait_exit(timeout=GRACE_PERIOD + 20)
+        took = time.monotonic() - signalled
+    finally:
+        await proxy.close()
+    log = leader.log()
+    assert took < GRACE_PERIOD - 2, f"stopped {took:.1f}s after SIGTERM:\n{log}"
+    assert code == 1, log
+    [line] = leader.log_lines("Graceful shutdown timeout reached")
+    assert fields(line)["step"] == "release the Lease", line
+    assert "released leader lease" not in log
 
 
 # A replica that stalls with a whole lease duration passing, then resumes: it must not write.

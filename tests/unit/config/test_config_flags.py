@@ -420,6 +420,7 @@ def test_help_lists_every_flag_with_its_default() -> None:
         "leader-elect-lease-duration": "(default 15s)",
         "leader-elect-renew-deadline": "(default 10s)",
         "leader-elect-retry-period": "(default 2s)",
+        "graceful-shutdown-timeout": "(default 25s)",
         "inferenceservice-max-concurrent-reconciles": "(default 1)",
         "inferencereplica-max-concurrent-reconciles": "(default 1)",
         "kube-api-qps": "(default 20)",
@@ -448,7 +449,7 @@ def test_help_shows_types_like_go() -> None:
 
 
 def test_flag_names() -> None:
-    assert len(FLAG_NAMES) == 22
+    assert len(FLAG_NAMES) == 23
     assert "kubeconfig" in FLAG_NAMES
 
 

@@ -288,6 +288,26 @@ flag out, while kubeAPIQPS 0 and "0" both leave the flag out.
 - {{ . | quote }}
 {{- end }}
 {{- end }}
+{{- with include "ome.gracefulShutdownArg" . }}
+- {{ . | quote }}
+{{- end }}
+{{- end -}}
+
+{{/*
+--graceful-shutdown-timeout from terminationGracePeriodSeconds, so the manager ends its stop
+before the kubelet's SIGKILL: 5 s less (half of a period under 10 s). Left out for 30 and for
+null (Kubernetes' default, also 30): the manager's own default, 25s, is that value already,
+and the argument list stays the product page's.
+*/}}
+{{- define "ome.gracefulShutdownArg" -}}
+{{- $grace := .Values.ome.controller.terminationGracePeriodSeconds -}}
+{{- if not (kindIs "invalid" $grace) -}}
+{{- $seconds := int64 $grace -}}
+{{- if ne $seconds 30 -}}
+{{- $timeout := ternary (sub $seconds 5) (div $seconds 2) (ge $seconds 10) -}}
+{{- printf "--graceful-shutdown-timeout=%ds" $timeout -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 
 {{/*
