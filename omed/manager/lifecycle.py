@@ -52,6 +52,7 @@ from omed.manager.shutdown import (
     GRACEFUL_SHUTDOWN_TIMEOUT,
     STEP_DRAIN,
     STEP_EVENTS,
+    STEP_HALT,
     STEP_RELEASE,
     STEP_SERVERS,
     StopBudget,
@@ -223,7 +224,7 @@ class Manager:
         """Leadership ended: stop acting now, report it, exit 1."""
         budget = self._stopping()
         self._leading = False
-        await budget.run(STEP_RELEASE, self._halt(working, cancel=True))
+        await budget.run(STEP_RELEASE, self._halt(working, cancel=True), name=STEP_HALT)
         error = _error_of(holding) or LeaderElectionLost()
         _failed(error)
         await budget.run(STEP_EVENTS, self._work.close(flush=False))
@@ -285,7 +286,12 @@ class Manager:
     ) -> bool:
         """:meth:`_halt` within the release's share: the Lease may go only once the work has
         stopped, so a work that doesn't stop in time keeps the Lease (until it expires)."""
-        return await budget.run(STEP_RELEASE, self._halt(working, cancel=cancel))
+        return await budget.run(
+            STEP_RELEASE,
+            self._halt(working, cancel=cancel),
+            name=STEP_HALT,
+            why="the Lease is not released while they may still write",
+        )
 
     async def _give_up_lease(self, holding: asyncio.Future[None] | None) -> None:
         """Stop renewing, then release the Lease so a standby takes it at its next try."""

@@ -38,6 +38,7 @@ __all__ = [
     "MSG_CUT_SHORT",
     "STEP_DRAIN",
     "STEP_EVENTS",
+    "STEP_HALT",
     "STEP_RELEASE",
     "STEP_SERVERS",
     "StopBudget",
@@ -51,6 +52,9 @@ GRACEFUL_SHUTDOWN_TIMEOUT: Final = 25.0
 MSG_CUT_SHORT: Final = "Graceful shutdown timeout reached; cutting the step short"
 
 STEP_DRAIN: Final = "drain the controllers"
+STEP_HALT: Final = "stop the controllers"
+"""Cancelling what the drain left: it runs in the release's share (the Lease may go only
+after it), under its own name."""
 STEP_RELEASE: Final = "release the Lease"
 STEP_EVENTS: Final = "write the queued events"
 STEP_SERVERS: Final = "stop the servers"
@@ -87,12 +91,21 @@ class StopBudget:
         """Seconds ``step`` may still run: what is left less what the later steps keep."""
         return max(0.0, self._end - self._clock.monotonic() - self.keep_after(step))
 
-    async def run(self, step: str, awaitable: Awaitable[object], *, cap: float = math.inf) -> bool:
+    async def run(
+        self,
+        step: str,
+        awaitable: Awaitable[object],
+        *,
+        cap: float = math.inf,
+        name: str | None = None,
+        why: str | None = None,
+    ) -> bool:
         """Await ``awaitable`` for at most ``min(cap, left(step))``; whether it finished.
 
-        When its share runs out first it is cancelled, and the cut logged and recorded.
-        Reaching ``cap`` first raises TimeoutError: that is the step's own limit, for the
-        caller to handle, not a cut. Its own errors propagate.
+        When its share runs out first it is cancelled, and the cut logged and recorded as
+        ``name`` (default: ``step``), with ``why``. Reaching ``cap`` first raises
+        TimeoutError: that is the step's own limit, for the caller to handle, not a cut. Its
+        own errors propagate.
         """
         window = min(cap, self.left(step))
         started = self._clock.monotonic()
@@ -102,7 +115,7 @@ class StopBudget:
             if self._clock.monotonic() - started < window:
                 raise  # the step's own TimeoutError, not its share running out
             if window < cap:
-                self.cut_short(step, waited=window)
+                self.cut_short(name or step, waited=window, why=why)
                 return False
             raise
         return True

@@ -21,6 +21,7 @@ from omed.manager.shutdown import (
     MSG_CUT_SHORT,
     STEP_DRAIN,
     STEP_EVENTS,
+    STEP_HALT,
     STEP_RELEASE,
     STEP_SERVERS,
     StopBudget,
@@ -208,8 +209,16 @@ async def test_work_that_does_not_stop_keeps_the_lease(caplog: pytest.LogCapture
     code, took = await h.stop_and_wait(limit=10)
     assert code == 1
     assert "release" not in h.journal
-    assert h.manager.cut_short == (STEP_DRAIN, STEP_RELEASE)
-    assert [c["step"] for c in cuts(caplog)] == [STEP_DRAIN, STEP_RELEASE]
+    assert h.manager.cut_short == (STEP_DRAIN, STEP_HALT)
+    drain, halt = cuts(caplog)
+    assert drain == {
+        "step": STEP_DRAIN,
+        "waited": "6.000s",
+        "gracefulShutdownTimeout": "10s",
+        "reason": "reconciles still running",
+    }
+    assert halt["step"] == STEP_HALT and halt["waited"] == "2.000s"  # the release's share
+    assert halt["reason"] == "the Lease is not released while they may still write"
     assert took <= 10.0
 
 
