@@ -1,5 +1,11 @@
 """The webhook server's metrics, under controller-runtime's names, on :data:`omed.metrics.REGISTRY`.
 
+Two sets: the requests (``controller_runtime_webhook_*``, per path and code) and the
+certificate poller's reads (``certwatcher_read_certificate_total`` and
+``certwatcher_read_certificate_errors_total``, controller-runtime's certwatcher counters:
+an alert on the errors' rate catches a rotation that keeps failing long before the old
+certificate expires).
+
 Why these names: OME's dashboards and the chart's "admission webhook fails" alert read
 controller-runtime's webhook metrics; omed keeps the names, labels and buckets so they keep
 working. ``webhook`` is the path (``/validate-ome-io-v1beta1-inferenceservice``); ``code``
@@ -35,6 +41,8 @@ from omed.metrics import REGISTRY, FastHistogram, add_histogram
 LATENCY_BUCKETS: Final = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 """Prometheus' default buckets, as controller-runtime uses."""
 
+READ_CERTIFICATE_NAME: Final = "certwatcher_read_certificate"
+READ_CERTIFICATE_ERRORS_NAME: Final = "certwatcher_read_certificate_errors"
 REQUESTS_NAME: Final = "controller_runtime_webhook_requests"
 LATENCY_NAME: Final = "controller_runtime_webhook_latency_seconds"
 IN_FLIGHT_NAME: Final = "controller_runtime_webhook_requests_in_flight"
@@ -95,5 +103,33 @@ class WebhookCollector(Collector):
         yield from (requests, latency, in_flight)
 
 
+class CertWatcherCounts:
+    """The certificate poller's counts, process-wide as controller-runtime's are: every check
+    of the files is a read; every check that finds them unusable is also an error."""
+
+    __slots__ = ("errors", "reads")
+
+    def __init__(self) -> None:
+        self.reads = 0
+        self.errors = 0
+
+
+class CertWatcherCollector(Collector):
+    def __init__(self, counts: CertWatcherCounts) -> None:
+        self._counts = counts
+
+    def collect(self) -> Iterator[Metric]:
+        yield CounterMetricFamily(
+            READ_CERTIFICATE_NAME, "Total number of certificate reads", value=self._counts.reads
+        )
+        yield CounterMetricFamily(
+            READ_CERTIFICATE_ERRORS_NAME,
+            "Total number of certificate read errors",
+            value=self._counts.errors,
+        )
+
+
 COLLECTOR: Final = WebhookCollector()
 REGISTRY.register(COLLECTOR)
+CERTWATCHER: Final = CertWatcherCounts()
+REGISTRY.register(CertWatcherCollector(CERTWATCHER))

@@ -641,9 +641,15 @@ class WebhookServer:
             connection.task = None
 
     async def _watch_certificate(self) -> None:
+        """Check the certificate files every poll, for as long as the server runs: a check
+        that fails is counted and logged by :meth:`ServingCertificate.reload_if_changed`,
+        which never raises; should it ever, this loop logs it and polls on."""
         while True:
             await asyncio.sleep(self._poll_interval)
-            self.certificate.reload_if_changed()
+            try:
+                self.certificate.reload_if_changed()
+            except Exception:
+                log.exception("Webhook certificate check failed; checking again at the next poll")
 
     def reload_certificate(self) -> bool:
         """Check the certificate files now (the poller does it every few seconds)."""

@@ -15,6 +15,14 @@ loading an ECDSA pair into the context that served an RSA one would keep serving
 certificate to every client that negotiates RSA. The key type is whatever the Secret holds
 (the chart makes ECDSA P-256); nothing here assumes one.
 
+Why the poller never stops: when it stopped at the first error it didn't expect (a private
+copy it couldn't write), rotation ended there, silently, and admissions failed weeks later
+when the old certificate expired.
+A check that goes wrong (files missing, unreadable or garbage, a temporary directory it
+can't stage the copy in, anything else) keeps the pair loaded before, is logged once per
+distinct error, is counted (``certwatcher_read_certificate_errors_total``), and the next
+poll tries again, whether or not the files changed.
+
 Invariants:
 
 * The current context only ever holds one certificate and its key. A pair is loaded from a
@@ -36,6 +44,7 @@ from pathlib import Path
 from typing import Final
 
 from omed.log import kv
+from omed.webhooks import metrics
 
 CERT_NAME: Final = "tls.crt"
 KEY_NAME: Final = "tls.key"
@@ -76,7 +85,8 @@ class ServingCertificate:
         self.context = new_server_context()
         self.context.sni_callback = self._serve_current
         self._signature: Signature | None = None
-        self._failed_signature: Signature | None = None
+        self._failing = False
+        """The last check failed: the next one loads the files whether or not they changed."""
         self._last_error: str | None = None
         self.loads = 0
         """Times a pair was loaded and made current (1 after :meth:`load`)."""
@@ -94,7 +104,16 @@ class ServingCertificate:
 
     def load(self) -> None:
         """Load the current pair into a fresh context and serve it from the next handshake
-        on; :class:`CertificateError` when it can't be used (the pair before keeps serving)."""
+        on; :class:`CertificateError` when it can't be used (the pair before keeps serving).
+        One certificate read, counted (and an error when it fails)."""
+        metrics.CERTWATCHER.reads += 1
+        try:
+            self._load()
+        except CertificateError:
+            metrics.CERTWATCHER.errors += 1
+            raise
+
+    def _load(self) -> None:
         try:
             signature = self._signature_now()
             cert_pem = self.cert_path.read_bytes()
@@ -102,41 +121,53 @@ class ServingCertificate:
         except OSError as exc:
             raise CertificateError(f"reading the webhook certificate: {exc}") from exc
         fresh = new_server_context()
-        with tempfile.TemporaryDirectory(prefix="omed-webhook-cert-") as private:
-            cert_copy = Path(private, CERT_NAME)
-            key_copy = Path(private, KEY_NAME)
-            cert_copy.write_bytes(cert_pem)
-            fd = os.open(key_copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "wb") as key_file:
-                key_file.write(key_pem)
-            try:
-                fresh.load_cert_chain(cert_copy, key_copy)
-            except (ssl.SSLError, OSError, ValueError) as exc:
-                raise CertificateError(
-                    f"{self.cert_path} and {self.key_path} are not a usable pair: {exc}"
-                ) from exc
+        try:
+            with tempfile.TemporaryDirectory(
+                prefix="omed-webhook-cert-", ignore_cleanup_errors=True
+            ) as private:
+                cert_copy = Path(private, CERT_NAME)
+                key_copy = Path(private, KEY_NAME)
+                cert_copy.write_bytes(cert_pem)
+                fd = os.open(key_copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                with os.fdopen(fd, "wb") as key_file:
+                    key_file.write(key_pem)
+                try:
+                    fresh.load_cert_chain(cert_copy, key_copy)
+                except (ssl.SSLError, OSError, ValueError) as exc:
+                    raise CertificateError(
+                        f"{self.cert_path} and {self.key_path} are not a usable pair: {exc}"
+                    ) from exc
+        except OSError as exc:  # making or writing the private copy (a full or read-only /tmp)
+            # Not str(exc): it names the random directory, and the log says each error once.
+            reason = f"[Errno {exc.errno}] {exc.strerror}" if exc.strerror else repr(exc)
+            raise CertificateError(
+                f"copying the webhook certificate to a directory in {tempfile.gettempdir()}: "
+                f"{reason}"
+            ) from exc
         self.current = fresh
         self._signature = signature
         self.loads += 1
 
     def reload_if_changed(self) -> bool:
-        """Load the pair again when its files changed; whether it did. Never raises: a pair
-        that can't be used is logged (once per change of the files), and the pair loaded
-        before keeps serving."""
+        """Check the files (one certificate read, counted) and load the pair when they
+        changed since it was loaded, or when the check before failed; whether a new pair is
+        served now. Never raises: a check that fails is counted as an error and logged (once
+        per distinct error), and the pair loaded before keeps serving."""
+        metrics.CERTWATCHER.reads += 1
         try:
-            signature = self._signature_now()
-        except OSError as exc:
-            self._report(f"reading the webhook certificate: {exc}")
+            try:
+                signature = self._signature_now()
+            except OSError as exc:
+                raise CertificateError(f"reading the webhook certificate: {exc}") from exc
+            if signature == self._signature and not self._failing:
+                return False
+            self._load()
+        except Exception as exc:  # CertificateError, or anything unforeseen: poll again
+            metrics.CERTWATCHER.errors += 1
+            self._failing = True
+            self._report(str(exc) if isinstance(exc, CertificateError) else repr(exc))
             return False
-        if signature in (self._signature, self._failed_signature):
-            return False
-        try:
-            self.load()
-        except CertificateError as exc:
-            self._failed_signature = signature
-            self._report(str(exc))
-            return False
-        self._failed_signature = None
+        self._failing = False
         self._last_error = None
         log.info("Updated current TLS certificate", extra=kv(cert=str(self.cert_path)))
         return True
