@@ -208,11 +208,12 @@ class BodyBudget:
             if now >= give_up:
                 self.refusals += 1
                 return None
-            # Wake when memory is released, or when the oldest body arriving can be cut.
+            # Wake when memory is released, or when the oldest body arriving can be cut
+            # (every one that could be was: those left are younger).
             wake = give_up
             for body in self._bodies:
-                if body.timeout is not None:
-                    wake = min(wake, body.started + self._evict_after)
+                if body.timeout is not None and not body.timeout.expired():
+                    wake = min(wake, max(now, body.started + self._evict_after))
                     break
             released = loop.create_future()
             self._waiters.append(released)
