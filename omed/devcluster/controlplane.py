@@ -41,6 +41,7 @@ import subprocess
 import tempfile
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -170,6 +171,27 @@ class _Process:
             return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
         except OSError:
             return ""
+
+
+def _wait_healthy(
+    process: _Process, url: str, *, context: ssl.SSLContext, deadline: float, interval: float
+) -> None:
+    """Poll ``url`` until it answers 200; fail with the process's log tail if the process
+    exits or the deadline passes first."""
+    last = ""
+    while time.monotonic() < deadline:
+        if not process.running():
+            raise ControlPlaneError(f"{process.name} exited:\n{process.log_tail()}")
+        try:
+            with urllib.request.urlopen(url, timeout=5, context=context) as resp:
+                if resp.status == 200:
+                    return
+        except urllib.error.HTTPError as err:
+            last = f"{urllib.parse.urlsplit(url).path} answered {err.code}"
+        except (OSError, urllib.error.URLError) as err:
+            last = str(err)
+        time.sleep(interval)
+    raise ControlPlaneError(f"{process.name} not healthy in time ({last}):\n{process.log_tail()}")
 
 
 class ControlPlane:
@@ -477,22 +499,12 @@ class ControlPlane:
         context = ssl.create_default_context()
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE
-        url = f"https://127.0.0.1:{port}/healthz"
-        last = ""
-        while time.monotonic() < deadline:
-            if not process.running():
-                raise ControlPlaneError(f"{process.name} exited:\n{process.log_tail()}")
-            try:
-                with urllib.request.urlopen(url, timeout=2, context=context) as resp:
-                    if resp.status == 200:
-                        return
-            except urllib.error.HTTPError as err:
-                last = f"/healthz answered {err.code}"
-            except (OSError, urllib.error.URLError) as err:
-                last = str(err)
-            time.sleep(0.1)
-        raise ControlPlaneError(
-            f"{process.name} not healthy in time ({last}):\n{process.log_tail()}"
+        _wait_healthy(
+            process,
+            f"https://127.0.0.1:{port}/healthz",
+            context=context,
+            deadline=deadline,
+            interval=0.1,
         )
 
     def component_logs(self) -> dict[str, str]:
@@ -521,25 +533,14 @@ class ControlPlane:
         raise ControlPlaneError(f"etcd not healthy in time:\n{self._etcd.log_tail()}")
 
     def wait_ready(self, *, deadline: float) -> None:
+        """Wait for kube-apiserver's ``/readyz`` (asked as the admin)."""
         assert self._apiserver is not None
-        context = self._ssl_context()
-        last = ""
-        while time.monotonic() < deadline:
-            if not self._apiserver.running():
-                raise ControlPlaneError(f"kube-apiserver exited:\n{self._apiserver.log_tail()}")
-            try:
-                with urllib.request.urlopen(
-                    self.url + "/readyz", timeout=5, context=context
-                ) as resp:
-                    if resp.status == 200:
-                        return
-            except urllib.error.HTTPError as err:
-                last = f"/readyz answered {err.code}"
-            except (OSError, urllib.error.URLError) as err:
-                last = str(err)
-            time.sleep(0.25)
-        raise ControlPlaneError(
-            f"kube-apiserver not ready in time ({last}):\n{self._apiserver.log_tail()}"
+        _wait_healthy(
+            self._apiserver,
+            self.url + "/readyz",
+            context=self._ssl_context(),
+            deadline=deadline,
+            interval=0.25,
         )
 
     def request_json(

@@ -110,25 +110,32 @@ async def gone(kube: KubeClient, resource: Any, name: str, namespace: str | None
     return False
 
 
+async def serving(world: support.ManagerWorld) -> None:
+    """Start a manager and serve ``chat``: an engine of two 4-GPU Instances and a decoder of
+    one leader with two workers, every pod Ready."""
+    await world.start_manager("manager-a")
+    service = support.inference_service(
+        "chat",
+        runtime="srt-gpu",
+        engine={"minReplicas": 2, "maxReplicas": 2},
+        decoder={"minReplicas": 1, "maxReplicas": 1},
+    )
+    await world.create_service(GPU_RUNTIME, service)
+    kube, namespace = world.kube, world.namespace
+    await eventually(
+        lambda: ready_pods(kube, namespace, "engine", 2), timeout=90, what="2 engine pods"
+    )
+    await eventually(
+        lambda: ready_pods(kube, namespace, "decoder", 3), timeout=90, what="3 decoder pods"
+    )
+
+
 async def test_deleting_the_service_leaves_nothing_and_no_finalizer(
     kube: KubeClient, namespace: str, managers: Any, manager_config: Any
 ) -> None:
     world = support.ManagerWorld(kube=kube, namespace=namespace, managers=managers)
     async with world.running(NoWatcher(), nodes=2):
-        await world.start_manager("manager-a")
-        service = support.inference_service(
-            "chat",
-            runtime="srt-gpu",
-            engine={"minReplicas": 2, "maxReplicas": 2},
-            decoder={"minReplicas": 1, "maxReplicas": 1},
-        )
-        await world.create_service(GPU_RUNTIME, service)
-        await eventually(
-            lambda: ready_pods(kube, namespace, "engine", 2), timeout=90, what="2 engine pods"
-        )
-        await eventually(
-            lambda: ready_pods(kube, namespace, "decoder", 3), timeout=90, what="3 decoder pods"
-        )
+        await serving(world)
         replicas = await kube.list_all(INFERENCE_REPLICAS, namespace)
         isvc = await kube.get(INFERENCE_SERVICES, "chat", namespace)
         # Owned as the garbage collector follows it: pod -> InferenceReplica -> service.
@@ -161,20 +168,7 @@ async def test_deleting_the_namespace_of_a_serving_service_completes_within_the_
     try:
         world = support.ManagerWorld(kube=kube, namespace=namespace, managers=managers)
         async with world.running(NoWatcher(), nodes=2):
-            await world.start_manager("manager-a")
-            service = support.inference_service(
-                "chat",
-                runtime="srt-gpu",
-                engine={"minReplicas": 2, "maxReplicas": 2},
-                decoder={"minReplicas": 1, "maxReplicas": 1},
-            )
-            await world.create_service(GPU_RUNTIME, service)
-            await eventually(
-                lambda: ready_pods(kube, namespace, "decoder", 3), timeout=90, what="decoder"
-            )
-            await eventually(
-                lambda: ready_pods(kube, namespace, "engine", 2), timeout=90, what="engine"
-            )
+            await serving(world)
             started = time.monotonic()
             await kube.delete(NAMESPACES, namespace)
             await eventually(
