@@ -22,9 +22,16 @@ Wiring, for the manager::
     await factory.wait_for_cache_sync()
     await irep.run()            # until irep.shutdown()
 
-Pods left by an InferenceReplica that is gone (deleted before omed held its finalizer, in a
-cluster without a garbage collector) are drained and deleted too, once a read from the API
-server confirms the InferenceReplica is really gone.
+Deletion beside the garbage collector (docs/controllers.md, "Deletion and the garbage
+collector"): omed's finalizer holds a deleted InferenceReplica, and so the collector's
+background deletion of its pods, until omed has drained them. Pods whose ownership the
+collector or a user decided are handled by :mod:`.ownership`: pods no controller owns, named
+and labelled as this InferenceReplica's (an earlier one of its name was deleted with
+``propagationPolicy: Orphan``), are adopted before anything is planned; pods still
+controlled by an earlier or gone InferenceReplica of the name (its finalizer was removed by
+hand, and the collector, which deletes them at once, hasn't yet: it lags, or there is none)
+are drained and deleted, once a read from the API server confirms the InferenceReplica is
+gone or replaced and the pod still names it as its controller.
 
 A write the API server refuses for good (:mod:`omed.controllers.refusals`) is reported once
 per kind of write per pass (a Warning ``WriteRefused`` event on the InferenceReplica, a
@@ -43,8 +50,15 @@ from typing import Any, Final, Protocol
 from omed.api.constants import KIND_INFERENCE_REPLICA
 from omed.api.inferencereplica import InferenceReplicaStatus
 from omed.clock import Clock, RealClock
-from omed.controllers.inferencereplica import names, statusmetrics
-from omed.controllers.inferencereplica.actions import CreatePods, Plan, RecordEvent, WriteStatus
+from omed.controllers.deletion import orphaning
+from omed.controllers.inferencereplica import names, ownership, statusmetrics
+from omed.controllers.inferencereplica.actions import (
+    AddFinalizer,
+    CreatePods,
+    Plan,
+    RecordEvent,
+    WriteStatus,
+)
 from omed.controllers.inferencereplica.encoding import (
     STATUS_SIZE_LIMIT,
     StatusEncodingSettings,
@@ -60,7 +74,12 @@ from omed.controllers.inferencereplica.execute import (
     write_size_exceeded_message,
 )
 from omed.controllers.inferencereplica.expectations import DEFAULT_TIMEOUT, Expectations
-from omed.controllers.inferencereplica.model import CreateRefusal, ObservedState, PlanSettings
+from omed.controllers.inferencereplica.model import (
+    CreateRefusal,
+    ObservedState,
+    PlanSettings,
+    ReplicaTarget,
+)
 from omed.controllers.inferencereplica.observe import (
     InvalidReplica,
     controller_name,
@@ -77,8 +96,9 @@ from omed.controllers.inferencereplica.status import (
 )
 from omed.controllers.pacing import BUSY_WINDOW, StatusPacer
 from omed.controllers.refusals import RefusedWrite, report
-from omed.events import WARNING, EventSink
+from omed.events import NORMAL, WARNING, EventSink
 from omed.informers import (
+    INFERENCE_SERVICE,
     NAMESPACE,
     OWNER_UID,
     Handlers,
@@ -183,7 +203,9 @@ class InferenceReplicaReconciler:
         irep = self._replicas.get(key)
         if irep is None:
             return await self._orphans(key)
-        if not self._expectations.satisfied(key):
+        # Under an Orphan deletion no pod is written: writes still unobserved (the collector
+        # took the pods, and their events, away from this key) need no waiting for.
+        if not self._expectations.satisfied(key) and not orphaning(irep):
             log.debug(
                 names.MSG_WAITING_FOR_CACHE,
                 extra=kv(key=key, pending=self._expectations.pending(key)),
@@ -206,16 +228,34 @@ class InferenceReplicaReconciler:
             self._unreadable(key, irep, err)
             return Result()
         self._warned.pop(key, None)
+        orphans = self._adoptable(target)
+        adoption_refused: list[RefusedWrite] = []
+        if orphans and target.has_finalizer:
+            adoption = await ownership.adopt(self._client, target=target, pods=orphans)
+            if adoption.errors:
+                raise adoption.errors[0]
+            if adoption.adopted:
+                self._adopted(key, irep, adoption.adopted)
+            if adoption.adopted or adoption.retry:
+                # Plan once the cache shows them as ours (their update events wake the key).
+                return Result(requeue_after=RETRY_SOON)
+            adoption_refused = adoption.refused
         refused = self._refused.get(key, {})
         if refused:
             observed = dataclasses.replace(observed, refused=dict(refused))
         shown = self._write_refused.get(key)
         if shown is not None:
             observed = dataclasses.replace(observed, write_refused=shown)
-        decided = plan(
-            target=target, observed=observed, settings=self._settings, now=self._clock.now()
-        )
-        decided = self._converting(key, irep, observed, decided)
+        if orphans and not target.has_finalizer:
+            # The finalizer goes on before omed owns a pod, adopted ones included.
+            rows = tuple(sorted(observed.rows.values(), key=lambda row: row.index))
+            decided = Plan(actions=(AddFinalizer(),), rows=rows, status=observed.status)
+        else:
+            decided = plan(
+                target=target, observed=observed, settings=self._settings, now=self._clock.now()
+            )
+        if not target.orphaning:  # an Orphan deletion writes nothing but the finalizer's patch
+            decided = self._converting(key, irep, observed, decided)
         decided = self._paced(key, decided)
         if decided.wave_log is not None:
             log.info(
@@ -227,6 +267,7 @@ class InferenceReplicaReconciler:
                 ),
             )
         outcome = await self._executor.execute(key=key, irep=irep, target=target, plan=decided)
+        outcome.write_refused[:0] = adoption_refused
         if outcome.status_stored:
             self._pacer.written(key)
         self._expectations.expect_replica_past(key, outcome.superseded)
@@ -289,27 +330,58 @@ class InferenceReplicaReconciler:
             for index, refusal in outcome.refused.items()
         )
 
+    def _adoptable(self, target: ReplicaTarget) -> list[Mapping[str, Any]]:
+        """Cached pods no controller owns that ``target`` may adopt (:mod:`.ownership`); none
+        while it is deleted (its pods are drained or, under Orphan, left) or paused (no pod
+        write at all: it adopts them once resumed)."""
+        if target.deleting or target.paused:
+            return []
+        cached = self._pods.by_index(INFERENCE_SERVICE, f"{target.namespace}/{target.isvc}")
+        return ownership.adoptable(target, cached)
+
+    def _adopted(self, key: str, irep: Mapping[str, Any], pods: list[str]) -> None:
+        log.info(names.MSG_PODS_ADOPTED, extra=kv(key=key, pods=len(pods), first=pods[0]))
+        message = names.pods_adopted_message(pods)
+        self._events.event(irep, type=NORMAL, reason=names.EVENT_PODS_ADOPTED, message=message)
+
     async def _free_names(self, key: str, uid: str, outcome: Outcome) -> None:
         """Drain pods that hold our pod names for an earlier InferenceReplica of this name.
 
-        Such pods (the object was deleted without omed's finalizer and created again, in a
-        cluster without a garbage collector) would block their names forever.
+        Such a pod (the earlier one was deleted without omed's finalizer and created again)
+        is the garbage collector's to delete, at once and routed or not; until it has (it
+        lags, or there is none) the name is blocked, so omed drains and deletes it. A pod
+        that no controller owns any more (an Orphan deletion) is adopted by the next pass
+        instead, and one the API server shows otherwise than the cache is left alone.
         """
-        namespace, _ = split_key(key)
+        namespace, name = split_key(key)
         earlier = []
-        for name in outcome.names_taken:
-            pod = self._pods.get(f"{namespace}/{name}")
+        for pod_name in outcome.names_taken:
+            pod = self._pods.get(f"{namespace}/{pod_name}")
             if pod is None:
                 continue  # a repeat of our own create, or a pod the cache doesn't hold
+            if ownership.unowned(pod):
+                outcome.retry_soon = True  # adopted by the next pass
+                continue
             owner = controller_uid(pod, kind=KIND_INFERENCE_REPLICA)
             if owner is not None and owner != uid and owner_key(pod) == key:
-                earlier.append(pod_view(pod, replica=split_key(key)[1]))
-        if earlier:
-            drained = Plan(actions=drain_orphans(earlier), rows=(), status=InferenceReplicaStatus())
-            await self._executor.run_pod_actions(
-                outcome, key=key, namespace=namespace or "", plan=drained
-            )
-            outcome.retry_soon = True
+                earlier.append(pod)
+        if not earlier:
+            return
+        left = await ownership.leftovers(
+            self._client, namespace=namespace or "", replica=name, pods=earlier, current_uid=uid
+        )
+        outcome.retry_soon = True
+        if not left.pods:
+            return
+        log.info(
+            names.MSG_DRAINING_LEFTOVERS,
+            extra=kv(key=key, pods=len(left.pods), first=left.pods[0]["metadata"]["name"]),
+        )
+        views = [pod_view(pod, replica=name) for pod in left.pods]
+        drained = Plan(actions=drain_orphans(views), rows=(), status=InferenceReplicaStatus())
+        await self._executor.run_pod_actions(
+            outcome, key=key, namespace=namespace or "", plan=drained
+        )
 
     def _report_refusals(self, key: str, irep: Mapping[str, Any] | None, outcome: Outcome) -> bool:
         """Report this pass's refused writes; True when there were some.
@@ -442,7 +514,9 @@ class InferenceReplicaReconciler:
         self._events.event(irep, type=WARNING, reason=reason, message=str(err)[:1000])
 
     async def _orphans(self, key: str) -> Result:
-        """Drain the pods of an InferenceReplica that no longer exists."""
+        """Drain the pods of an InferenceReplica that no longer exists (its finalizer was
+        removed by hand; the garbage collector deletes such pods too, at once, and omed
+        drains those it finds first: while the collector lags, or where there is none)."""
         namespace, name = split_key(key)
         pods = [
             pod for pod in self._pods.by_index(NAMESPACE, namespace or "") if owner_key(pod) == key
@@ -467,7 +541,14 @@ class InferenceReplicaReconciler:
             pass
         else:  # the cache hasn't seen it yet: not an orphan
             return Result(requeue_after=RETRY_SOON)
-        views = [pod_view(pod, replica=name) for pod in pods]
+        # The collector may have taken the references off meanwhile (an Orphan deletion):
+        # only pods the API server still shows controlled by the gone replica are drained.
+        left = await ownership.leftovers(
+            self._client, namespace=namespace or "", replica=name, pods=pods, current_uid=None
+        )
+        if not left.pods:
+            return Result(requeue_after=RETRY_SOON)  # the cache catches up, then forgets
+        views = [pod_view(pod, replica=name) for pod in left.pods]
         actions = drain_orphans(views)
         outcome = Outcome()
         orphan_plan = Plan(actions=actions, rows=(), status=InferenceReplicaStatus())
@@ -561,6 +642,11 @@ class InferenceReplicaController:
         if key is not None:
             self.expectations.observe(key, pod)
             self.controller.queue.add(key)
+        elif ownership.unowned(pod):
+            # An orphan (an Orphan deletion left it): the replica of its name may adopt it.
+            for candidate in ownership.candidate_keys(pod):
+                if self.replicas.store.get(candidate) is not None:
+                    self.controller.queue.add(candidate)
 
     def _pod_gone(self, pod: Obj) -> None:
         key = owner_key(pod)

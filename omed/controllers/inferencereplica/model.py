@@ -145,6 +145,9 @@ class ReplicaTarget:
     update_revision: str
     paused: bool = False
     deleting: bool = False
+    orphaning: bool = False
+    """Deleted with ``propagationPolicy: Orphan`` (the collector's ``orphan`` finalizer is on):
+    its pods are to be left running, not drained."""
     has_finalizer: bool = True
     ready_policy: ReadyPolicy = "AllPodReady"
     min_ready_seconds: int = 0

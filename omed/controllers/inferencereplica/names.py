@@ -134,6 +134,10 @@ InstanceStatusDecodeFailed) can't be read, so omed leaves it alone."""
 EVENT_SPEC_INVALID: Final = "InvalidSpec"
 """Warning, on the InferenceReplica: its metadata or spec can't be read (a value the models
 refuse, stored before a webhook could refuse it), so omed leaves it alone."""
+EVENT_PODS_ADOPTED: Final = "PodsAdopted"
+"""Normal, on the InferenceReplica: it adopted pods named and labelled as its own that no
+controller owned (left by an earlier InferenceReplica of its name deleted with
+propagationPolicy Orphan)."""
 
 # -- Conditions ---------------------------------------------------------------------------------
 
@@ -177,6 +181,15 @@ MSG_SPEC_INVALID: Final = "Cannot read the InferenceReplica's spec; leaving it a
 MSG_STATUS_DECODE_FAILED: Final = "Cannot decode per-Instance status; not managing the replica"
 MSG_STATUS_CONVERTED: Final = "Converted per-Instance status"
 MSG_STATUS_TOO_LARGE: Final = "Status write rejected as too large; the InferenceReplica stalls"
+MSG_PODS_ADOPTED: Final = "Adopted pods that no controller owned"
+MSG_DRAINING_LEFTOVERS: Final = "Draining pods left by an earlier InferenceReplica of this name"
+
+
+def pods_adopted_message(pods: list[str]) -> str:
+    """The PodsAdopted event's message: how many, and the first names."""
+    shown = ", ".join(pods[:5])
+    more = f" and {len(pods) - 5} more" if len(pods) > 5 else ""
+    return f"Adopted {len(pods)} pod(s) that no controller owned: {shown}{more}"
 
 
 def pod_name(replica: str, index: int, runner: str, ordinal: int) -> str:

@@ -8,7 +8,9 @@ rows (through the :mod:`.status` seam) into an :class:`~.model.ObservedState`.
 Invariants:
 
 * only pods whose *controller* owner reference is this InferenceReplica (by uid) are its
-  pods; a pod merely labelled like them is someone else's and is never touched;
+  pods; a pod merely labelled like them is someone else's and is never touched here (one
+  that no controller owns, named and labelled as this InferenceReplica's, may be adopted
+  first: :mod:`.ownership`);
 * a pod without a valid ``ome.io/instance-index`` is a stray: reported apart, never counted
   in an Instance;
 * failure facts follow the kubelet's words: a container waiting in ``CrashLoopBackOff``,
@@ -42,6 +44,7 @@ from omed.api.constants import (
 )
 from omed.api.inferencereplica import InferenceReplica
 from omed.clock import parse_rfc3339
+from omed.controllers.deletion import FINALIZER_ORPHAN
 from omed.controllers.inferencereplica.images import same_image
 from omed.controllers.inferencereplica.model import (
     ContainerFailure,
@@ -290,6 +293,8 @@ def replica_target(irep: Mapping[str, Any]) -> ReplicaTarget:
         update_revision=revision_of(isvc=isvc, component=spec.component, runners=runners),
         paused=bool(spec.paused),
         deleting=meta.deletion_timestamp is not None,
+        orphaning=meta.deletion_timestamp is not None
+        and FINALIZER_ORPHAN in (meta.finalizers or ()),
         has_finalizer=FINALIZER in (meta.finalizers or ()),
         ready_policy=(lifecycle.ready_policy if lifecycle else None) or "AllPodReady",
         min_ready_seconds=min_ready or 0,

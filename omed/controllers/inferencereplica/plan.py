@@ -25,7 +25,11 @@ Invariants (checked by the property tests):
 * planning again on the state a plan produced (its rows, same pods, same time) writes
   nothing and starts nothing new;
 * a paused InferenceReplica gets no pod action (deletion overrides the pause: a deleted
-  InferenceReplica must drain, or its finalizer would hold it forever).
+  InferenceReplica must drain, or its finalizer would hold it forever);
+* an InferenceReplica deleted with ``propagationPolicy: Orphan`` gets no pod action and no
+  status write, only ``RemoveFinalizer``: its pods are to keep running as they are (the
+  garbage collector takes their owner references off; a replica of the same name created
+  again adopts them).
 """
 
 from __future__ import annotations
@@ -81,6 +85,8 @@ def plan(
     *, target: ReplicaTarget, observed: ObservedState, settings: PlanSettings, now: dt.datetime
 ) -> Plan:
     """Decide one pass for one InferenceReplica; see the module docstring."""
+    if target.orphaning:
+        return _let_go_of_orphaned(target, observed)
     wanted = 0 if target.deleting else target.replicas
     work = _Pass(target, settings, now, act=target.deleting or not target.paused)
     surges = updates.surge_indexes({i: row.operation for i, row in observed.rows.items()})
@@ -194,6 +200,19 @@ def plan(
         requeue_after=min(work.requeue) if work.requeue else None,
         wave_log=wave,
     )
+
+
+def _let_go_of_orphaned(target: ReplicaTarget, observed: ObservedState) -> Plan:
+    """Deleted with ``propagationPolicy: Orphan``: the user asked for the pods to stay.
+
+    Nothing is drained (a drain would race the collector, which takes the owner references
+    off at once, and leave some pods gated off and unowned); the rows stay as stored; the
+    finalizer goes, which the executor does only once a fresh list shows no pod still
+    owned by this InferenceReplica, that is, once the collector has orphaned them all.
+    """
+    rows = tuple(sorted(observed.rows.values(), key=lambda row: row.index))
+    actions: tuple[Action, ...] = (RemoveFinalizer(),) if target.has_finalizer else ()
+    return Plan(actions=actions, rows=rows, status=observed.status)
 
 
 def _instance(target: ReplicaTarget, observed: ObservedState, index: int, wanted: int) -> _Instance:

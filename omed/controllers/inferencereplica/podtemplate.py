@@ -8,8 +8,10 @@ runner templates; this module adds what omed owns on every pod:
   standalone, so the product's label-filtered pod cache sees it), ``component``,
   ``ome.io/instance-index``, ``ome.io/incarnation`` and ``ome.io/revision``;
 * the annotation ``ome.io/operation-id`` of the operation that created it;
-* a controller owner reference to the InferenceReplica (garbage collection, where a cluster
-  has it, and the key the pod events are mapped back to);
+* a controller owner reference to the InferenceReplica, with ``blockOwnerDeletion`` (the key
+  the pod events are mapped back to; the garbage collector's link, which omed's finalizer
+  holds off until the pods are drained, and which a Foreground deletion of the replica
+  waits on);
 * the readiness gate ``ome.io/serving``, which omed alone sets.
 
 Invariants: rendering is pure and deterministic (the same inputs give the same body), and

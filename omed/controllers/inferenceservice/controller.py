@@ -8,10 +8,19 @@ reconcile reads the InferenceService, its runtime and its replicas from the cach
 (:mod:`.project`) and writes only what differs. A reconcile that changes nothing writes
 nothing.
 
-Deletion is omed's own work, not the garbage collector's (a cluster may have none, and
-draining must not depend on it): the finalizer ``ome.io/inferenceservice-cleanup`` holds the
-InferenceService until its replicas are gone; the InferenceReplica controller drains each
-replica's pods before it lets the replica go.
+Deletion beside the garbage collector (docs/controllers.md, "Deletion and the garbage
+collector"): the finalizer ``ome.io/inferenceservice-cleanup`` holds the InferenceService
+until its replicas are gone, and this controller deletes them itself rather than leave them
+to the collector's background deletion, which would start only once the InferenceService is
+gone: the service stays visible (Terminating) while its pods drain, its name isn't taken
+again over replicas still draining, and the teardown doesn't wait on the collector's
+timing. The InferenceReplica controller drains each replica's pods before it lets the
+replica go. A deletion with ``propagationPolicy: Orphan`` is honoured: no replica is
+deleted, and the finalizer goes once the collector has taken the replicas' owner
+references off; an InferenceService created again adopts those replicas (no controller
+owns them, and their label, ``spec.parentRef`` and component name it), after a fresh read
+shows it isn't being deleted itself. Under ``propagationPolicy: Foreground`` the collector
+deletes the replicas, and their pods, itself: omed's drain can't come before that.
 
 A write the API server refuses for good (:mod:`omed.controllers.refusals`: the finalizer
 patches, an InferenceReplica's create, update or delete, the status write) doesn't stop the
@@ -36,6 +45,7 @@ from omed.api.constants import (
     LABEL_INFERENCE_SERVICE,
 )
 from omed.clock import Clock, RealClock
+from omed.controllers.deletion import controller_ref, orphaning
 from omed.controllers.inferenceservice.project import (
     ProjectionError,
     needs_update,
@@ -143,6 +153,23 @@ def replica_ref_index(isvc: Obj) -> tuple[str, ...]:
             for ref in refs
             if isinstance(ref, dict) and isinstance(ref.get("name"), str)
         )
+    )
+
+
+def _adoptable(current: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
+    """Whether ``current`` (the replica of the wanted name) is one an InferenceService may
+    adopt: no controller owns it, it isn't being deleted, and its ``ome.io/inferenceservice``
+    label, ``spec.parentRef`` and component are the ones the projection wants."""
+    meta = current.get("metadata") or {}
+    if controller_ref(current) is not None or meta.get("deletionTimestamp"):
+        return False
+    spec = current.get("spec") or {}
+    want_spec = wanted.get("spec") or {}
+    label = (meta.get("labels") or {}).get(LABEL_INFERENCE_SERVICE)
+    return bool(
+        label == wanted["metadata"]["labels"][LABEL_INFERENCE_SERVICE]
+        and (spec.get("parentRef") or {}).get("name") == want_spec["parentRef"]["name"]
+        and spec.get("component") == want_spec["component"]
     )
 
 
@@ -273,6 +300,19 @@ class InferenceServiceReconciler:
                     refusals.append(
                         _refusal(err, verb="create", resource=INFERENCE_REPLICAS.plural, name=name)
                     )
+            elif not _owned_by(current, uid) and _adoptable(current, wanted):
+                try:
+                    adopted = await self._adopt(isvc, current, wanted)
+                except Conflict:
+                    return Result(requeue=True)
+                except ApiError as err:
+                    refusals.append(
+                        _refusal(err, verb="update", resource=INFERENCE_REPLICAS.plural, name=name)
+                    )
+                else:
+                    if adopted is None:
+                        return Result(requeue_after=DELETION_POLL)  # going away: look again
+                    current = adopted
             elif not _owned_by(current, uid):
                 wait = await self._write_status(
                     isvc,
@@ -319,7 +359,9 @@ class InferenceServiceReconciler:
         namespace = str(meta.get("namespace"))
         uid = str(meta.get("uid"))
         owned = [i for i in self._replicas.by_index(OWNER_UID, uid) if _owned_by(i, uid)]
-        for irep in owned:
+        # Under propagationPolicy Orphan the replicas stay: the collector takes the owner
+        # references off, and the finalizer goes once none is left owned.
+        for irep in () if orphaning(isvc) else owned:
             if not (irep.get("metadata") or {}).get("deletionTimestamp"):
                 await self._delete_replica(irep, refusals)
         if owned:
@@ -390,6 +432,34 @@ class InferenceServiceReconciler:
             )
             return False
         return True
+
+    async def _adopt(
+        self, isvc: Mapping[str, Any], current: Mapping[str, Any], wanted: Mapping[str, Any]
+    ) -> dict[str, Any] | None:
+        """Make ``isvc`` the controller of ``current``, a replica of its name that no
+        controller owns (an earlier InferenceService of the name was deleted with
+        propagationPolicy Orphan): the replace that sets the wanted spec also sets the
+        controller reference, guarded by the resourceVersion read. ``None`` when a fresh
+        read shows the InferenceService being deleted or replaced (it adopts nothing)."""
+        meta = isvc.get("metadata") or {}
+        try:
+            fresh = await self._client.get(
+                INFERENCE_SERVICES, str(meta.get("name")), str(meta.get("namespace"))
+            )
+        except NotFound:
+            return None
+        fresh_meta = fresh.get("metadata") or {}
+        if fresh_meta.get("uid") != meta.get("uid") or fresh_meta.get("deletionTimestamp"):
+            return None
+        namespace = str(meta.get("namespace"))
+        adopted: dict[str, Any] = await self._client.replace(
+            INFERENCE_REPLICAS, updated_object(current, wanted), namespace
+        )
+        log.info(
+            "Adopted InferenceReplica",
+            extra=kv(namespace=namespace, inferenceReplica=wanted["metadata"]["name"]),
+        )
+        return adopted
 
     async def _delete_replica(self, irep: Mapping[str, Any], refusals: Refusals) -> None:
         meta = irep.get("metadata") or {}

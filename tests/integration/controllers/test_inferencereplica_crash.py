@@ -18,7 +18,6 @@ from test_inferencereplica import TEMPLATE, Cluster, Running, cluster, eventuall
 
 from omed.controllers.inferencereplica.model import PlanSettings
 from omed.kube.client import KubeClient
-from omed.kube.errors import NotFound
 from omed.kube.resources import INFERENCE_REPLICAS, PODS
 
 pytestmark = pytest.mark.integration
@@ -123,44 +122,3 @@ async def test_a_scale_down_killed_at_a_request_resumes_and_loses_no_delete(
     await eventually(lambda: cluster.converged("chat-engine", 1), what="1 Instance")
     assert cluster.watch.routed_deletions == []
     assert len(cluster.watch.deleted) == 3
-
-
-async def test_pods_left_by_a_replica_deleted_without_its_finalizer_are_drained(
-    cluster: Cluster,
-) -> None:
-    first = await cluster.controller()
-    await cluster.create(irep_body("lost", replicas=2))
-    await eventually(lambda: cluster.converged("lost", 2), what="2 Instances")
-    await first.kill()
-    patch = {"metadata": {"finalizers": None}}
-    await cluster.kube.patch(INFERENCE_REPLICAS, "lost", patch, cluster.namespace)
-    await cluster.kube.delete(INFERENCE_REPLICAS, "lost", cluster.namespace)
-    with pytest.raises(NotFound):
-        await cluster.get("lost")
-    await cluster.controller()
-
-    async def drained() -> bool:
-        return not await cluster.pods()
-
-    await eventually(drained, what="the orphaned pods to be gone")
-    assert cluster.watch.routed_deletions == []
-
-
-async def test_a_replica_created_again_takes_its_names_back_from_the_earlier_ones_pods(
-    cluster: Cluster,
-) -> None:
-    first = await cluster.controller()
-    await cluster.create(irep_body("again", replicas=2))
-    await eventually(lambda: cluster.converged("again", 2), what="2 Instances")
-    await first.kill()
-    patch = {"metadata": {"finalizers": None}}
-    await cluster.kube.patch(INFERENCE_REPLICAS, "again", patch, cluster.namespace)
-    await cluster.kube.delete(INFERENCE_REPLICAS, "again", cluster.namespace)
-    created = await cluster.create(irep_body("again", replicas=2))
-    await cluster.controller()
-    await eventually(lambda: cluster.converged("again", 2), what="2 Instances of the new one")
-    owners = {
-        ref["uid"] for pod in await cluster.pods() for ref in pod["metadata"]["ownerReferences"]
-    }
-    assert owners == {created["metadata"]["uid"]}
-    assert cluster.watch.routed_deletions == []

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from test_irep_collector import collector_watches_ome_kinds
 
 from omed.controllers.inferencereplica.controller import InferenceReplicaController
 from omed.controllers.inferencereplica.model import PlanSettings
@@ -248,3 +249,56 @@ async def test_a_service_fronting_a_standalone_replica_follows_its_readiness(
         assert "parentRef" not in stored["spec"]
         assert len(stored["status"]["instanceStatuses"]) == 2
         assert all(r["phase"] == "Ready" for r in stored["status"]["instanceStatuses"])
+
+
+async def test_a_service_deleted_with_propagation_orphan_leaves_its_replicas_to_the_next_one(
+    kube: KubeClient, namespace: str, crds_installed: None
+) -> None:
+    """Orphan keeps the replicas (and their pods) serving, unowned; the service created again
+    adopts them: the same replicas and pods, no pod deleted (docs/controllers.md, "Deletion
+    and the garbage collector")."""
+    await collector_watches_ome_kinds(kube, namespace)
+    await kube.create(SERVING_RUNTIMES, RUNTIME, namespace)
+    body = service("chat")
+    body["spec"]["engine"] = {"minReplicas": 1, "maxReplicas": 1}
+    body["spec"]["decoder"] = {"minReplicas": 1, "maxReplicas": 1}
+
+    async def service_ready() -> bool:
+        try:
+            return _ready(await kube.get(INFERENCE_SERVICES, "chat", namespace))
+        except NotFound:
+            return False
+
+    async def uids(resource: Any) -> dict[str, str]:
+        items = (await kube.list_page(resource, namespace))["items"]
+        return {i["metadata"]["name"]: i["metadata"]["uid"] for i in items}
+
+    async with controllers(kube, namespace):
+        await kube.create(INFERENCE_SERVICES, body, namespace)
+        await eventually(service_ready, timeout=120, what="InferenceService Ready")
+        replicas, pods = await uids(INFERENCE_REPLICAS), await uids(PODS)
+        assert sorted(replicas) == ["chat-decoder", "chat-engine"] and len(pods) == 4
+        await kube.delete(INFERENCE_SERVICES, "chat", namespace, propagation_policy="Orphan")
+
+        async def service_gone() -> bool:
+            try:
+                await kube.get(INFERENCE_SERVICES, "chat", namespace)
+            except NotFound:
+                return True
+            return False
+
+        await eventually(service_gone, timeout=60, what="the service to be gone")
+        for name in replicas:
+            kept = await kube.get(INFERENCE_REPLICAS, name, namespace)
+            assert "ownerReferences" not in kept["metadata"]
+            assert "deletionTimestamp" not in kept["metadata"]
+        assert await uids(PODS) == pods
+
+        created = await kube.create(INFERENCE_SERVICES, body, namespace)
+        await eventually(service_ready, timeout=60, what="the new InferenceService Ready")
+        assert await uids(INFERENCE_REPLICAS) == replicas
+        assert await uids(PODS) == pods
+        for name in replicas:
+            adopted = await kube.get(INFERENCE_REPLICAS, name, namespace)
+            controller = [r for r in adopted["metadata"]["ownerReferences"] if r.get("controller")]
+            assert [r["uid"] for r in controller] == [created["metadata"]["uid"]]
