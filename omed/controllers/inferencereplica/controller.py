@@ -47,7 +47,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any, Final, Protocol
 
-from omed.api.constants import KIND_INFERENCE_REPLICA
+from omed.api.constants import KIND_INFERENCE_REPLICA, LABEL_INFERENCE_SERVICE
 from omed.api.inferencereplica import InferenceReplicaStatus
 from omed.clock import Clock, RealClock
 from omed.controllers.deletion import orphaning
@@ -55,8 +55,10 @@ from omed.controllers.inferencereplica import names, ownership, statusmetrics
 from omed.controllers.inferencereplica.actions import (
     AddFinalizer,
     CreatePods,
+    DeletePods,
     Plan,
     RecordEvent,
+    SetServingGate,
     WriteStatus,
 )
 from omed.controllers.inferencereplica.encoding import (
@@ -94,6 +96,7 @@ from omed.controllers.inferencereplica.status import (
     encode_rows_into_status,
     in_list_form,
 )
+from omed.controllers.inferencereplica.teardown import teardown_from_pods
 from omed.controllers.pacing import BUSY_WINDOW, StatusPacer
 from omed.controllers.refusals import RefusedWrite, report
 from omed.events import NORMAL, WARNING, EventSink
@@ -223,10 +226,10 @@ class InferenceReplicaReconciler:
             target, observed = observe(listed, self._pods.by_index(OWNER_UID, uid))
         except StatusDecodeFailed as err:
             self._decode_failed(key, irep, err)
-            return Result()
+            return await self._teardown_from_pods(key, irep)
         except (InvalidReplica, RowsUnreadable) as err:
             self._unreadable(key, irep, err)
-            return Result()
+            return await self._teardown_from_pods(key, irep)
         self._warned.pop(key, None)
         orphans = self._adoptable(target)
         adoption_refused: list[RefusedWrite] = []
@@ -513,6 +516,47 @@ class InferenceReplicaReconciler:
         reason = names.EVENT_SPEC_INVALID if spec else names.EVENT_STATUS_UNREADABLE
         self._events.event(irep, type=WARNING, reason=reason, message=str(err)[:1000])
 
+    async def _teardown_from_pods(self, key: str, irep: Mapping[str, Any]) -> Result:
+        """A replica that can't be read is left alone, unless it is deleted: then its pods are
+        drained in the teardown's waves from what they show (:mod:`.teardown`) and the
+        finalizer comes off, or the replica, its pods and its InferenceService would wait for
+        a repair for ever."""
+        meta = irep.get("metadata") or {}
+        finalizers = meta.get("finalizers") or ()
+        if not meta.get("deletionTimestamp") or names.FINALIZER not in finalizers:
+            return Result()
+        uid = str(meta.get("uid") or "")
+        pods = [
+            pod_view(pod, replica=str(meta.get("name") or ""))
+            for pod in self._pods.by_index(OWNER_UID, uid)
+            if controller_uid(pod, kind=KIND_INFERENCE_REPLICA) == uid
+        ]
+        decided = teardown_from_pods(pods, settings=self._settings, orphaning=orphaning(irep))
+        if decided.wave_log is not None:
+            log.info(
+                names.MSG_SCALE_DOWN_WAVE,
+                extra=kv(
+                    namespace=meta.get("namespace"),
+                    inferenceReplica=meta.get("name"),
+                    **decided.wave_log.log_values(),
+                ),
+            )
+        gates, deletions = len(decided.of_type(SetServingGate)), len(decided.of_type(DeletePods))
+        if gates or deletions:
+            log.info(
+                names.MSG_TEARDOWN_FROM_PODS,
+                extra=kv(key=key, pods=len(pods), gates=gates, deletions=deletions),
+            )
+        outcome = await self._executor.execute_from_pods(
+            key=key, irep=irep, plan=decided, selector=_pods_selector(irep)
+        )
+        if outcome.stopped == "too_large":
+            self._too_large(key, irep, outcome)
+            return Result(requeue=True)
+        if self._report_refusals(key, irep, outcome):
+            return Result(requeue=True)
+        return self._result(key, decided, outcome)
+
     async def _orphans(self, key: str) -> Result:
         """Drain the pods of an InferenceReplica that no longer exists (its finalizer was
         removed by hand; the garbage collector deletes such pods too, at once, and omed
@@ -560,6 +604,24 @@ class InferenceReplicaReconciler:
         if self._report_refusals(key, None, outcome):  # no object left to carry an event
             return Result(requeue=True)
         return Result(requeue_after=RETRY_SOON)
+
+
+def _pods_selector(irep: Mapping[str, Any]) -> str:
+    """The selector of a replica's pods read off its raw spec (the models may refuse it): its
+    parent's name (else its own) and its component; only the first when the component isn't
+    a string, and any pod omed labels when neither is usable (the list is filtered by the
+    replica's uid)."""
+    meta = irep.get("metadata") or {}
+    spec = irep.get("spec")
+    spec = spec if isinstance(spec, Mapping) else {}
+    parent = spec.get("parentRef")
+    isvc = parent.get("name") if isinstance(parent, Mapping) else meta.get("name")
+    component = spec.get("component")
+    if not isinstance(isvc, str) or not isvc:
+        return LABEL_INFERENCE_SERVICE
+    if not isinstance(component, str) or not component:
+        return f"{LABEL_INFERENCE_SERVICE}={isvc}"
+    return names.label_selector(isvc, component)
 
 
 def _stored_encoding(irep: Mapping[str, Any]) -> Encoding | None:

@@ -287,7 +287,29 @@ class Executor:
                 ),
             )
         if plan.of_type(RemoveFinalizer) and not outcome.errors:
-            await self._remove_finalizer(outcome, current, target)
+            await self._remove_finalizer(
+                outcome,
+                current,
+                namespace=target.namespace,
+                uid=target.uid,
+                selector=names.label_selector(target.isvc, target.component),
+            )
+        return outcome
+
+    async def execute_from_pods(
+        self, *, key: str, irep: Mapping[str, Any], plan: Plan, selector: str
+    ) -> Outcome:
+        """Run a teardown planned from the pods alone (:mod:`.teardown`): pod actions, then
+        ``RemoveFinalizer`` once a fresh list (``selector``, filtered by the replica's uid)
+        shows no pod of it. No status write: the rows are what can't be read."""
+        outcome = Outcome()
+        meta = irep.get("metadata") or {}
+        namespace, uid = str(meta.get("namespace") or ""), str(meta.get("uid") or "")
+        await self.run_pod_actions(outcome, key=key, namespace=namespace, plan=plan)
+        if plan.of_type(RemoveFinalizer) and not outcome.errors:
+            await self._remove_finalizer(
+                outcome, irep, namespace=namespace, uid=uid, selector=selector
+            )
         return outcome
 
     async def run_pod_actions(
@@ -439,16 +461,12 @@ class Executor:
         return result
 
     async def _remove_finalizer(
-        self, outcome: Outcome, irep: Mapping[str, Any], target: ReplicaTarget
+        self, outcome: Outcome, irep: Mapping[str, Any], *, namespace: str, uid: str, selector: str
     ) -> None:
         left = [
             pod
-            for pod in await self._client.list_all(
-                PODS,
-                target.namespace,
-                labelSelector=names.label_selector(target.isvc, target.component),
-            )
-            if controller_uid(pod, kind="InferenceReplica") == target.uid
+            for pod in await self._client.list_all(PODS, namespace, labelSelector=selector)
+            if controller_uid(pod, kind="InferenceReplica") == uid
         ]
         if left:  # the cache is behind: not yet
             outcome.retry_soon = True
@@ -459,7 +477,7 @@ class Executor:
             "metadata": {"finalizers": kept or None, "resourceVersion": meta["resourceVersion"]}
         }
         try:
-            await self._client.patch(INFERENCE_REPLICAS, meta["name"], patch, target.namespace)
+            await self._client.patch(INFERENCE_REPLICAS, meta["name"], patch, namespace)
         except Conflict:
             outcome.retry_soon = True
         except NotFound:

@@ -183,6 +183,9 @@ MSG_STATUS_CONVERTED: Final = "Converted per-Instance status"
 MSG_STATUS_TOO_LARGE: Final = "Status write rejected as too large; the InferenceReplica stalls"
 MSG_PODS_ADOPTED: Final = "Adopted pods that no controller owned"
 MSG_DRAINING_LEFTOVERS: Final = "Draining pods left by an earlier InferenceReplica of this name"
+MSG_TEARDOWN_FROM_PODS: Final = (
+    "Tearing down a deleted InferenceReplica that can't be read, from what its pods show"
+)
 
 
 def pods_adopted_message(pods: list[str]) -> str:

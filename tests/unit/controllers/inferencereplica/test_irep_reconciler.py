@@ -140,6 +140,28 @@ async def test_an_unreadable_spec_or_status_is_named_as_such_and_left_alone(
         assert [r.getMessage() for r in caplog.records if r.levelname == "ERROR"] == [line]
 
 
+@pytest.mark.parametrize(
+    "damage",
+    [
+        {"status": {"instanceStatusEncoding": "ColumnarV2"}},  # columns it can't decode
+        {"status": {"readyReplicas": "two"}},  # a status the model refuses
+        {"spec": {**IREP["spec"], "lifecycle": {"instanceReadyTimeout": "2562048h"}}},
+    ],
+)
+async def test_a_deleted_replica_that_cant_be_read_still_lets_its_finalizer_go(
+    damage: dict[str, Any],
+) -> None:
+    broken = copy.deepcopy(IREP)
+    broken.update(damage)
+    broken["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    kube = FakeKube()  # no pod left: a fresh list confirms it, then the finalizer goes
+    run, _, events = reconciler(kube, broken)
+    assert await run.reconcile(KEY) == Result()
+    assert kube.calls == [("list", "pods"), ("patch-inferencereplicas", "chat-engine")]
+    assert kube.patches == [{"metadata": {"finalizers": None, "resourceVersion": "5"}}]
+    assert len(events.seen) == 1  # the warning still says why it isn't managed
+
+
 async def test_a_key_without_replica_or_pods_is_forgotten() -> None:
     kube = FakeKube()
     run, expectations, _ = reconciler(kube)
