@@ -498,8 +498,9 @@ async def test_a_leader_that_cannot_reach_the_api_server_stops_within_the_grace_
     log = leader.log()
     assert took < GRACE_PERIOD - 2, f"stopped {took:.1f}s after SIGTERM:\n{log}"
     assert code == 1, log
-    [line] = leader.log_lines("Graceful shutdown timeout reached")
-    assert fields(line)["step"] == "release the Lease", line
+    # The release is cut short at its share; on a loaded machine a step before it may be too.
+    lines = leader.log_lines("Graceful shutdown timeout reached")
+    assert "release the Lease" in [fields(line)["step"] for line in lines], lines
     assert "released leader lease" not in log
 
 
