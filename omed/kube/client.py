@@ -14,7 +14,9 @@ Invariants:
 - every answer is counted in ``rest_client_requests_total{code,method,host}``;
 - an error status becomes a typed :mod:`omed.kube.errors` exception;
 - a request answered 401 is sent once more when the credentials, refreshed, have changed
-  (:meth:`~omed.kube.credentials.Credentials.refresh_after_unauthorized`), never twice.
+  (:meth:`~omed.kube.credentials.Credentials.refresh_after_unauthorized`), never twice;
+- a request has one deadline for all its tries (:data:`DEFAULT_DEADLINE`): no retry wait,
+  and no try, runs past it, and the waits are taken on the client's injected clock.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import functools
 import logging
 import os
 import random
+import re
 import ssl
 import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -40,7 +43,13 @@ from prometheus_client import Counter, Histogram
 from omed.clock import Clock, RealClock
 from omed.kube import credentials as creds
 from omed.kube.credentials import Credentials
-from omed.kube.errors import ApiError, Conflict, error_from_response
+from omed.kube.errors import (
+    MAX_RETRY_AFTER,
+    ApiError,
+    Conflict,
+    error_from_response,
+    parse_retry_after,
+)
 from omed.kube.proxy import ProxyEnvironment, parse_proxy_url
 from omed.kube.ratelimit import TokenBucket
 from omed.log import kv
@@ -72,26 +81,34 @@ REQUEST_LATENCY = Histogram(
 WAIT_LOG_THRESHOLD = 1.0
 MAX_RETRIES = 10
 """How many times a request answered "wait and retry" is sent again (client-go's default)."""
-MAX_RETRY_AFTER = 60
-"""The longest wait, in seconds, a Retry-After gets (client-go takes any)."""
+DEFAULT_DEADLINE = 60.0
+"""How long, in seconds, one request may take with all its tries and waits, unless the
+client or the call gives a deadline (and at least the per-try timeout). client-go's
+request deadline is its context's (``rest.Config.Timeout``, none by default)."""
+
+_WHOLE_SECONDS = re.compile(r"[+-]?[0-9]+")
+_INT64_MAX = 2**63 - 1
 
 
-def retry_after_seconds(status: int, retry_after: str | None) -> int | None:
+def retry_after_seconds(status: int, retry_after: str | None) -> float | None:
     """How long to wait before sending a request again, or ``None`` to fail it now.
 
-    As client-go's ``checkWait``: an answer of 429 or any 5xx that carries ``Retry-After``
-    in whole seconds means the API server didn't act on the request (API Priority and
-    Fairness rejecting it, a resource's storage still initializing after a CRD is installed,
-    an apiserver shutting down), so it may be sent again, whatever its verb. A negative
-    value waits nothing; a value over :data:`MAX_RETRY_AFTER` waits only that maximum.
+    Whether to wait is client-go's ``checkWait``: an answer of 429 or any 5xx whose
+    ``Retry-After`` is whole seconds (``strconv.Atoi``: ASCII digits, a sign, within
+    int64) means the API server didn't act on the request (API Priority and Fairness
+    rejecting it, a resource's storage still initializing after a CRD is installed, an
+    apiserver shutting down), so it may be sent again, whatever its verb; an HTTP date, a
+    fraction or no header fails it now. How long is the informers' rule,
+    :func:`~omed.kube.errors.parse_retry_after`: at most :data:`MAX_RETRY_AFTER` (30 s;
+    client-go waits any value, until its context ends), and a negative value counts as
+    absent (client-go sends again at once).
     """
     if retry_after is None or (status != 429 and status < 500):
         return None
-    try:
-        seconds = int(retry_after.strip())
-    except ValueError:
-        return None  # an HTTP date: client-go doesn't wait on those either
-    return min(max(seconds, 0), MAX_RETRY_AFTER)
+    text = retry_after.strip()
+    if not _WHOLE_SECONDS.fullmatch(text) or int(text) > _INT64_MAX:
+        return None
+    return parse_retry_after(text)
 
 
 JSON = "application/json"
@@ -278,13 +295,18 @@ class KubeClient:
         user_agent: str = "omed",
         timeout: float = 30.0,
         max_retries: int = MAX_RETRIES,
+        deadline: float | None = None,
     ) -> None:
+        """``timeout`` bounds each try; ``deadline`` a request with all its tries and waits
+        (by default :data:`DEFAULT_DEADLINE`, or the request's per-try timeout if longer)."""
         self.config = config
         self._max_retries = max_retries
-        self.limiter = TokenBucket(qps=qps, burst=burst, clock=clock or RealClock())
+        self._clock: Clock = clock or RealClock()
+        self.limiter = TokenBucket(qps=qps, burst=burst, clock=self._clock)
         self._host_label = urlsplit(config.host).netloc
         self._user_agent = user_agent
         self._timeout = timeout
+        self._deadline = _positive_deadline(deadline)
         self._session: aiohttp.ClientSession | None = None
         self._proxy, self._proxy_headers = _proxy_and_headers(config.proxy)
 
@@ -332,14 +354,21 @@ class KubeClient:
         )
         return True
 
-    async def _throttle(self, method: str, url: str) -> None:
-        waited = await self.limiter.wait()
-        LIMITER_WAIT.labels(method, self._host_label).observe(waited)
-        if waited > WAIT_LOG_THRESHOLD:
+    async def _throttle(self, method: str, url: str, *, within: float | None = None) -> float:
+        """Wait for the rate limiter; return the wait. When the wait would take ``within``
+        seconds or more, return it at once, without waiting (the token stays taken)."""
+        delay = self.limiter.reserve()
+        if within is not None and delay >= within:
+            return delay
+        if delay > 0:
+            await self._clock.sleep(delay)
+        LIMITER_WAIT.labels(method, self._host_label).observe(delay)
+        if delay > WAIT_LOG_THRESHOLD:
             log.info(
                 "Waited before sending request",
-                extra=kv(delay=f"{waited:.3f}s", verb=method, URL=url),
+                extra=kv(delay=f"{delay:.3f}s", verb=method, URL=url),
             )
+        return delay
 
     def _url(self, path: str, params: Mapping[str, Any] | None) -> str:
         url = self.config.host + path
@@ -362,35 +391,102 @@ class KubeClient:
         body: Any = None,
         content_type: str = JSON,
         timeout: float | None = None,
+        deadline: float | None = None,
     ) -> Any:
         """Send one request; return the decoded JSON answer or raise a typed ApiError.
 
         An answer that asks to wait and retry (:func:`retry_after_seconds`) is waited out and
         the request sent again, through the rate limiter, up to ``max_retries`` times. A 401
-        is sent again once, when refreshed credentials differ from those it carried."""
+        is sent again once, when refreshed credentials differ from those it carried.
+
+        All of it within one deadline, ``deadline`` seconds (by default the client's), from
+        when the first try leaves the rate limiter (as client-go, a throttled client doesn't
+        time out before it sends anything): each try is given at most the time left
+        (``timeout`` bounds each try), and a retry whose wait, Retry-After's or the
+        limiter's, would end past the deadline is not made. The request then fails with the
+        last answer's typed error, its message naming the deadline; with a
+        :class:`TimeoutError` naming it when the deadline cut the first try short."""
         url = self._url(path, params)
         data = None if body is None else (body if isinstance(body, bytes) else orjson.dumps(body))
-        attempt = 0
+        per_try = timeout or self._timeout
+        budget = self._budget(per_try, _positive_deadline(deadline))
+        clock = self._clock
+        await self._throttle(method, url)
+        started = clock.monotonic()
+        ends = started + budget
+        tries = retries = 0
+        last: ApiError | None = None
         reauthenticated = False
         while True:
-            status, decoded, retry_after, sent = await self._send(
-                method, url, data=data, content_type=content_type, timeout=timeout
-            )
+            if last is not None:
+                # A try after the first: its wait in the limiter is inside the deadline.
+                within = ends - clock.monotonic()
+                held = 0.0 if within <= 0 else await self._throttle(method, url, within=within)
+                if held >= within:
+                    why = (
+                        f"the rate limiter would hold the next try {held:.1f}s"
+                        if held > 0
+                        else "no time left for another try"
+                    )
+                    raise _final(
+                        last,
+                        f"{self._spent(method, url, tries, started)}; {why}, "
+                        f"past the request's {budget:g}s deadline",
+                    )
+            left = ends - clock.monotonic()
+            tries += 1
+            try_timeout = min(per_try, left)
+            try:
+                status, decoded, retry_after, sent = await self._send(
+                    method, url, data=data, content_type=content_type, timeout=try_timeout
+                )
+            except TimeoutError as err:
+                if try_timeout >= per_try:
+                    raise  # the try's own timeout, not the deadline
+                if last is None:
+                    raise TimeoutError(
+                        f"{method} {url}: no answer within the request's {budget:g}s deadline"
+                    ) from err
+                detail = f"{method} {url}: no answer to try {tries} within the request's "
+                raise _final(last, f"{detail}{budget:g}s deadline") from err
             if status < 400:
                 return decoded
+            last = error_from_response(status, decoded, retry_after=retry_after)
             if status == 401 and not reauthenticated:
                 reauthenticated = True
                 if await self._refreshed(sent, method, url):
                     continue
             wait = retry_after_seconds(status, retry_after)
-            if wait is None or attempt >= self._max_retries:
-                raise error_from_response(status, decoded, retry_after=retry_after)
-            attempt += 1
+            if wait is None or retries >= self._max_retries:
+                raise last
+            if wait >= ends - clock.monotonic():
+                assert retry_after is not None
+                asked = f"Retry-After: {retry_after.strip()} waits {wait:g}s"
+                raise _final(
+                    last,
+                    f"{self._spent(method, url, tries, started)}; {asked}, "
+                    f"past the request's {budget:g}s deadline",
+                )
+            retries += 1
             log.debug(
                 "Got a Retry-After response",
-                extra=kv(code=status, delay=f"{wait}s", attempt=attempt, verb=method, URL=url),
+                extra=kv(code=status, delay=f"{wait:g}s", attempt=retries, verb=method, URL=url),
             )
-            await asyncio.sleep(wait)
+            if wait > 0:
+                await clock.sleep(wait)
+
+    def _budget(self, per_try: float, deadline: float | None) -> float:
+        """The request's deadline: the call's, else the client's, else the default or the
+        per-try timeout, whichever is longer (a caller's long per-try timeout isn't cut)."""
+        if deadline is not None:
+            return deadline
+        if self._deadline is not None:
+            return self._deadline
+        return max(DEFAULT_DEADLINE, per_try)
+
+    def _spent(self, method: str, url: str, tries: int, started: float) -> str:
+        spent = self._clock.monotonic() - started
+        return f"{method} {url}: {tries} {'try' if tries == 1 else 'tries'} in {spent:.1f}s"
 
     async def _send(
         self,
@@ -399,11 +495,10 @@ class KubeClient:
         *,
         data: bytes | None,
         content_type: str,
-        timeout: float | None,
+        timeout: float,
     ) -> tuple[int, Any, str | None, list[tuple[str, str]]]:
-        """One try: the status, the decoded body, the Retry-After header and the headers
-        sent."""
-        await self._throttle(method, url)
+        """One try, past the rate limiter: the status, the decoded body, the Retry-After
+        header and the headers sent."""
         all_headers = await self._headers(content_type if data is not None else None)
         loop = asyncio.get_running_loop()
         started = loop.time()
@@ -414,7 +509,7 @@ class KubeClient:
                 data=data,
                 headers=all_headers,
                 proxy_headers=self._proxy_headers,
-                timeout=aiohttp.ClientTimeout(total=timeout or self._timeout),
+                timeout=aiohttp.ClientTimeout(total=timeout),
             ) as response:
                 raw = await response.read()
                 status = response.status
@@ -562,6 +657,19 @@ class KubeClient:
         return await self.request("DELETE", resource.path(namespace, name), body=options)
 
 
+def _positive_deadline(deadline: float | None) -> float | None:
+    if deadline is not None and not deadline > 0:
+        raise ValueError(f"a request's deadline must be a positive number of seconds: {deadline}")
+    return deadline
+
+
+def _final(err: ApiError, detail: str) -> ApiError:
+    """``err``, the last answer, its message saying why no try follows it (its type, status
+    and Retry-After stay: callers branch on those)."""
+    err.args = (f"{str(err.args[0]).rstrip()} ({detail})",)
+    return err
+
+
 def _param(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -608,7 +716,10 @@ async def retry_on_conflict(
 
 __all__ = [
     "APPLY_PATCH",
+    "DEFAULT_DEADLINE",
     "JSON_PATCH",
+    "MAX_RETRIES",
+    "MAX_RETRY_AFTER",
     "MERGE_PATCH",
     "STRATEGIC_MERGE_PATCH",
     "ApiError",

@@ -70,23 +70,40 @@ def test_too_large_resource_version_is_recognised() -> None:
 @pytest.mark.parametrize(
     ("status", "header", "wait"),
     [
-        (429, "1", 1),
-        (429, " 3 ", 3),
-        (503, "2", 2),
-        (500, "0", 0),
-        (429, "-4", 0),  # a negative wait waits nothing
-        (429, "3600", 60),  # capped at MAX_RETRY_AFTER
+        (429, "1", 1.0),
+        (429, " 3 ", 3.0),
+        (429, "+3", 3.0),  # strconv.Atoi takes a sign
+        (503, "2", 2.0),
+        (500, "0", 0.0),  # sent again at once
+        (429, "30", 30.0),
+        (429, "32", 30.0),  # API Priority and Fairness's longest: capped at MAX_RETRY_AFTER
+        (429, "3600", 30.0),
+        (503, "99999999999999999999", None),  # out of int64: Atoi fails, client-go fails
+        (429, "-4", None),  # negative: absent, as for the informers (client-go: at once)
         (429, None, None),  # no Retry-After: fail now
         (503, None, None),
+        (429, "", None),
         (429, "Wed, 21 Oct 2026 07:28:00 GMT", None),  # an HTTP date isn't waited on
         (429, "1.5", None),  # whole seconds only, as client-go
+        (429, "1e3", None),
+        (429, "inf", None),
+        (429, "nan", None),
+        (429, "\u0663", None),  # a digit to Python's int(), not to Go's Atoi
         (409, "1", None),  # only 429 and 5xx ask to retry
         (404, "1", None),
         (499, "1", None),
     ],
 )
-def test_retry_after_seconds(status: int, header: str | None, wait: int | None) -> None:
-    from omed.kube.client import MAX_RETRY_AFTER, retry_after_seconds
+def test_retry_after_seconds(status: int, header: str | None, wait: float | None) -> None:
+    """client-go's ``checkWait`` decides whether to wait (429 or 5xx, whole seconds), the
+    informers' :func:`~omed.kube.errors.parse_retry_after` how long (at most 30 s)."""
+    from omed.kube.client import retry_after_seconds
 
-    assert MAX_RETRY_AFTER == 60
     assert retry_after_seconds(status, header) == wait
+
+
+def test_the_client_s_cap_is_the_informers_cap() -> None:
+    from omed.kube import client
+
+    assert client.MAX_RETRY_AFTER is errors.MAX_RETRY_AFTER
+    assert client.MAX_RETRIES == 10  # client-go's maxRetries
