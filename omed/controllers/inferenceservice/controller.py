@@ -51,7 +51,7 @@ from omed.controllers.inferenceservice.project import (
     needs_update,
     project,
     resolve_mode,
-    updated_object,
+    update_patch,
 )
 from omed.controllers.inferenceservice.status import (
     ComponentReadiness,
@@ -303,11 +303,11 @@ class InferenceServiceReconciler:
             elif not _owned_by(current, uid) and _adoptable(current, wanted):
                 try:
                     adopted = await self._adopt(isvc, current, wanted)
-                except Conflict:
+                except (Conflict, NotFound):
                     return Result(requeue=True)
                 except ApiError as err:
                     refusals.append(
-                        _refusal(err, verb="update", resource=INFERENCE_REPLICAS.plural, name=name)
+                        _refusal(err, verb="patch", resource=INFERENCE_REPLICAS.plural, name=name)
                     )
                 else:
                     if adopted is None:
@@ -327,14 +327,16 @@ class InferenceServiceReconciler:
                 return Result(requeue_after=wait) if wait else Result()
             elif needs_update(current, wanted):
                 try:
-                    current = await self._client.replace(
-                        INFERENCE_REPLICAS, updated_object(current, wanted), namespace
+                    current = await self._client.patch(
+                        INFERENCE_REPLICAS, name, update_patch(current, wanted), namespace
                     )
                 except Conflict:
                     return Result(requeue=True)
+                except NotFound:
+                    return Result(requeue=True)  # gone meanwhile: the next pass creates it
                 except ApiError as err:
                     refusals.append(
-                        _refusal(err, verb="update", resource=INFERENCE_REPLICAS.plural, name=name)
+                        _refusal(err, verb="patch", resource=INFERENCE_REPLICAS.plural, name=name)
                     )
             readiness.append(replica_readiness(component, current))
         for irep in self._replicas.by_index(OWNER_UID, uid):
@@ -439,7 +441,8 @@ class InferenceServiceReconciler:
         """Make ``isvc`` the controller of ``current``, a replica of its name that no
         controller owns (an earlier InferenceService of the name was deleted with
         propagationPolicy Orphan): the replace that sets the wanted spec also sets the
-        controller reference, guarded by the resourceVersion read. ``None`` when a fresh
+        controller reference (a merge patch of what omed owns, :func:`.project.update_patch`),
+        guarded by the resourceVersion read. ``None`` when a fresh
         read shows the InferenceService being deleted or replaced (it adopts nothing)."""
         meta = isvc.get("metadata") or {}
         try:
@@ -452,8 +455,9 @@ class InferenceServiceReconciler:
         if fresh_meta.get("uid") != meta.get("uid") or fresh_meta.get("deletionTimestamp"):
             return None
         namespace = str(meta.get("namespace"))
-        adopted: dict[str, Any] = await self._client.replace(
-            INFERENCE_REPLICAS, updated_object(current, wanted), namespace
+        name = str(wanted["metadata"]["name"])
+        adopted: dict[str, Any] = await self._client.patch(
+            INFERENCE_REPLICAS, name, update_patch(current, wanted), namespace
         )
         log.info(
             "Adopted InferenceReplica",

@@ -331,15 +331,46 @@ def needs_update(current: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
     )
 
 
-def updated_object(current: Mapping[str, Any], wanted: Mapping[str, Any]) -> dict[str, Any]:
-    """``current`` with omed's fields set from ``wanted``, for a PUT guarded by its version."""
-    body = copy.deepcopy(dict(current))
-    body.pop("status", None)
-    meta = body.setdefault("metadata", {})
+def merge_diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
+    """The JSON merge patch (RFC 7386) that turns ``old`` into ``new``: keys of ``old`` that
+    ``new`` lacks are ``None`` (removed), objects are compared key by key, anything else
+    (lists included) is replaced whole when it differs. Empty when they are equal."""
+    patch: dict[str, Any] = {key: None for key in old if key not in new}
+    for key, value in new.items():
+        before = old.get(key)
+        if isinstance(value, Mapping) and isinstance(before, Mapping):
+            nested = merge_diff(before, value)
+            if nested:
+                patch[key] = nested
+        elif key not in old or before != value:
+            patch[key] = copy.deepcopy(value)
+    return patch
+
+
+def update_patch(current: Mapping[str, Any], wanted: Mapping[str, Any]) -> dict[str, Any]:
+    """A JSON merge patch of only what omed owns of ``current``, set as ``wanted`` has it.
+
+    Owned: the spec (made equal to the wanted one, keys it lacks removed), the wanted labels
+    and annotations (others are left as stored: a user's, and kubectl's last-applied
+    configuration, which the informer cache strips), and the controller owner reference (other
+    references kept). The patch carries ``current``'s resourceVersion, which the API server
+    checks (a Conflict when the object moved on), so it is built on what the controller read.
+    A PUT of the cached object would drop whatever the cache left out.
+    """
+    cur_meta = current.get("metadata") or {}
     want_meta = wanted["metadata"]
+    meta: dict[str, Any] = {"resourceVersion": cur_meta["resourceVersion"]}
     for field in ("labels", "annotations"):
-        meta[field] = {**(meta.get(field) or {}), **(want_meta.get(field) or {})}
-    owners = [o for o in meta.get("ownerReferences") or [] if not o.get("controller")]
-    meta["ownerReferences"] = [*want_meta["ownerReferences"], *owners]
-    body["spec"] = copy.deepcopy(wanted["spec"])
-    return body
+        have = cur_meta.get(field) or {}
+        changed = {k: v for k, v in (want_meta.get(field) or {}).items() if have.get(k) != v}
+        if changed:
+            meta[field] = changed
+    kept = [o for o in cur_meta.get("ownerReferences") or [] if not o.get("controller")]
+    owners = [*want_meta["ownerReferences"], *kept]
+    if owners != (cur_meta.get("ownerReferences") or []):
+        meta["ownerReferences"] = copy.deepcopy(owners)
+    patch: dict[str, Any] = {"metadata": meta}
+    spec = merge_diff(current.get("spec") or {}, wanted["spec"])
+    if spec:
+        patch["spec"] = spec
+    return patch

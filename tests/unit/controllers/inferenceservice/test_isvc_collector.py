@@ -77,7 +77,7 @@ async def test_a_service_created_again_adopts_the_replica_an_orphan_deletion_lef
     assert world.api.isvc is not None
     world.api.isvc["metadata"]["uid"] = "isvc-uid-2"  # a new InferenceService of the name
     assert await world.reconcile() == Result()
-    assert ("update", "inferencereplicas", "chat-engine") in world.api.writes
+    assert ("patch", "inferencereplicas", "chat-engine") in world.api.writes
     refs = world.api.replicas["chat-engine"]["metadata"]["ownerReferences"]
     assert [(r["uid"], r["controller"]) for r in refs] == [("isvc-uid-2", True)]
     assert ready_reason(world) != "InferenceReplicaConflict"
@@ -102,7 +102,7 @@ async def test_a_replica_that_isnt_the_services_own_is_a_conflict_not_an_adoptio
         change(world.api.replicas["chat-engine"])
         writes = len(world.api.writes)
         await world.reconcile()
-        assert ("update", "inferencereplicas", "chat-engine") not in world.api.writes[writes:]
+        assert ("patch", "inferencereplicas", "chat-engine") not in world.api.writes[writes:]
         assert ready_reason(world) == "InferenceReplicaConflict"
 
 

@@ -75,6 +75,19 @@ def service(*, finalizer: bool = True) -> dict[str, Any]:
     }
 
 
+def merged(target: Any, patch: Any) -> Any:
+    """``patch`` applied to ``target`` as the API server applies a JSON merge patch."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    result = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merged(result.get(key), value)
+    return result
+
+
 class Api:
     """The InferenceService and its InferenceReplicas; refuses the writes in ``refuse``."""
 
@@ -130,6 +143,13 @@ class Api:
         self, resource: Resource, name: str, patch: Any, namespace: Any = None, **kw: Any
     ) -> Any:
         self._write("patch", resource.plural, name)
+        if resource.plural == "inferencereplicas":  # a merge patch guarded by resourceVersion
+            current = self.replicas[name]
+            if patch["metadata"]["resourceVersion"] != current["metadata"]["resourceVersion"]:
+                raise Conflict(409, "Conflict", "the object has been modified")
+            self.replicas[name] = merged(current, patch)
+            self._bump(self.replicas[name])
+            return copy.deepcopy(self.replicas[name])
         assert self.isvc is not None
         test, add = patch
         if test["value"] != self.isvc["metadata"]["resourceVersion"]:
@@ -278,13 +298,13 @@ async def test_a_refused_replica_update_is_reported() -> None:
     await world.reconcile()
     stored = world.api.replicas["chat-engine"]["metadata"]
     stored["annotations"][ANNOTATION_SPEC_HASH] = "an-older-spec"  # the next pass updates it
-    world.api.refuse[("update", "inferencereplicas")] = forbidden(
-        "update", "inferencereplicas", "chat-engine"
+    world.api.refuse[("patch", "inferencereplicas")] = forbidden(
+        "patch", "inferencereplicas", "chat-engine"
     )
     assert await world.reconcile() == Result(requeue=True)
     condition = world.api.condition(CONDITION_WRITE_REFUSED)
     assert condition is not None
-    assert condition["message"] == refused("update", "inferencereplicas", "chat-engine")
+    assert condition["message"] == refused("patch", "inferencereplicas", "chat-engine")
 
 
 async def test_refused_deletes_while_the_service_is_deleted_are_shown_and_then_cleared() -> None:

@@ -13,10 +13,11 @@ from omed.controllers.inferenceservice.project import (
     ProjectionError,
     instance_count,
     merge_container,
+    merge_diff,
     needs_update,
     project,
     resolve_mode,
-    updated_object,
+    update_patch,
 )
 from omed.controllers.inferenceservice.status import build_status, replica_readiness
 
@@ -160,13 +161,44 @@ def test_unchanged_projection_needs_no_update_and_a_change_does() -> None:
         "engine"
     ]
     assert needs_update(stored, changed)
-    body = updated_object(stored, changed)
-    assert body["spec"]["replicas"] == 2
-    assert body["metadata"]["resourceVersion"] == "7"
-    assert (
-        body["metadata"]["annotations"][ANNOTATION_SPEC_HASH]
-        == changed["metadata"]["annotations"][ANNOTATION_SPEC_HASH]
-    )
+    patch = update_patch(stored, changed)
+    # Only what differs, guarded by the version read; the spec made equal to the wanted one.
+    digest = changed["metadata"]["annotations"][ANNOTATION_SPEC_HASH]
+    assert patch == {
+        "metadata": {"resourceVersion": "7", "annotations": {ANNOTATION_SPEC_HASH: digest}},
+        "spec": {"replicas": 2, "runners": changed["spec"]["runners"]},
+    }
+
+
+def test_the_update_patch_leaves_what_the_controller_doesnt_own() -> None:
+    wanted = project(isvc(engine={"minReplicas": 1}), RUNTIME, default_mode=None).replicas["engine"]
+    stored = copy.deepcopy(wanted)
+    meta = stored["metadata"]
+    meta["resourceVersion"] = "7"
+    meta["annotations"]["team.example.com/owner"] = "search"
+    meta["labels"]["team.example.com/tier"] = "gold"
+    extra = {"apiVersion": "v1", "kind": "ConfigMap", "name": "keep", "uid": "cm-uid"}
+    meta["ownerReferences"].append(extra)
+    stored["spec"]["lifecycle"] = {"readyPolicy": "None"}  # no longer wanted: removed
+    changed = project(isvc(engine={"minReplicas": 2}), RUNTIME, default_mode=None).replicas[
+        "engine"
+    ]
+    patch = update_patch(stored, changed)
+    assert set(patch["metadata"]) == {"resourceVersion", "annotations"}
+    assert list(patch["metadata"]["annotations"]) == [ANNOTATION_SPEC_HASH]
+    assert patch["spec"]["lifecycle"] is None
+    assert patch["spec"]["replicas"] == 2
+    # A controller reference to another owner is replaced, other references are kept.
+    stored["metadata"]["ownerReferences"][0]["uid"] = "an-earlier-service"
+    owners = update_patch(stored, changed)["metadata"]["ownerReferences"]
+    assert owners == [*changed["metadata"]["ownerReferences"], extra]
+
+
+def test_merge_diff_removes_nested_keys_and_replaces_lists_whole() -> None:
+    old = {"a": {"b": 1, "c": 2}, "l": [1, 2], "gone": True, "same": {"x": 1}}
+    new = {"a": {"b": 1}, "l": [1], "same": {"x": 1}, "added": {"y": None}}
+    assert merge_diff(old, new) == {"a": {"c": None}, "l": [1], "gone": None, "added": {"y": None}}
+    assert merge_diff(new, new) == {}
 
 
 def test_replicas_are_created_with_the_replica_controllers_finalizer() -> None:
@@ -175,11 +207,12 @@ def test_replicas_are_created_with_the_replica_controllers_finalizer() -> None:
     # The finalizer is the InferenceReplica controller's to remove: an update leaves it be.
     stored = copy.deepcopy(wanted)
     stored["metadata"]["finalizers"] = []
+    stored["metadata"]["resourceVersion"] = "7"
     assert not needs_update(stored, wanted)
     changed = project(isvc(engine={"minReplicas": 2}), RUNTIME, default_mode=None).replicas[
         "engine"
     ]
-    assert updated_object(stored, changed)["metadata"]["finalizers"] == []
+    assert "finalizers" not in update_patch(stored, changed)["metadata"]
 
 
 def _irep(ready: int, wanted: int, *, observed: int | None, generation: int = 2) -> dict[str, Any]:
