@@ -13,7 +13,8 @@ each decision safe against what the cache didn't know. Order and guards:
    refused finalizer patch still lets the status write (and its events) go, so the status
    can say why nothing else moves;
 3. events (only after the status that records their transition is stored);
-4. serving gates, pod creations, pod deletions, each first *expected* (:mod:`.expectations`);
+4. serving gates, pod creations, pod deletions, each first *expected* (:mod:`.expectations`,
+   whose timeout for it starts again when the API server answers);
    creations tolerate ``AlreadyExists`` (fixed names: a repeat after a crash), deletions
    tolerate ``NotFound``;
 5. ``RemoveFinalizer`` after re-listing the pods from the API server.
@@ -538,6 +539,7 @@ class Executor:
                     content_type=STRATEGIC_MERGE_PATCH,
                     subresource="status",
                 )
+                self._expectations.sent(key, gate=gate.pod.uid)
             except (NotFound, Conflict):
                 self._expectations.gate_failed(key, gate.pod.uid)  # gone or replaced
                 outcome.retry_soon = True
@@ -571,6 +573,7 @@ class Executor:
             async with semaphore:
                 try:
                     await self._client.create(PODS, body, namespace)
+                    self._expectations.sent(key, creation=name)
                     outcome.created += 1
                 except AlreadyExists:
                     self._expectations.creation_failed(key, name)
@@ -630,6 +633,7 @@ class Executor:
                     await self._client.delete(
                         PODS, ref.name, namespace, uid=ref.uid, resource_version=version
                     )
+                    self._expectations.sent(key, deletion=ref.uid)
                     outcome.deleted += 1
                 except (NotFound, Conflict):
                     self._expectations.deletion_failed(key, ref.uid)

@@ -21,8 +21,13 @@ Invariants:
 
 * an expectation is recorded *before* its request is sent, and lowered when the request
   fails in a way that means nothing will be observed (AlreadyExists, NotFound, refusal);
-* a key whose expectations are older than ``timeout`` counts as satisfied and is cleared:
-  a lost watch event costs one timeout, never a stuck InferenceReplica;
+* each expectation expires ``timeout`` after its own write: from when it was recorded, and
+  again from when the API server answered the request (:meth:`Expectations.sent`; a write
+  may wait in the client's limiter long after it was expected). A key is satisfied once each
+  of its expectations is observed or expired, so a lost watch event costs one timeout, never
+  a stuck InferenceReplica, and a long pass's last writes hold the key as long as its first
+  (before, a key's expectations all expired with its oldest: the writes a pass sent 50 s in
+  held it for 10 s);
 * everything runs on the event loop; no method awaits.
 """
 
@@ -41,13 +46,37 @@ DEFAULT_TIMEOUT = 60.0
 
 @dataclass(slots=True)
 class _Pending:
-    creations: set[str] = field(default_factory=set)
-    deletions: set[str] = field(default_factory=set)
-    gates: dict[str, bool] = field(default_factory=dict)
-    since: float = 0.0
+    creations: dict[str, float] = field(default_factory=dict)
+    """pod name -> when its expectation was last written (monotonic)."""
+    deletions: dict[str, float] = field(default_factory=dict)
+    """pod uid -> when."""
+    gates: dict[str, tuple[bool, float]] = field(default_factory=dict)
+    """pod uid -> (the gate value written, when)."""
 
     def empty(self) -> bool:
         return not (self.creations or self.deletions or self.gates)
+
+    def expire(self, before: float) -> None:
+        """Drop the expectations written before ``before``."""
+        for name, at in list(self.creations.items()):
+            if at <= before:
+                del self.creations[name]
+        for uid, at in list(self.deletions.items()):
+            if at <= before:
+                del self.deletions[uid]
+        for uid, (_, at) in list(self.gates.items()):
+            if at <= before:
+                del self.gates[uid]
+
+    def newest(self) -> float:
+        return max(
+            (
+                *self.creations.values(),
+                *self.deletions.values(),
+                *(at for _, at in self.gates.values()),
+            ),
+            default=0.0,
+        )
 
 
 def _gate(pod: Mapping[str, Any]) -> bool | None:
@@ -86,31 +115,54 @@ class Expectations:
 
     def _entry(self, key: str) -> _Pending:
         entry = self._pending.get(key)
-        if entry is None or entry.empty():
-            entry = _Pending(since=self._clock.monotonic())
+        if entry is None:
+            entry = _Pending()
             self._pending[key] = entry
         return entry
 
     # -- before a write ---------------------------------------------------------------------
     def expect_creations(self, key: str, names: Iterable[str]) -> None:
-        self._entry(key).creations.update(names)
+        now = self._clock.monotonic()
+        self._entry(key).creations.update((name, now) for name in names)
 
     def expect_deletion(self, key: str, uid: str) -> None:
-        self._entry(key).deletions.add(uid)
+        self._entry(key).deletions[uid] = self._clock.monotonic()
 
     def expect_gate(self, key: str, uid: str, serving: bool) -> None:
-        self._entry(key).gates[uid] = serving
+        self._entry(key).gates[uid] = (serving, self._clock.monotonic())
+
+    # -- when the API server answered --------------------------------------------------------
+    def sent(
+        self,
+        key: str,
+        *,
+        creation: str | None = None,
+        deletion: str | None = None,
+        gate: str | None = None,
+    ) -> None:
+        """The write of one expectation (a pod name, or a pod uid) was accepted just now: its
+        timeout counts from here. One already observed (its event came first) stays met."""
+        entry = self._pending.get(key)
+        if entry is None:
+            return
+        now = self._clock.monotonic()
+        if creation is not None and creation in entry.creations:
+            entry.creations[creation] = now
+        if deletion is not None and deletion in entry.deletions:
+            entry.deletions[deletion] = now
+        if gate is not None and gate in entry.gates:
+            entry.gates[gate] = (entry.gates[gate][0], now)
 
     # -- when a write will never be observed ------------------------------------------------
     def creation_failed(self, key: str, name: str) -> None:
         entry = self._pending.get(key)
         if entry is not None:
-            entry.creations.discard(name)
+            entry.creations.pop(name, None)
 
     def deletion_failed(self, key: str, uid: str) -> None:
         entry = self._pending.get(key)
         if entry is not None:
-            entry.deletions.discard(uid)
+            entry.deletions.pop(uid, None)
 
     def gate_failed(self, key: str, uid: str) -> None:
         entry = self._pending.get(key)
@@ -125,11 +177,11 @@ class Expectations:
             return
         metadata = pod.get("metadata") or {}
         uid = str(metadata.get("uid") or "")
-        entry.creations.discard(str(metadata.get("name") or ""))
+        entry.creations.pop(str(metadata.get("name") or ""), None)
         if metadata.get("deletionTimestamp"):
-            entry.deletions.discard(uid)
+            entry.deletions.pop(uid, None)
         wanted = entry.gates.get(uid)
-        if wanted is not None and _gate(pod) == wanted:
+        if wanted is not None and _gate(pod) == wanted[0]:
             del entry.gates[uid]
 
     def observe_gone(self, key: str, pod: Mapping[str, Any]) -> None:
@@ -139,28 +191,27 @@ class Expectations:
             return
         metadata = pod.get("metadata") or {}
         uid = str(metadata.get("uid") or "")
-        entry.creations.discard(str(metadata.get("name") or ""))
-        entry.deletions.discard(uid)
+        entry.creations.pop(str(metadata.get("name") or ""), None)
+        entry.deletions.pop(uid, None)
         entry.gates.pop(uid, None)
 
     # -- the controller ---------------------------------------------------------------------
     def satisfied(self, key: str) -> bool:
-        """Whether ``key`` may be planned for: nothing unobserved, or it all expired."""
+        """Whether ``key`` may be planned for: each of its writes observed or expired."""
         entry = self._pending.get(key)
+        if entry is not None:
+            entry.expire(self._clock.monotonic() - self._timeout)
         if entry is None or entry.empty():
             self._pending.pop(key, None)
-            return True
-        if self._clock.monotonic() - entry.since >= self._timeout:
-            del self._pending[key]
             return True
         return False
 
     def remaining(self, key: str) -> float:
-        """Seconds until ``key``'s expectations expire (0 when satisfied)."""
+        """Seconds until the last of ``key``'s expectations expires (0 when satisfied)."""
         entry = self._pending.get(key)
         if entry is None or entry.empty():
             return 0.0
-        return max(0.0, self._timeout - (self._clock.monotonic() - entry.since))
+        return max(0.0, self._timeout - (self._clock.monotonic() - entry.newest()))
 
     def forget(self, key: str) -> None:
         self._pending.pop(key, None)

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from test_irep_execute import Events, FakeKube
+
+from omed.api.inferencereplica import InferenceReplicaStatus
 from omed.clock import FakeClock
+from omed.controllers.inferencereplica.actions import CreatePods, Plan, PodToCreate
+from omed.controllers.inferencereplica.execute import Executor, Outcome
 from omed.controllers.inferencereplica.expectations import Expectations
 
 
@@ -87,3 +92,74 @@ def test_a_cache_still_at_a_version_the_controller_wrote_over_is_not_current() -
     exp.expect_replica_past("k", ["7"])
     clock.advance(30)
     assert exp.replica_current("k", "7")  # expired
+
+
+def test_each_expectation_expires_on_its_own_clock_not_the_oldest_writes() -> None:
+    """A long pass (a wave of writes paced by the client's limiter) records writes over tens
+    of seconds: the last one must still hold the key for the whole timeout."""
+    clock = FakeClock()
+    exp = Expectations(clock=clock, timeout=60)
+    exp.expect_creations("k", ["a"])
+    clock.advance(50)
+    exp.expect_deletion("k", "1")
+    exp.expect_gate("k", "2", False)
+    clock.advance(15)  # 65 s after the first write, 15 s after the others
+    assert not exp.satisfied("k")
+    assert exp.pending("k") == (0, 1, 1)  # the first one expired alone
+    assert exp.remaining("k") == 45
+    clock.advance(45)
+    assert exp.satisfied("k")
+
+
+def test_an_answered_write_counts_from_its_answer() -> None:
+    """Expected before it is sent, a write may wait in the client's limiter: its deadline
+    starts again when the API server answers it."""
+    clock = FakeClock()
+    exp = Expectations(clock=clock, timeout=60)
+    exp.expect_creations("k", ["a", "b"])
+    exp.expect_deletion("k", "1")
+    exp.expect_gate("k", "2", True)
+    clock.advance(40)
+    exp.sent("k", creation="b")
+    exp.sent("k", deletion="1")
+    exp.sent("k", gate="2")
+    exp.sent("k", creation="gone")  # observed already, or never expected: nothing to do
+    clock.advance(30)
+    assert not exp.satisfied("k")
+    assert exp.pending("k") == (1, 1, 1)  # "a" expired; the answered ones hold
+    exp.observe("k", pod("b", "x"))
+    clock.advance(30)
+    assert exp.satisfied("k")
+
+
+async def test_a_pass_whose_writes_wait_in_the_limiter_holds_the_key_from_the_last_answer() -> None:
+    """The executor expects every pod of a wave before it sends any; a limiter that lets one
+    create through every 25 s answers the last 50 s after the first. The key must wait for
+    that one's whole timeout, not the first's."""
+    clock = FakeClock()
+    exp = Expectations(clock=clock, timeout=60)
+
+    class SlowKube(FakeKube):
+        async def create(self, resource: Any, body: Any, namespace: Any = None) -> Any:
+            clock.advance(25)  # the limiter's wait, then the answer
+            return await super().create(resource, body, namespace)
+
+    executor = Executor(client=SlowKube(), events=Events(), expectations=exp, clock=clock)
+    bodies = [PodToCreate(f"p-{i}", {"metadata": {"name": f"p-{i}"}}) for i in range(3)]
+    creates = tuple(
+        CreatePods(index=i, operation_id=f"op-{i}", pods=(body,)) for i, body in enumerate(bodies)
+    )
+    plan = Plan(actions=creates, rows=(), status=InferenceReplicaStatus())
+    outcome = Outcome()
+    await executor.run_pod_actions(outcome, key="k", namespace="prod", plan=plan)
+    assert (outcome.created, outcome.errors) == (3, [])
+    assert clock.monotonic() == 1075  # three answers, 25 s apart
+    clock.advance(30)  # 105 s after the expectations, 30 s after the last answer
+    assert not exp.satisfied("k")
+    assert exp.pending("k") == (2, 0, 0)  # answered at 50 s and 75 s: held 60 s from there
+    clock.advance(20)
+    assert not exp.satisfied("k")
+    assert exp.pending("k") == (1, 0, 0)
+    assert exp.remaining("k") == 10
+    clock.advance(10)
+    assert exp.satisfied("k")
