@@ -10,10 +10,13 @@ The codec is pure: plain JSON dicts in, plain JSON dicts out, no I/O. Its invari
 * ``decode_columnar(encode_columnar(rows), max_rows=len(rows)) == rows`` for valid rows
   (absent keys stay absent, nested values exact);
 * the decoders raise :class:`DecodeError` (with a :data:`DecodeReason`) and nothing else, on
-  any input, and bound their work by ``max_rows`` before they allocate.
+  any input, and bound their work by ``max_rows`` (rows) and :func:`cell_bound` (rows x
+  cells) before they allocate.
 """
 
-from omed.statuscodec.decoder import decode_columnar
+from omed.statuscodec.cells import CELLS_PER_ROW, cell_bound
+from omed.statuscodec.classtable import ClassTable
+from omed.statuscodec.decoder import decode_class_table, decode_columnar
 from omed.statuscodec.encoder import Encoded, check_rows, encode, encode_columnar
 from omed.statuscodec.errors import DECODE_REASONS, DecodeError, DecodeReason, EncodeError
 from omed.statuscodec.messages import (
@@ -38,6 +41,7 @@ from omed.statuscodec.status import (
     choose_encoding,
     conversion,
     decode_status,
+    decode_status_table,
     encoded_size,
     status_merge_patch,
     stored_encoding,
@@ -46,6 +50,7 @@ from omed.statuscodec.status import (
 )
 
 __all__ = [
+    "CELLS_PER_ROW",
     "CLI_MAX_ROWS",
     "COLUMNAR_V2",
     "DECODE_REASONS",
@@ -59,18 +64,22 @@ __all__ = [
     "REASON_CONVERTED",
     "REASON_DECODE_FAILED",
     "REASON_SIZE_EXCEEDED",
+    "ClassTable",
     "DecodeError",
     "DecodeReason",
     "EncodeError",
     "Encoded",
     "Encoding",
+    "cell_bound",
     "check_rows",
     "choose_encoding",
     "conversion",
     "converted_message",
+    "decode_class_table",
     "decode_columnar",
     "decode_failed_message",
     "decode_status",
+    "decode_status_table",
     "encode",
     "encode_columnar",
     "encoded_size",

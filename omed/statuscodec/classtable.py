@@ -14,6 +14,7 @@ Invariant: :func:`build_templates` returns row bodies that satisfy the row schem
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Final
 
 from omed.statuscodec.errors import DecodeError, describe
@@ -31,22 +32,36 @@ from omed.statuscodec.rowschema import (
     UINT,
     Column,
 )
-from omed.statuscodec.sequences import Token, parse_sequence
+from omed.statuscodec.sequences import Token
 
 Row = dict[str, Any]
 
 
+@dataclass(frozen=True, slots=True)
+class ClassTable:
+    """Rows as classes: row ``p`` is ``templates[row_class[p]]`` with ``index`` ``indexes[p]``
+    (no ``index`` key where it is ``None``).
+
+    The templates' nested values are what every row of the class shares: read-only."""
+
+    templates: list[Row]
+    """Each class's row body, without ``index``, valid under the row schema."""
+    row_class: list[int]
+    indexes: list[Token]
+
+
 def build_templates(
-    column_texts: dict[str, Any], *, class_count: int, space: list[str]
+    column_tokens: dict[str, list[Token]], *, class_count: int, space: list[str]
 ) -> list[Row]:
     """One row body per class, built column by column in canonical order (so holders exist
-    before what they hold, and keys come out in canonical order)."""
+    before what they hold, and keys come out in canonical order). ``column_tokens`` holds each
+    column's ``class_count`` tokens, parsed."""
     templates: list[Row] = [{} for _ in range(class_count)]
     holders: dict[str, list[Any]] = {"": templates}
     string_lists: dict[str, list[Token]] = {}
-    for path in sorted(column_texts, key=RANK.__getitem__):
+    for path in sorted(column_tokens, key=RANK.__getitem__):
         column = COLUMNS[path]
-        tokens = parse_sequence(column_texts[path], what=f"column {path}", length=class_count)
+        tokens = column_tokens[path]
         holder = holders.get(column.holder)
         if column.kind == PRESENT:
             holders[path] = _objects(column, tokens, holder=holder)

@@ -31,11 +31,13 @@ from operator import itemgetter, setitem
 from typing import Any, Final
 
 from omed.statuscodec import layout, timestamps
-from omed.statuscodec.classtable import build_templates
+from omed.statuscodec.cells import check_cells, is_leaf
+from omed.statuscodec.classtable import ClassTable, build_templates
 from omed.statuscodec.errors import DecodeError, describe, type_name
 from omed.statuscodec.rowschema import (
     COLUMNS,
     INT64_MAX,
+    RANK,
     STR,
 )
 from omed.statuscodec.sequences import Token, mark_ranges, parse_sequence, parse_sequence_span
@@ -61,6 +63,29 @@ def decode_columnar(columns: Any, *, max_rows: int | None, share_nested: bool = 
     manager and the CLI only reads them (``tests/unit/statuscodec/test_statuscodec_readers.py``
     checks this). A caller that must edit nested values in place passes
     ``share_nested=False`` and gets fresh copies of them in every row.
+
+    Past the cell bound (:mod:`omed.statuscodec.cells`: ``max_rows`` x 64 indexes and leaf
+    values), nothing is built either: ``size``.
+    """
+    table = decode_class_table(columns, max_rows=max_rows)
+    if "~" in columns.get(layout.KEY_INDEX, ""):
+        return _rows_some_without_index(
+            table.templates,
+            row_class=table.row_class,
+            indexes=table.indexes,
+            share_nested=share_nested,
+        )
+    return _rows(
+        table.templates, row_class=table.row_class, indexes=table.indexes, share_nested=share_nested
+    )
+
+
+def decode_class_table(columns: Any, *, max_rows: int | None) -> ClassTable:
+    """The checked class table of a ColumnarV2 ``status.instanceStatusColumns``: each class's
+    row body (without ``index``), each row's class and index; no row is built.
+
+    For readers that work per class (the controller validates each class once, not each row);
+    :func:`decode_columnar` makes the rows from it. Raises what :func:`decode_columnar` raises.
     """
     if type(max_rows) is not int or max_rows < 1:
         raise DecodeError(
@@ -107,12 +132,29 @@ def decode_columnar(columns: Any, *, max_rows: int | None, share_nested: bool = 
     row_class = _row_classes(columns, row_count=row_count, class_count=class_count)
     index_text = columns.get(layout.KEY_INDEX, "")
     indexes = _indexes(index_text, row_count=row_count)
-    templates = build_templates(column_texts, class_count=class_count, space=space)
-    if "~" in index_text:
-        return _rows_some_without_index(
-            templates, row_class=row_class, indexes=indexes, share_nested=share_nested
-        )
-    return _rows(templates, row_class=row_class, indexes=indexes, share_nested=share_nested)
+    tokens = _column_tokens(column_texts, class_count=class_count)
+    leaves = [column for path, column in tokens.items() if is_leaf(path)]
+    check_cells(
+        leaves,
+        leaf_columns=len(leaves),
+        row_class=row_class,
+        class_count=class_count,
+        indexed_rows=row_count - indexes.count(None) if "~" in index_text else row_count,
+        max_rows=max_rows,
+    )
+    templates = build_templates(tokens, class_count=class_count, space=space)
+    return ClassTable(templates=templates, row_class=row_class, indexes=indexes)
+
+
+def _column_tokens(column_texts: dict[str, Any], *, class_count: int) -> dict[str, list[Token]]:
+    """Each column's tokens (``classCount`` of them), in canonical order; a column that is
+    ``~`` for every class is left out, as a missing column is."""
+    out: dict[str, list[Token]] = {}
+    for path in sorted(column_texts, key=RANK.__getitem__):
+        tokens = parse_sequence(column_texts[path], what=f"column {path}", length=class_count)
+        if tokens.count(None) != class_count:
+            out[path] = tokens
+    return out
 
 
 def _count(columns: dict[Any, Any], key: str) -> int:

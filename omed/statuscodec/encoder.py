@@ -32,6 +32,8 @@ from typing import Any, Final
 import orjson
 
 from omed.statuscodec import layout, timestamps
+from omed.statuscodec.cells import is_leaf
+from omed.statuscodec.classtable import ClassTable
 from omed.statuscodec.errors import DecodeError, EncodeError, describe
 from omed.statuscodec.rowschema import (
     BOOL,
@@ -88,6 +90,12 @@ class Encoded:
             self._dense_size = self._classes.dense_size(self._runs, self._indexes)
         return self._dense_size
 
+    @property
+    def cells(self) -> int:
+        """The cells the rows decode to (:mod:`omed.statuscodec.cells`): every index and leaf
+        value, counted per class."""
+        return self._classes.cell_count(self._runs, self._indexes)
+
     def dense_size_at_least(self) -> int:
         """A lower bound of :attr:`dense_size` that costs nothing: each row is at least
         ``{}`` and a comma, and with an index ``{"index":N}``."""
@@ -103,6 +111,18 @@ def encode_columnar(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 def check_rows(rows: Sequence[Mapping[str, Any]]) -> None:
     """Raise :class:`EncodeError` unless every row is valid (checked once per class)."""
     _Classifier().classify(rows)
+
+
+def class_table(rows: Sequence[Mapping[str, Any]]) -> ClassTable:
+    """The rows as classes (:class:`~omed.statuscodec.classtable.ClassTable`), each class
+    checked once; :class:`EncodeError` for a row that isn't valid. A class's template is its
+    first row's body: its nested values are that row's."""
+    classes = _Classifier()
+    runs, indexes = classes.classify(rows)
+    row_class: list[int] = []
+    for cls, _start, length in runs:
+        row_class += [cls] * length
+    return ClassTable(templates=classes.bodies, row_class=row_class, indexes=indexes)
 
 
 def encode(rows: Sequence[Mapping[str, Any]]) -> Encoded:
@@ -263,6 +283,18 @@ class _Classifier:
         if bucket_key is not None:
             self._buckets.setdefault(bucket_key, []).append(found)
         return found
+
+    @property
+    def bodies(self) -> list[dict[str, Any]]:
+        """Each class's row body (its first row's, without ``index``)."""
+        return self._bodies
+
+    def cell_count(self, runs: list[Run], indexes: list[Token]) -> int:
+        """Cells of the rows: each class's leaf values times its rows, plus the indexes."""
+        leaves = [sum(map(is_leaf, paths)) for paths, _values in self.cells]
+        return sum(leaves[cls] * length for cls, _start, length in runs) + (
+            len(indexes) - indexes.count(None)
+        )
 
     def dense_size(self, runs: list[Run], indexes: list[Token]) -> int:
         """Bytes of ``orjson.dumps(rows)``, from each class's body size and each index."""

@@ -27,6 +27,7 @@ DecodeReason = Literal[
     "index",
     "encoding",
     "bounds",
+    "size",
 ]
 """Why a stored status can't be decoded; docs/status-encoding.md defines each reason."""
 
@@ -43,6 +44,7 @@ DECODE_REASONS: Final[tuple[DecodeReason, ...]] = (
     "index",
     "encoding",
     "bounds",
+    "size",
 )
 
 

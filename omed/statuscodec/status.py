@@ -9,7 +9,8 @@ The page "Change the Instance status encoding" fixes the rules this module imple
   columns, or when there are more rows than maxDecodedInstances; under DenseV1 it always writes
   the list (:func:`choose_encoding`).
 * A ColumnarV2 object with more rows than the bound, or read with no bound set, is not decoded:
-  ``cardinality_limit``. Lists have no bound.
+  ``cardinality_limit``; one whose rows would hold more cells than the bound allows
+  (:mod:`omed.statuscodec.cells`), ``size``. Lists have no bound: their bytes bound them.
 
 Invariant: :func:`decode_status` returns valid rows (the row schema, each ``index`` present and
 unique, as the API server guarantees for a list-map) or raises
@@ -24,8 +25,10 @@ from typing import Any, Final, Literal
 
 import orjson
 
-from omed.statuscodec.decoder import decode_columnar
-from omed.statuscodec.encoder import check_rows, encode
+from omed.statuscodec.cells import cell_bound
+from omed.statuscodec.classtable import ClassTable
+from omed.statuscodec.decoder import decode_class_table, decode_columnar
+from omed.statuscodec.encoder import check_rows, class_table, encode
 from omed.statuscodec.errors import DecodeError, EncodeError, describe
 from omed.statuscodec.rowschema import check_index, flatten
 
@@ -91,6 +94,49 @@ def decode_status(
         return []
     if not isinstance(status, Mapping):
         raise DecodeError("type", f"status must be an object, got {describe(status)}")
+    columns, listed = _stored_form(status)
+    if columns is not None:
+        rows = decode_columnar(columns, max_rows=max_rows, share_nested=share_nested)
+    else:
+        if listed is None:
+            return []
+        _check_list(listed)
+        rows = list(listed)
+    _check_unique_index(rows)
+    return rows
+
+
+def decode_status_table(status: Any, *, max_rows: int | None) -> ClassTable:
+    """The rows of ``status`` as classes (:class:`~omed.statuscodec.classtable.ClassTable`),
+    for readers that work once per class, not once per row: the checks and bounds of
+    :func:`decode_status`, but no row is built. A list's classes are its rows grouped by
+    equal content (a class's template is the body of its first row)."""
+    if status is None:
+        return ClassTable(templates=[], row_class=[], indexes=[])
+    if not isinstance(status, Mapping):
+        raise DecodeError("type", f"status must be an object, got {describe(status)}")
+    columns, listed = _stored_form(status)
+    if columns is not None:
+        table = decode_class_table(columns, max_rows=max_rows)
+    elif listed is None:
+        return ClassTable(templates=[], row_class=[], indexes=[])
+    else:
+        for position, row in enumerate(listed):
+            if type(row) is not dict:
+                raise DecodeError(
+                    "row_shape", f"row {position}: must be an object, got {describe(row)}"
+                )
+        try:
+            table = class_table(listed)
+        except EncodeError as err:
+            raise DecodeError(err.reason, str(err)) from None
+    _check_unique_indexes(table.indexes)
+    return table
+
+
+def _stored_form(status: Mapping[str, Any]) -> tuple[Any, list[Any] | None]:
+    """``(columns, None)`` for ColumnarV2, ``(None, list or None)`` for DenseV1; the
+    ``encoding`` and ``type`` refusals of a status that is neither."""
     encoding = stored_encoding(status)
     listed = status.get(FIELD_LIST)
     columns = status.get(FIELD_COLUMNS)
@@ -105,21 +151,15 @@ def decode_status(
                 "encoding",
                 "instanceStatusEncoding is ColumnarV2 but instanceStatusColumns is absent",
             )
-        rows = decode_columnar(columns, max_rows=max_rows, share_nested=share_nested)
-    else:
-        if columns is not None:
-            raise DecodeError(
-                "encoding",
-                "instanceStatusColumns is present but instanceStatusEncoding is not ColumnarV2",
-            )
-        if listed is None:
-            return []
-        if type(listed) is not list:
-            raise DecodeError("type", f"instanceStatuses must be a list, got {describe(listed)}")
-        _check_list(listed)
-        rows = list(listed)
-    _check_unique_index(rows)
-    return rows
+        return columns, None
+    if columns is not None:
+        raise DecodeError(
+            "encoding",
+            "instanceStatusColumns is present but instanceStatusEncoding is not ColumnarV2",
+        )
+    if listed is not None and type(listed) is not list:
+        raise DecodeError("type", f"instanceStatuses must be a list, got {describe(listed)}")
+    return None, listed
 
 
 def validate_rows(rows: Any) -> list[dict[str, Any]]:
@@ -156,6 +196,20 @@ def _check_row(row: Any, *, position: int) -> None:
     flatten({k: v for k, v in row.items() if k != "index"}, where=where)
 
 
+def _check_unique_indexes(indexes: Sequence[int | None]) -> None:
+    """:func:`_check_unique_index` on the rows' indexes alone (``None``: no index)."""
+    distinct = set(indexes)
+    if len(distinct) == len(indexes) and None not in distinct:
+        return
+    seen: dict[int, int] = {}
+    for position, index in enumerate(indexes):
+        if index is None:
+            raise DecodeError("index", f"row {position} has no index")
+        first = seen.setdefault(index, position)
+        if first != position:
+            raise DecodeError("index", f"rows {first} and {position} both have index {index}")
+
+
 def _check_unique_index(rows: Sequence[Mapping[str, Any]]) -> None:
     """Every row has an ``index``, and no two the same: C-level passes, then a loop only to
     name the first offender."""
@@ -186,7 +240,8 @@ def choose_encoding(
     """The encoding and payload to write for ``rows`` under the configured encoding.
 
     DenseV1: the list. ColumnarV2: the columns, unless there are more rows than ``max_rows``
-    (or no bound is set), or the list is no larger than the columns; then the list.
+    (or no bound is set), or more cells than its cell bound (columns that wouldn't decode
+    again: ``size``), or the list is no larger than the columns; then the list.
     Raises :class:`EncodeError` for rows that aren't valid.
     """
     if configured not in ENCODINGS:
@@ -196,6 +251,8 @@ def choose_encoding(
         check_rows(listed)  # a list gets the same checks as columns
         return DENSE_V1, listed
     encoded = encode(listed)
+    if encoded.cells > cell_bound(max_rows):
+        return DENSE_V1, listed
     columns_size = encoded_size(encoded.columns)
     if columns_size < encoded.dense_size_at_least() or columns_size < encoded.dense_size:
         return COLUMNAR_V2, encoded.columns

@@ -138,6 +138,18 @@ CASES: list[tuple[str, Any, int | None, str]] = [
     ),
     ("bounds", edited(classCount=13), 12, "classCount 13 is larger than rowCount 12"),
     ("bounds", edited(times="0*100000"), 12, "times holds more than"),
+    # 3,000 rows of 32 conditions (12 + 32 x 6 - 2 = 202 cells each) under a bound of 3,000.
+    (
+        "size",
+        encode_columnar(
+            [
+                {"index": i, "conditions": [{"type": f"C{k}", "status": "True"} for k in range(32)]}
+                for i in range(3000)
+            ]
+        ),
+        3000,
+        "3000 rows x 65 cells = 195000 decoded cells",
+    ),
 ]
 
 
