@@ -16,7 +16,11 @@ Rules (docs/controllers.md, "InferenceService controller"):
   the runner container is merged field by field (image, command, args, resources replace;
   env and ports merge by name);
 - a multi-pod Instance (``leader`` or ``worker`` set) has runners ``leader`` (size 1) and
-  ``worker`` (``worker.size``), each with its own template; else one runner ``default``.
+  ``worker`` (``worker.size``), each with its own template; else one runner ``default``;
+- only the runtime's ``spec`` is read, never its metadata (uid, resourceVersion,
+  creationTimestamp), so a runtime created again with the same spec projects the same
+  replicas; a runtime the service names that doesn't exist (yet, or any more) is
+  ``RuntimeUnresolved``, never a projection without it.
 """
 
 from __future__ import annotations
@@ -253,6 +257,16 @@ def project(
     if refs or mode != DEPLOYMENT_MODE_OME_NATIVE:
         return Projection(mode=mode, mode_source=source, replicas={}, fronted=refs)
     name = str(metadata.get("name"))
+    runtime_name = (spec.get("runtime") or {}).get("name")
+    if runtime is None and runtime_name:
+        # Never project without the runtime the service names: its part of every template
+        # would go, a new revision for every Instance, and come back with it (a runtime
+        # deleted and created again rolled everything twice). The replicas stay as they are.
+        raise ProjectionError(
+            "RuntimeUnresolved",
+            f"runtime {runtime_name} not found; the InferenceReplicas are left as they are "
+            "until it exists",
+        )
     runtime_spec = (runtime or {}).get("spec") or {}
     wanted: dict[str, dict[str, Any]] = {}
     for component in COMPONENTS:

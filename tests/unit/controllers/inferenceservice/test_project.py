@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 
+from omed.controllers.inferencereplica.model import RunnerShape
+from omed.controllers.inferencereplica.podtemplate import revision_of
 from omed.controllers.inferenceservice.project import (
     ANNOTATION_SPEC_HASH,
     ProjectionError,
@@ -250,3 +252,46 @@ def test_status_conditions_and_transition_times() -> None:
         isvc=service, components=[engine, decoder], now=NOW + dt.timedelta(minutes=5)
     )
     assert later == status  # nothing changed, nothing to write
+
+
+def test_a_runtime_created_again_with_the_same_spec_projects_the_same_revision() -> None:
+    """Only the runtime's spec reaches the projection: its uid, resourceVersion,
+    creationTimestamp and generation (all new on an object created again) change nothing:
+    not the replicas, not the spec hash, not the revision the Instances run."""
+    service = isvc(engine={"minReplicas": 2}, decoder={"minReplicas": 1})
+    again = copy.deepcopy(RUNTIME)
+    again["metadata"] = {
+        **RUNTIME.get("metadata", {}),
+        "uid": "a-new-uid",
+        "resourceVersion": "98765",
+        "creationTimestamp": "2027-01-01T00:00:00Z",
+        "generation": 1,
+        "managedFields": [{"manager": "kubectl", "operation": "Update"}],
+    }
+    first = project(service, RUNTIME, default_mode=None).replicas
+    second = project(service, again, default_mode=None).replicas
+    assert first == second
+
+    def revision(replica: dict[str, Any]) -> str:
+        shapes = tuple(
+            RunnerShape(name=r["name"], size=r["size"], template=r["template"])
+            for r in replica["spec"]["runners"]
+        )
+        return revision_of(isvc="chat", component=replica["spec"]["component"], runners=shapes)
+
+    assert [revision(r) for r in first.values()] == [revision(r) for r in second.values()]
+
+
+def test_a_runtime_that_is_gone_is_unresolved_even_when_the_component_has_an_image() -> None:
+    """Projecting without it would drop its part of every template (a new revision, every
+    Instance rolled) until it came back (rolled again)."""
+    service = isvc(
+        deploymentMode="OMENative", engine={"minReplicas": 1, "runner": {"image": "ome/own:1.0"}}
+    )
+    assert project(service, RUNTIME, default_mode=None).replicas
+    with pytest.raises(ProjectionError) as caught:
+        project(service, None, default_mode=None)
+    assert caught.value.reason == "RuntimeUnresolved"
+    assert str(caught.value) == (
+        "runtime srt not found; the InferenceReplicas are left as they are until it exists"
+    )
