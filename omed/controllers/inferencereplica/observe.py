@@ -61,7 +61,7 @@ from omed.controllers.inferencereplica.names import (
 )
 from omed.controllers.inferencereplica.podtemplate import revision_of
 from omed.controllers.inferencereplica.policy import update_policy
-from omed.controllers.inferencereplica.status import decode_rows_from_status, status_summary
+from omed.controllers.inferencereplica.status import observed_rows, status_summary
 
 FAILING_WAITING_REASONS: Final = frozenset(
     {
@@ -244,8 +244,9 @@ def replica_target(irep: Mapping[str, Any]) -> ReplicaTarget:
     """The desired state of an InferenceReplica (a JSON object from the cache).
 
     Only metadata and spec are validated here: the status is read by
-    :func:`~.status.decode_rows_from_status` (the rows: a refused row is
-    ``InstanceStatusDecodeFailed`` with ``row_shape``, as the product page says) and
+    :func:`~.status.observed_rows` (the rows, validated once per class and per version: a
+    refused row is ``InstanceStatusDecodeFailed`` with ``row_shape``, as the product page
+    says) and
     :func:`~.status.status_summary` (the rest), so rows are never validated twice and a bad
     row is never reported as an unreadable object.
     """
@@ -324,10 +325,9 @@ def observe(
         else:
             grouped[view.index].append(view)
     status = irep.get("status")
-    rows = decode_rows_from_status(status)
     observed = ObservedState(
         pods={index: tuple(sorted(v, key=lambda p: p.name)) for index, v in grouped.items()},
-        rows={row.index: row for row in rows},
+        rows=observed_rows(irep),
         status=status_summary(status),
         stray_pods=tuple(strays),
     )

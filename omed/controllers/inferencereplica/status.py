@@ -2,30 +2,47 @@
 
 Why: rows are stored either as the list ``status.instanceStatuses`` (DenseV1) or as columns
 (``instanceStatusEncoding: ColumnarV2``, :mod:`omed.statuscodec`). The controller must not
-care which: it reads rows only through :func:`decode_rows_from_status` and writes them only
-through :func:`encode_rows_into_status`. Both forms are read through the codec
-(:func:`omed.statuscodec.decode_status`) under the manager's bound; which form a write uses is
-decided by :mod:`.encoding`, which the executor applies to the list that
-:func:`encode_rows_into_status` gives.
+care which: it reads rows only through :func:`decode_rows_from_status` (and, per pass, through
+:data:`ROWS`) and writes them only through :func:`encode_rows_into_status`. Both forms are read
+through the codec under the manager's bound; which form a write uses is decided by
+:mod:`.encoding`, which the executor applies to the list that :func:`encode_rows_into_status`
+gives.
+
+Why per class: a stored status is a few kinds of row repeated (the codec's classes; a list's
+rows grouped by content), and a ColumnarV2 status of 6.6 KB can hold 20,000 rows of 32
+conditions. Validating every row into its own model cost 14 s of CPU and 1 GiB for that one;
+so each distinct row (class) is validated once, and each row is a shallow copy of its class's
+model with its ``index`` set, sharing the class's nested models (conditions, lastFailure,
+operation): a 20,000-row fleet costs one validation per class plus a copy per row. What the
+codec admits is bounded by rows x cells (:mod:`omed.statuscodec.cells`), so no status makes
+this unbounded. :data:`ROWS` keeps the rows of each InferenceReplica's last read version, so a
+pass that finds the same resourceVersion (a pod event) validates nothing.
 
 Invariants:
 
 * decode then encode of an unchanged row list gives back the same JSON (rows sorted by
   index, unset fields left out), so a pass that changes nothing writes nothing;
 * a status whose rows can't be read raises :class:`RowsUnreadable`, never returns a partial
-  list: acting on half the rows would delete or duplicate Instances.
+  list: acting on half the rows would delete or duplicate Instances;
+* decoded rows are read-only: their nested models (and their set of fields) are shared by the
+  rows of a class, and kept across passes by :data:`ROWS`. Change a row with
+  ``model_copy(update=...)``, never by assigning to it or to what it holds.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from itertools import islice
+from operator import lt
+from types import MappingProxyType
+from typing import Any, Final
 
 from pydantic import ValidationError
 
 from omed.api.inferencereplica import InferenceReplicaStatus, InstanceStatus
-from omed.statuscodec import DENSE_V1, DecodeError, DecodeReason, decode_status, with_rows
-from omed.statuscodec.status import FIELD_ENCODING
+from omed.statuscodec import ClassTable, DecodeError, DecodeReason, decode_status_table
 
 
 class RowsUnreadable(Exception):
@@ -54,28 +71,155 @@ def decode_rows_from_status(
     Either form; ``max_rows`` bounds ColumnarV2 (maxDecodedInstances; ``None`` or 0: no bound
     is set, so no columns are decoded). Raises :class:`StatusDecodeFailed`: the codec's reason,
     or ``row_shape`` for a decoded row the InstanceStatus model refuses (the codec accepts any
-    string as a time, the model doesn't).
+    string as a time, the model doesn't; the first such row in stored order is named).
 
     This is the one definition of "the stored status can be decoded": the manager reads every
-    InferenceReplica through it (after :func:`in_list_form`, which decodes under the same
-    bound), and ``ome-status-preflight`` calls it for its fleet check and for ``repair``, so
-    the tool and the manager can't disagree on which statuses are damaged, or why.
+    InferenceReplica through it (:data:`ROWS`, under the same bound), and
+    ``ome-status-preflight`` calls it for its fleet check and for ``repair``, so the tool and
+    the manager can't disagree on which statuses are damaged, or why.
     """
     if not status:
         return []
     try:
-        raw = decode_status(status, max_rows=max_rows or None, share_nested=True)
+        table = decode_status_table(status, max_rows=max_rows or None)
     except DecodeError as err:
         raise StatusDecodeFailed(err.reason, err.detail) from err
-    rows: list[InstanceStatus] = []
-    for item in raw:
+    return _rows(table)
+
+
+def _rows(table: ClassTable) -> list[InstanceStatus]:
+    """The rows of ``table`` as models sorted by index: each class validated once (in the order
+    of its first row), each row a copy of its class's model with its index."""
+    models: list[InstanceStatus] = [_FIRST] * len(table.templates)
+    for cls in dict.fromkeys(table.row_class):  # classes by their first row, in C
+        body = table.templates[cls]
         try:
-            rows.append(InstanceStatus.model_validate(item))
+            models[cls] = InstanceStatus.model_validate({"index": 0, **body})
         except ValidationError as err:
+            index = table.indexes[table.row_class.index(cls)]
             raise StatusDecodeFailed(
-                "row_shape", f"a row is not a valid Instance row: {err}", row=item
+                "row_shape",
+                f"a row is not a valid Instance row: {err}",
+                row={"index": index, **body},
             ) from err
-    return sorted(rows, key=lambda row: row.index)
+    row_class, indexes = table.row_class, table.indexes
+    if not _ascending(indexes):  # every index is an int here (decode_status_table checks)
+        numbers: list[int] = indexes  # type: ignore[assignment]
+        order = sorted(range(len(numbers)), key=numbers.__getitem__)
+        row_class = [row_class[p] for p in order]
+        indexes = [indexes[p] for p in order]
+    return list(map(_with_index, map(models.__getitem__, row_class), indexes))
+
+
+_FIRST: Final = InstanceStatus(index=0)
+"""A placeholder for a class no row uses (never returned)."""
+_new = object.__new__
+_set = object.__setattr__
+
+
+def _with_index(model: InstanceStatus, index: Any) -> InstanceStatus:
+    """A row of ``model``'s class: a new model whose fields are ``model``'s, but ``index``.
+
+    What pydantic's ``model_copy(update={"index": index})`` makes (an equal model, with equal
+    JSON), at a third of its cost: the field values (nested models included) and the set of
+    fields are ``model``'s own, shared, not copied (decoded rows are read-only)."""
+    row: InstanceStatus = _new(InstanceStatus)
+    fields = model.__dict__.copy()
+    fields["index"] = index
+    _set(row, "__dict__", fields)
+    _set(row, "__pydantic_fields_set__", model.__pydantic_fields_set__)
+    _set(row, "__pydantic_extra__", None)
+    _set(row, "__pydantic_private__", None)
+    return row
+
+
+def _ascending(values: Sequence[Any]) -> bool:
+    return all(map(lt, values, islice(values, 1, None)))
+
+
+Rows = Mapping[int, InstanceStatus]
+"""A replica's rows by index (read-only)."""
+
+
+@dataclass(slots=True)
+class _Read:
+    version: str
+    status: object
+    """The status object read: the informer cache's, never changed while it is cached."""
+    bound: int | None
+    rows: Rows
+
+
+class RowsCache:
+    """The rows each InferenceReplica held at the version last read, validated once.
+
+    Why: a pass runs on every event of the replica and of each of its pods, and most find the
+    replica at the version the last one read; its rows are then the same, and so are their
+    models. Keyed by uid; an entry is used only for the same resourceVersion *and* the very
+    status object it was read from (the informer cache holds one object per version and never
+    changes it), so a status built by hand with a version seen before is read afresh. At most
+    ``max_rows`` rows are kept (the least recently read replicas are dropped first; a replica
+    larger than that alone is kept while it is the last read).
+    """
+
+    def __init__(self, *, max_rows: int = 50_000) -> None:
+        self._max_rows = max_rows
+        self._reads: OrderedDict[str, _Read] = OrderedDict()
+        self._held = 0
+
+    def read(self, irep: Mapping[str, Any], *, max_rows: int | None) -> Rows:
+        """The rows of ``irep`` (a cached JSON object) under ``max_rows``; raises
+        :class:`StatusDecodeFailed` as :func:`decode_rows_from_status` does."""
+        uid, version, status = _identity(irep)
+        read = self._reads.get(uid)
+        if (
+            read is not None
+            and read.status is status
+            and read.version == version
+            and read.bound == max_rows
+        ):
+            self._reads.move_to_end(uid)
+            return read.rows
+        rows = _by_index(decode_rows_from_status(status, max_rows=max_rows))
+        self._keep(uid, _Read(version=version, status=status, bound=max_rows, rows=rows))
+        return rows
+
+    def last_read(self, irep: Mapping[str, Any]) -> Rows | None:
+        """The rows :meth:`read` gave for this very object (any bound), else ``None``."""
+        uid, version, status = _identity(irep)
+        read = self._reads.get(uid)
+        if read is None or read.status is not status or read.version != version:
+            return None
+        return read.rows
+
+    def forget(self, uid: str) -> None:
+        read = self._reads.pop(uid, None)
+        if read is not None:
+            self._held -= len(read.rows)
+
+    def __len__(self) -> int:
+        return len(self._reads)
+
+    def _keep(self, uid: str, read: _Read) -> None:
+        self.forget(uid)
+        self._reads[uid] = read
+        self._held += len(read.rows)
+        while self._held > self._max_rows and len(self._reads) > 1:
+            _, dropped = self._reads.popitem(last=False)
+            self._held -= len(dropped.rows)
+
+
+def _identity(irep: Mapping[str, Any]) -> tuple[str, str, Any]:
+    meta = irep.get("metadata") or {}
+    return str(meta.get("uid") or ""), str(meta.get("resourceVersion") or ""), irep.get("status")
+
+
+def _by_index(rows: Iterable[InstanceStatus]) -> Rows:
+    return MappingProxyType({row.index: row for row in rows})
+
+
+ROWS: Final = RowsCache()
+"""The controller's cache of validated rows (one controller per process)."""
 
 
 def encode_rows_into_status(
@@ -115,20 +259,21 @@ def status_body(status: InferenceReplicaStatus, rows: Sequence[InstanceStatus]) 
 
 
 def in_list_form(irep: Mapping[str, Any], *, max_rows: int | None) -> Mapping[str, Any]:
-    """``irep`` with its rows as a list, decoded from columns under ``max_rows`` if need be.
+    """Read ``irep``'s rows under ``max_rows`` (into :data:`ROWS`) and return ``irep``.
 
-    The planner's reader (:func:`decode_rows_from_status`, called by ``observe``) then sees
-    one form. A list-stored object is returned as it is; the cached object is never changed
-    (a ColumnarV2 one gives a new top-level dict and status). Raises
-    :class:`StatusDecodeFailed`.
+    The planner's reader (``observe``) then takes the validated rows from :data:`ROWS`, one
+    form whatever is stored, without decoding or validating them again; the cached object is
+    never changed. Raises :class:`StatusDecodeFailed`. (The name is from when this gave the
+    object with its rows as a list, decoded again by ``observe``.)
     """
-    status = irep.get("status")
-    if not isinstance(status, Mapping) or FIELD_ENCODING not in status:
-        return irep
-    try:
-        rows: list[Mapping[str, Any]] = list(
-            decode_status(status, max_rows=max_rows or None, share_nested=True)
-        )
-    except DecodeError as err:
-        raise StatusDecodeFailed(err.reason, err.detail) from err
-    return {**irep, "status": with_rows(status, encoding=DENSE_V1, payload=rows)}
+    ROWS.read(irep, max_rows=max_rows)
+    return irep
+
+
+def observed_rows(irep: Mapping[str, Any]) -> Rows:
+    """``irep``'s rows for the planner: what :func:`in_list_form` read, or, for an object it
+    didn't read (tests, lists), decoded now with no bound (a list needs none)."""
+    rows = ROWS.last_read(irep)
+    if rows is not None:
+        return rows
+    return _by_index(decode_rows_from_status(irep.get("status")))

@@ -25,7 +25,7 @@ from omed.config.entries import OMENativeStatusConfig
 from omed.controllers.inferencereplica.model import PlanSettings
 from omed.controllers.inferencereplica.observe import observe
 from omed.controllers.inferencereplica.plan import plan
-from omed.statuscodec import COLUMNAR_V2, decode_status, encode_columnar
+from omed.statuscodec import COLUMNAR_V2, ClassTable, decode_status, encode_columnar
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -117,11 +117,13 @@ class Decoded:
     def __init__(self) -> None:
         self.given: list[tuple[list[dict[str, Any]], list[dict[str, Any]]]] = []
 
-    def wrap(self, decode: Callable[..., list[dict[str, Any]]]) -> Callable[..., Any]:
-        def recording(*args: Any, **kwargs: Any) -> list[dict[str, Any]]:
-            rows = decode(*args, **kwargs)
+    def wrap(self, decode: Callable[..., Any]) -> Callable[..., Any]:
+        def recording(*args: Any, **kwargs: Any) -> Any:
+            decoded = decode(*args, **kwargs)
+            # A class table's templates are what its rows share.
+            rows = decoded.templates if isinstance(decoded, ClassTable) else decoded
             self.given.append((rows, copy.deepcopy(rows)))
-            return rows
+            return decoded
 
         return recording
 
@@ -140,26 +142,27 @@ class Decoded:
             assert rows[4]["operation"] is rows[5]["operation"]
 
 
-READERS = {
-    "omed/controllers/inferencereplica/status.py": irep_status,
-    "omed/cli/preflight_repair.py": preflight_repair,
-    "omed/cli/instances.py": instances,
+READERS: dict[str, tuple[Any, str]] = {
+    "omed/controllers/inferencereplica/status.py": (irep_status, "decode_status_table"),
+    "omed/cli/preflight_repair.py": (preflight_repair, "decode_status"),
+    "omed/cli/instances.py": (instances, "decode_status"),
 }
-"""Every module of the manager and the CLI that decodes rows, and the module object whose
-``decode_status`` it calls. The fleet check (``omed/cli/preflight_checks.py``) decodes through
-the manager's ``decode_rows_from_status``, so it is covered by the first entry."""
+"""Every module of the manager and the CLI that decodes rows, and the module object and the
+decoder it calls (the controller reads class tables: each class's template is shared by the
+rows, as models). The fleet check (``omed/cli/preflight_checks.py``) decodes through the
+manager's ``decode_rows_from_status``, so it is covered by the first entry."""
 
 
 @pytest.fixture
 def decoded(monkeypatch: pytest.MonkeyPatch) -> Iterator[Decoded]:
     record = Decoded()
-    for module in READERS.values():
-        monkeypatch.setattr(module, "decode_status", record.wrap(module.decode_status))
+    for module, name in READERS.values():
+        monkeypatch.setattr(module, name, record.wrap(getattr(module, name)))
     yield record
 
 
 def test_every_reader_of_decoded_rows_is_checked_here() -> None:
-    calls = re.compile(r"\bdecode_(?:status|columnar)\(")
+    calls = re.compile(r"\bdecode_(?:status|columnar|status_table|class_table)\(")
     readers = {
         path.relative_to(ROOT).as_posix()
         for path in (ROOT / "omed").rglob("*.py")
@@ -181,7 +184,10 @@ def test_the_controller_reads_rows_without_editing_them(decoded: Decoded) -> Non
     assert decided.rows
     models = irep_status.decode_rows_from_status(irep["status"], max_rows=100)
     assert [row.to_dict() for row in models] == ROWS
-    decoded.assert_shared()
+    # the rows of a class share its nested models, in the planner's input too
+    assert models[0].conditions is models[1].conditions
+    assert models[4].operation is models[5].operation
+    assert observed.rows[0].conditions is observed.rows[2].conditions
     decoded.assert_untouched()
 
 

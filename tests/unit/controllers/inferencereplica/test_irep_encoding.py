@@ -32,6 +32,7 @@ from omed.controllers.inferencereplica.status import (
     decode_rows_from_status,
     encode_rows_into_status,
     in_list_form,
+    observed_rows,
 )
 from omed.informers.transform import Obj
 from omed.kube.errors import TooLarge
@@ -183,14 +184,15 @@ def test_damaged_columns_fail_with_the_codecs_reason() -> None:
     assert caught.value.reason == "coverage"
 
 
-def test_the_list_form_for_the_planner_leaves_the_cached_object_alone() -> None:
-    irep = {"metadata": {"name": "x"}, "status": columns(3)}
+def test_the_rows_for_the_planner_are_read_once_and_leave_the_cached_object_alone() -> None:
+    irep = {"metadata": {"name": "x", "uid": "u-cols"}, "status": columns(3)}
     before = copy.deepcopy(irep)
-    seen = in_list_form(irep, max_rows=10)
+    assert in_list_form(irep, max_rows=10) is irep
     assert irep == before
-    assert seen["status"] == {"replicas": 3, "instanceStatuses": rows(3)}
-    plain = {"metadata": {"name": "x"}, "status": listed(3)}
+    assert [row.to_dict() for row in observed_rows(irep).values()] == rows(3)
+    plain = {"metadata": {"name": "x", "uid": "u-list"}, "status": listed(3)}
     assert in_list_form(plain, max_rows=10) is plain
+    assert [row.to_dict() for row in observed_rows(plain).values()] == rows(3)
 
 
 # -- the reconciler and the executor -----------------------------------------------------------
