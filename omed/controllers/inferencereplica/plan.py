@@ -162,7 +162,7 @@ def plan(
     actions: list[Action] = []
     if not target.deleting and not target.has_finalizer:
         actions.append(AddFinalizer())
-    if status_body(status, rows) != status_body(observed.status, list(observed.rows.values())):
+    if not _unchanged(status, rows, observed):
         # Gates need no record ahead of them (each pass sets them from the pods alone);
         # creations, deletions, image patches and a release do.
         recorded_ahead = bool(work.creates or work.patches or work.deletes or work.release)
@@ -200,6 +200,28 @@ def plan(
         requeue_after=min(work.requeue) if work.requeue else None,
         wave_log=wave,
     )
+
+
+def _unchanged(
+    status: InferenceReplicaStatus, rows: Sequence[InstanceStatus], observed: ObservedState
+) -> bool:
+    """Whether ``status`` and ``rows`` store as the observed ones do (the JSON compared).
+
+    Row by row: an equal model stores as the same JSON, so only the rows whose models differ
+    are serialized and compared (a pass on an unchanged fleet serializes none of its rows, nor
+    the stored ones, which share their nested values)."""
+    if status_body(status, ()) != status_body(observed.status, ()):
+        return False
+    before = observed.rows
+    if len(rows) != len(before):
+        return False
+    for row in rows:
+        old = before.get(row.index)
+        if old is None:
+            return False
+        if old is not row and old != row and old.to_dict() != row.to_dict():
+            return False
+    return True
 
 
 def _let_go_of_orphaned(target: ReplicaTarget, observed: ObservedState) -> Plan:
