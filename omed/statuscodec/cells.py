@@ -66,20 +66,30 @@ def check_cells(
 
     ``leaf_tokens`` are the class table's leaf columns (one token per class, ``None`` where
     the class has no value); ``row_class`` each row's class; ``indexed_rows`` the rows with an
-    index. When every row holding every leaf column stays within the bound, nothing is counted.
+    index. When every row (and every class) holding every leaf column stays within the bound,
+    nothing is counted. The class table itself (each class's leaf values, whether a row uses
+    the class or not) is bounded too.
     """
     bound = cell_bound(max_rows)
     rows = len(row_class)
-    if indexed_rows + rows * leaf_columns <= bound:
+    if indexed_rows + max(rows, class_count) * leaf_columns <= bound:
         return -1  # within the bound whatever the classes hold: not counted
+    tokens = list(leaf_tokens)
+    table = sum(class_count - column.count(None) for column in tokens)
+    if table > bound:  # the classes themselves, whether rows use them or not
+        raise DecodeError(
+            "size",
+            f"the class table holds {table} cells ({class_count} classes), more than the bound "
+            f"of {bound}",
+        )
     if class_count == 1:
         weights: list[int] = [rows]
     else:
         per_class = Counter(row_class)
         weights = [per_class.get(cls, 0) for cls in range(class_count)]
     total = indexed_rows
-    for tokens in leaf_tokens:
-        total += sum(compress(weights, map(is_not, tokens, repeat(None))))
+    for column in tokens:
+        total += sum(compress(weights, map(is_not, column, repeat(None))))
     if total > bound:
         raise DecodeError("size", size_detail(rows=rows, cells=total, max_rows=max_rows))
     return total

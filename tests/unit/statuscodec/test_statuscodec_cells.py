@@ -149,3 +149,22 @@ def test_the_class_table_holds_the_rows_the_row_decoder_gives(rows: list[dict[st
         table = decode_status_table(status, max_rows=bound)
         assert _rows_of(table) == decode_status(status, max_rows=bound)
         assert len(table.templates) <= len(unique)
+
+
+def test_classes_no_row_uses_count_against_the_bound_too() -> None:
+    # 2,048 rows, all of class 0 (an index alone), and 2,047 more classes that no row uses,
+    # each of 65 cells (its incarnation, 32 conditions of type and status): the rows hold
+    # 2,048 cells, the class table 133,055, past the bound of 131,072.
+    rows = [{"index": 0}] + [
+        {"index": i, "incarnation": i, "conditions": [{"type": "T", "status": "True"}] * 32}
+        for i in range(1, 2048)
+    ]
+    cols = encode_columnar(rows)
+    cols["rowClass"] = "0*2048"
+    cols.pop("overrides", None)
+    with pytest.raises(DecodeError) as caught:
+        decode_columnar(cols, max_rows=2048)
+    assert caught.value.reason == "size"
+    assert caught.value.detail == (
+        "the class table holds 133055 cells (2048 classes), more than the bound of 131072"
+    )
