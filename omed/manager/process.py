@@ -36,11 +36,9 @@ from typing import Final
 
 from omed.clock import Clock, RealClock
 from omed.config import ConfigCache, Options
-from omed.config.entries import CONFIGMAP_NAME
 from omed.events import EventRecorder
 from omed.informers import InformerFactory
 from omed.kube.client import ClusterConfig, KubeClient, load_config
-from omed.kube.resources import CONFIGMAPS
 from omed.leaderelection import DEFAULT_LEASE_NAME, LeaderElector, default_identity
 from omed.log import kv
 from omed.manager.controllers import CONTROLLERS, ControllerContext
@@ -59,7 +57,8 @@ from omed.manager.startup import (
     status_preflight,
     status_representation,
 )
-from omed.manager.webhooks import build_webhook_server
+from omed.manager.webhookprocess import WebhookProcess
+from omed.manager.webhooks import configmap_data
 from omed.webhooks.policies import FeatureGates
 
 __all__ = ["MSG_SECOND_SIGNAL", "MSG_SHUTDOWN_OVERRAN", "MSG_SIGNAL", "run"]
@@ -206,7 +205,7 @@ async def _run(options: Options, *, env: Mapping[str, str], stop: asyncio.Event)
         gates = FeatureGates(**found)
 
         config = ConfigCache(
-            fetch=lambda: _configmap_data(api, namespace),
+            fetch=lambda: configmap_data(api, namespace),
             ttl=options.config_cache_ttl,
             clock=clock,
         )
@@ -243,7 +242,9 @@ async def _run(options: Options, *, env: Mapping[str, str], stop: asyncio.Event)
             s for s in (probes, MetricsServer(address=options.metrics_bind_address)) if s.enabled
         ]
         if options.webhook:
-            webhook = build_webhook_server(options=options, config=config, gates=gates)
+            # In a process of its own, so the leader's reconciles never delay an admission
+            # (omed/manager/webhookprocess.py).
+            webhook = WebhookProcess(options=options, namespace=namespace, gates=gates)
             probes.ready_checks["webhook"] = lambda: (
                 None if webhook.ready else "the webhook server is not serving"
             )
@@ -291,9 +292,3 @@ def _client(
         clock=clock,
         user_agent=user_agent,
     )
-
-
-async def _configmap_data(client: KubeClient, namespace: str) -> Mapping[str, str]:
-    configmap = await client.get(CONFIGMAPS, CONFIGMAP_NAME, namespace)
-    data: Mapping[str, str] = (configmap or {}).get("data") or {}
-    return data

@@ -10,14 +10,26 @@ Invariant: the defaulter parses only the ``deploy`` entry of each cache read, so
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from omed.config import ConfigCache, DeployConfig, Options, deploy_entry
+from omed.config.entries import CONFIGMAP_NAME
+from omed.kube.client import KubeClient
+from omed.kube.resources import CONFIGMAPS
 from omed.webhooks.defaulting import InferenceServiceDefaulter
 from omed.webhooks.inferencereplica import InferenceReplicaValidator
 from omed.webhooks.inferenceservice import InferenceServiceValidator
 from omed.webhooks.policies import FeatureGates
 from omed.webhooks.server import WebhookServer
 
-__all__ = ["build_webhook_server"]
+__all__ = ["build_webhook_server", "configmap_data"]
+
+
+async def configmap_data(client: KubeClient, namespace: str) -> Mapping[str, str]:
+    """The data of the ``inferenceservice-config`` ConfigMap: what the config cache fetches."""
+    configmap = await client.get(CONFIGMAPS, CONFIGMAP_NAME, namespace)
+    data: Mapping[str, str] = (configmap or {}).get("data") or {}
+    return data
 
 
 def build_webhook_server(
