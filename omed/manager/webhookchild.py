@@ -4,7 +4,7 @@ manager (:class:`omed.manager.webhookprocess.WebhookProcess`), never by hand.
 Why a process: the manager's event loop runs the leader's reconciles, and a reconcile is CPU
 work in Python that holds the loop (and the GIL) for as long as it runs: a 20,000-Instance
 pass takes about a second. On the same loop, every admission request waited for it (p99 2.8 s
-beside the issue's 20,000-row object, past 10 s with its 32 conditions), and a thread doesn't
+beside a 20,000-row object of 32 conditions a row, past 10 s), and a thread doesn't
 help (the GIL: p99 0.4-0.5 s measured). In a process of its own the server answers from its
 own core whatever the leader does: p99 under 10 ms (docs/performance.md).
 

@@ -14,7 +14,7 @@ The bound is :data:`CELLS_PER_ROW` per row of the row bound: with maxDecodedInst
 1,280,000 cells (never below :data:`MIN_CELL_BOUND`). omed's own rows hold 16 cells (a Ready
 row with its one condition) to 34 (with a last failure and an operation; 66 if an operation
 carried all 32 hint nodes), so every status omed writes fits it at any row count up to the
-bound; the issue's 20,000 rows of 32 conditions (203 cells each, 4,060,000 in all) don't. A
+bound; 20,000 rows of 32 conditions (203 cells each, 4,060,000 in all) don't. A
 status past it is refused as ``size``, like a damaged one: no row is built, and
 ``ome-status-preflight repair`` fixes it.
 

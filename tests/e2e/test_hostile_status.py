@@ -10,8 +10,9 @@ and the InferenceService webhook, served by the same event loop, answered with a
   Instances (seconds of planning), the validating webhook, driven directly over TLS at about
   100 requests a second, keeps answering within :data:`ADMISSION_P99_BOUND` (its server runs
   in a process of its own);
-* the issue's status: refused as ``size`` through the decode-failure path (the Warning event,
-  the log line naming rows x cells and the bound, the metric), in a fraction of a second;
+* the hostile status (20,000 identical rows of 32 conditions): refused as ``size`` through
+  the decode-failure path (the Warning event, the log line naming rows x cells and the
+  bound, the metric), in a fraction of a second;
 * the webhook process: killed, it is started again, and its counters on the manager's
   ``/metrics`` carry on.
 """
@@ -221,7 +222,7 @@ async def test_a_huge_status_stalls_neither_the_leader_nor_admission(
         f"{leader_cpu:.2f} s of CPU"
     )
 
-    # The issue's status: 20,000 identical rows of 32 conditions, through the status
+    # The hostile status: 20,000 identical rows of 32 conditions, through the status
     # subresource. Refused as size, at once.
     stored = await kube.get(INFERENCE_REPLICAS, "huge", namespace)
     stored["status"] = {
