@@ -80,14 +80,27 @@ def decode_rows_from_status(
     ``ome-status-preflight`` calls it for its fleet check and for ``repair``, so the tool and
     the manager can't disagree on which statuses are damaged, or why.
     """
+    return _decode(status, max_rows=max_rows)[0]
+
+
+def _decode(
+    status: Mapping[str, Any] | None, *, max_rows: int | None
+) -> tuple[list[InstanceStatus], int]:
+    """:func:`decode_rows_from_status`, and the models the rows hold (each row, and each
+    class's nested models, shared by its rows): what keeping them costs."""
     if not status:
-        return []
+        return [], 0
     with _collector_paused():
         try:
             table = decode_status_table(status, max_rows=max_rows or None)
         except DecodeError as err:
             raise StatusDecodeFailed(err.reason, err.detail) from err
-        return _rows(table)
+        rows = _rows(table)
+    nested = sum(
+        len(body.get("conditions") or ()) + ("lastFailure" in body) + ("operation" in body)
+        for body in table.templates
+    )
+    return rows, len(rows) + nested
 
 
 def _rows(table: ClassTable) -> list[InstanceStatus]:
@@ -168,6 +181,8 @@ class _Read:
     """The status object read: the informer cache's, never changed while it is cached."""
     bound: int | None
     rows: Rows
+    weight: int
+    """The models the rows hold (rows, and their classes' nested models)."""
 
 
 class RowsCache:
@@ -178,12 +193,14 @@ class RowsCache:
     models. Keyed by uid; an entry is used only for the same resourceVersion *and* the very
     status object it was read from (the informer cache holds one object per version and never
     changes it), so a status built by hand with a version seen before is read afresh. At most
-    ``max_rows`` rows are kept (the least recently read replicas are dropped first; a replica
-    larger than that alone is kept while it is the last read).
+    ``max_models`` models are kept (rows, and their classes' nested models: about 0.7 KiB
+    each, so some 70 MiB), the least recently read replicas dropped first; a replica whose
+    rows alone hold more is read afresh on every pass, and a replica whose status can't be
+    read keeps nothing.
     """
 
-    def __init__(self, *, max_rows: int = 50_000) -> None:
-        self._max_rows = max_rows
+    def __init__(self, *, max_models: int = 100_000) -> None:
+        self._max_models = max_models
         self._reads: OrderedDict[str, _Read] = OrderedDict()
         self._held = 0
 
@@ -200,8 +217,11 @@ class RowsCache:
         ):
             self._reads.move_to_end(uid)
             return read.rows
-        rows = _by_index(decode_rows_from_status(status, max_rows=max_rows))
-        self._keep(uid, _Read(version=version, status=status, bound=max_rows, rows=rows))
+        self.forget(uid)
+        models, weight = _decode(status, max_rows=max_rows)
+        rows = _by_index(models)
+        if weight <= self._max_models:
+            self._keep(uid, _Read(version, status, max_rows, rows, weight))
         return rows
 
     def last_read(self, irep: Mapping[str, Any]) -> Rows | None:
@@ -215,18 +235,17 @@ class RowsCache:
     def forget(self, uid: str) -> None:
         read = self._reads.pop(uid, None)
         if read is not None:
-            self._held -= len(read.rows)
+            self._held -= read.weight
 
     def __len__(self) -> int:
         return len(self._reads)
 
     def _keep(self, uid: str, read: _Read) -> None:
-        self.forget(uid)
         self._reads[uid] = read
-        self._held += len(read.rows)
-        while self._held > self._max_rows and len(self._reads) > 1:
+        self._held += read.weight
+        while self._held > self._max_models:
             _, dropped = self._reads.popitem(last=False)
-            self._held -= len(dropped.rows)
+            self._held -= dropped.weight
 
 
 def _identity(irep: Mapping[str, Any]) -> tuple[str, str, Any]:

@@ -208,8 +208,8 @@ def test_a_row_the_model_refuses_is_named_by_its_first_row_in_stored_order() -> 
 def test_the_cache_keeps_one_version_per_replica_and_reads_any_other_afresh(
     validations: list[int],
 ) -> None:
-    cache = RowsCache(max_rows=25)
-    first = paused(10, status(10, conditions=1))
+    cache = RowsCache(max_models=25)
+    first = paused(10, status(10, conditions=1))  # 10 rows and 1 condition model: 11
     rows = cache.read(first, max_rows=BOUND)
     assert validations[0] == 1
     assert cache.read(first, max_rows=BOUND) is rows and validations[0] == 1
@@ -219,10 +219,16 @@ def test_the_cache_keeps_one_version_per_replica_and_reads_any_other_afresh(
     assert cache.last_read(rebuilt) is None
     cache.read(rebuilt, max_rows=BOUND)
     assert validations[0] == 3 and len(cache) == 1
-    for n in range(3):  # 10 rows each: the least recently read go past 25 rows
+    for n in range(3):  # 11 models each: the least recently read go past 25
         other = paused(10, status(10, conditions=1))
         other["metadata"]["uid"] = f"other-{n}"
         cache.read(other, max_rows=BOUND)
     assert len(cache) == 2
-    with pytest.raises(StatusDecodeFailed):
-        cache.read(paused(10, status(10, conditions=1)), max_rows=5)
+    huge = paused(30, status(30, conditions=1))  # 31 models: read, never kept
+    cache.read(huge, max_rows=BOUND)
+    assert cache.last_read(huge) is None and len(cache) == 2
+    kept = cache.read(other, max_rows=BOUND)
+    assert cache.last_read(other) is kept
+    with pytest.raises(StatusDecodeFailed):  # a status that can't be read keeps nothing
+        cache.read(other, max_rows=5)
+    assert cache.last_read(other) is None
