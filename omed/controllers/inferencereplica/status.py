@@ -195,14 +195,17 @@ class RowsCache:
     changes it), so a status built by hand with a version seen before is read afresh. At most
     ``max_models`` models are kept (rows, and their classes' nested models: about 0.7 KiB
     each, so some 70 MiB), the least recently read replicas dropped first; a replica whose
-    rows alone hold more is read afresh on every pass, and a replica whose status can't be
-    read keeps nothing.
+    rows alone hold more is read afresh on every pass (the pass still gets its rows:
+    :meth:`take`), and a replica whose status can't be read keeps nothing.
     """
 
     def __init__(self, *, max_models: int = 100_000) -> None:
         self._max_models = max_models
         self._reads: OrderedDict[str, _Read] = OrderedDict()
         self._held = 0
+        self._handed: tuple[str, _Read] | None = None
+        """The last read, kept or not, until the pass that read it takes it
+        (:meth:`take`)."""
 
     def read(self, irep: Mapping[str, Any], *, max_rows: int | None) -> Rows:
         """The rows of ``irep`` (a cached JSON object) under ``max_rows``; raises
@@ -218,19 +221,32 @@ class RowsCache:
             self._reads.move_to_end(uid)
             return read.rows
         self.forget(uid)
+        self._handed = None
         models, weight = _decode(status, max_rows=max_rows)
-        rows = _by_index(models)
+        read = _Read(version, status, max_rows, _by_index(models), weight)
+        self._handed = (uid, read)
         if weight <= self._max_models:
-            self._keep(uid, _Read(version, status, max_rows, rows, weight))
-        return rows
+            self._keep(uid, read)
+        return read.rows
 
     def last_read(self, irep: Mapping[str, Any]) -> Rows | None:
-        """The rows :meth:`read` gave for this very object (any bound), else ``None``."""
+        """The rows :meth:`read` gave for this very object (any bound), if it keeps them."""
         uid, version, status = _identity(irep)
         read = self._reads.get(uid)
         if read is None or read.status is not status or read.version != version:
             return None
         return read.rows
+
+    def take(self, irep: Mapping[str, Any]) -> Rows | None:
+        """The rows :meth:`read` gave for this very object: the last read (handed over once,
+        kept or not), else one it keeps; ``None`` for an object it didn't read."""
+        uid, version, status = _identity(irep)
+        handed, self._handed = self._handed, None
+        if handed is not None:
+            handed_uid, read = handed
+            if handed_uid == uid and read.status is status and read.version == version:
+                return read.rows
+        return self.last_read(irep)
 
     def forget(self, uid: str) -> None:
         read = self._reads.pop(uid, None)
@@ -312,7 +328,7 @@ def in_list_form(irep: Mapping[str, Any], *, max_rows: int | None) -> Mapping[st
 def observed_rows(irep: Mapping[str, Any]) -> Rows:
     """``irep``'s rows for the planner: what :func:`in_list_form` read, or, for an object it
     didn't read (tests, lists), decoded now with no bound (a list needs none)."""
-    rows = ROWS.last_read(irep)
+    rows = ROWS.take(irep)
     if rows is not None:
         return rows
     return _by_index(decode_rows_from_status(irep.get("status")))

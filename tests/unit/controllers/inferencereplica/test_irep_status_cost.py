@@ -27,10 +27,10 @@ from omed.controllers.inferencereplica.encoding import StatusEncodingSettings
 from omed.controllers.inferencereplica.expectations import Expectations
 from omed.controllers.inferencereplica.model import PlanSettings
 from omed.controllers.inferencereplica.status import (
+    ROWS,
     RowsCache,
     StatusDecodeFailed,
     decode_rows_from_status,
-    observed_rows,
 )
 from omed.metrics import REGISTRY
 from omed.statuscodec import COLUMNAR_V2, encode_columnar
@@ -164,7 +164,7 @@ async def test_a_status_at_the_bound_is_validated_once_per_class_and_once_per_ve
     assert validations[0] == 3  # one per class (was: one per row, 2,000)
     assert [verb for verb, _ in kube.calls] == ["status"]  # the paused summary
     validations[0] = 0
-    rows = observed_rows(irep)
+    rows = ROWS.last_read(irep)
     again = InferenceReplicaReconciler(  # a pod event later: the same version, read again
         client=kube,
         replicas=Cache(irep),
@@ -177,7 +177,19 @@ async def test_a_status_at_the_bound_is_validated_once_per_class_and_once_per_ve
     )
     await again.reconcile(KEY)
     assert validations[0] == 0  # nothing validated for a version already read
-    assert observed_rows(irep) is rows
+    assert ROWS.last_read(irep) is rows is not None
+
+
+async def test_a_replica_whose_rows_the_cache_wont_keep_is_still_managed(
+    monkeypatch: pytest.MonkeyPatch, validations: list[int]
+) -> None:
+    irep = paused(50, status(50, conditions=1, classes=50))  # 100 models: past a cap of 10
+    monkeypatch.setattr(ROWS, "_max_models", 10)
+    run, kube, sink = reconciler(irep)
+    assert await run.reconcile(KEY) == Result()
+    assert sink.seen == []  # read under the bound and planned (was: cardinality_limit)
+    assert [verb for verb, _ in kube.calls] == ["status"]
+    assert validations[0] == 50 and ROWS.last_read(irep) is None
 
 
 def test_decoding_at_the_bound_shares_each_class_and_stays_cheap(validations: list[int]) -> None:
