@@ -309,7 +309,7 @@ class Manager:
     def __init__(self, install: OmeInstall, *, log_path: Path, profile: Path | None = None) -> None:
         self.install = install
         self.metrics_port, self.health_port = free_port(), free_port()
-        webhook_port = free_port()
+        webhook_port = self.webhook_port = free_port()
         argv, env = install.manager_command(
             MANAGER_POD,
             metrics_port=self.metrics_port,

@@ -214,6 +214,8 @@ func rawRequest(url *neturl.URL, body []byte) []byte {
 func main() {
 	url := flag.String("url", "", "webhook URL")
 	caFile := flag.String("ca", "", "PEM file of the CA that signed the server's certificate")
+	serverName := flag.String("servername", "", "the name the server's certificate is checked "+
+		"against (default: the URL's host)")
 	bodyFile := flag.String("bodies", "", "file of request bodies, one JSON document per line")
 	rate := flag.Float64("rate", 1000, "requests per second")
 	duration := flag.Float64("duration", 10, "seconds of load")
@@ -246,7 +248,7 @@ func main() {
 		fail(fmt.Errorf("no request body in %s", *bodyFile))
 	}
 
-	config := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	config := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12, ServerName: *serverName}
 	checks := &checker{}
 	var client sender
 	switch *mode {
