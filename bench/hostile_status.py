@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/hostile_status.py [--instances 20000] [--rate 100]
 
-Issue 18, item 1: a standalone, paused InferenceReplica of 20,000 Instances whose ColumnarV2
+The hostile status: a standalone, paused InferenceReplica of 20,000 Instances whose ColumnarV2
 status held 20,000 identical rows of 32 conditions each (6.6 KB of columns) cost the leader
 14 s of CPU and 1 GiB, and the InferenceService webhook, served by the same event loop,
 answered with a p99 of 13.3 s, past the chart's 10 s webhook timeout.
@@ -24,7 +24,7 @@ stime) and RSS are sampled every :data:`SAMPLE` seconds meanwhile.
 2. ``worst_admitted``: its status is replaced (through the status subresource) with the worst
    one the bounds admit: every row its own class (a distinct incarnation) with 8 conditions
    (53 cells a row, 1,060,000 in all, under the cell bound of 1,280,000).
-3. ``issue``: the issue's status, 20,000 identical rows of 32 conditions (refused as ``size``).
+3. ``hostile``: that status, 20,000 identical rows of 32 conditions (refused as ``size``).
 
 Each phase reports the leader's passes over the replica (``controller_runtime_reconcile_total``
 of the InferenceReplica controller), its CPU seconds in all and per pass (a manager that
@@ -369,7 +369,7 @@ async def run(args: argparse.Namespace, plane: ControlPlane, workdir: Path) -> d
                 return "conditions.1.type" not in (columns.get("columns") or {}) and bool(columns)
 
             worst = encode_columnar(rows(n, conditions=8, distinct=True))
-            issue = encode_columnar(rows(n, conditions=32))
+            hostile = encode_columnar(rows(n, conditions=32))
             results = [
                 await phase(
                     "admitted",
@@ -397,17 +397,17 @@ async def run(args: argparse.Namespace, plane: ControlPlane, workdir: Path) -> d
             results[-1]["status_bytes"] = encoded_size(worst)
             results.append(
                 await phase(
-                    "issue",
+                    "hostile",
                     manager=manager,
                     load=load,
                     rate=args.rate,
-                    write=replace_with(issue),
+                    write=replace_with(hostile),
                     done=lambda: _either(refused(), rewritten()),
                     load_seconds=args.load_seconds,
                     idle=idle,
                 )
             )
-            results[-1]["status_bytes"] = encoded_size(issue)
+            results[-1]["status_bytes"] = encoded_size(hostile)
             lines = manager.log_path.read_text(errors="replace").splitlines()
             refusal = [ln for ln in lines if "Cannot decode per-Instance status" in ln]
             return {
@@ -427,7 +427,7 @@ async def run(args: argparse.Namespace, plane: ControlPlane, workdir: Path) -> d
 
 
 async def _either(first: Any, second: Any) -> bool:
-    """``first`` or ``second`` (both awaited): the issue's status refused, or (before the
+    """``first`` or ``second`` (both awaited): the hostile status refused, or (before the
     fix) decoded and rewritten."""
     one, two = await first, await second
     return bool(one or two)

@@ -1,4 +1,4 @@
-"""A tiny status that stalled the leader and its webhooks (issue 18, item 1), against the
+"""A tiny status that stalled the leader and its webhooks, against the
 manager as the charts deploy it.
 
 Before: a standalone, paused InferenceReplica of 20,000 Instances whose ColumnarV2 status

@@ -71,7 +71,7 @@ def test_the_bound_is_64_cells_a_row_of_the_row_bound_and_never_below_2048_rows(
     assert cell_bound(1) == cell_bound(2048) == MIN_CELL_BOUND == 131_072
 
 
-def test_the_issues_status_is_refused_as_size_naming_rows_cells_and_the_bound() -> None:
+def test_20000_rows_of_32_conditions_are_refused_as_size_naming_rows_cells_and_the_bound() -> None:
     hostile = columns(20000, conditions=32)  # 6.6 KB: the class table shares every value
     started = time.process_time()
     with pytest.raises(DecodeError) as caught:

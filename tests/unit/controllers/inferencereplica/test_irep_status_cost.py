@@ -1,4 +1,4 @@
-"""What reading a stored status costs the controller (issue 18, item 1).
+"""What reading a stored status costs the controller.
 
 A ColumnarV2 status of 20,000 identical rows with 32 conditions each is 6.6 KB of columns;
 validating each row into its own model cost the leader 14 s of CPU and 1 GiB per pass. Now
@@ -79,8 +79,8 @@ def status(count: int, *, conditions: int, classes: int = 1) -> dict[str, Any]:
 
 
 def paused(count: int, stored: dict[str, Any]) -> dict[str, Any]:
-    """A paused standalone InferenceReplica of ``count`` Instances and no pods, as in the
-    issue: the planner writes no pod, and the pass is all about the status."""
+    """A paused standalone InferenceReplica of ``count`` Instances and no pods, as the hostile
+    status was found on: the planner writes no pod, and the pass is all about the status."""
     irep = copy.deepcopy(IREP)
     irep["metadata"]["uid"] = f"uid-{id(stored)}"
     irep["spec"]["replicas"] = count
@@ -126,7 +126,7 @@ def failures(reason: str) -> float:
     return value or 0.0
 
 
-async def test_the_issues_status_is_refused_as_size_at_once_with_the_decode_failure_event(
+async def test_20000_rows_of_32_conditions_are_refused_as_size_with_the_decode_failure_event(
     validations: list[int], caplog: pytest.LogCaptureFixture
 ) -> None:
     hostile = paused(BOUND, status(BOUND, conditions=32))
