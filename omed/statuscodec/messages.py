@@ -22,9 +22,18 @@ REASON_SIZE_EXCEEDED: Final = "StatusSizeExceeded"
 """Warning: the API server rejected a status write as too large."""
 
 
-def decode_failed_message(*, namespace: str, name: str, reason: str) -> str:
-    """``InferenceReplica <ns>/<name>: per-Instance status cannot be decoded (<reason>)``."""
-    return f"InferenceReplica {namespace}/{name}: per-Instance status cannot be decoded ({reason})"
+def decode_failed_message(
+    *, namespace: str, name: str, reason: str, detail: str | None = None
+) -> str:
+    """``InferenceReplica <ns>/<name>: per-Instance status cannot be decoded (<reason>)``; for
+    ``size`` (omed's own reason, which the page doesn't list), followed by ``: <detail>``,
+    the rows x cells and the bound, since the reason alone doesn't say what is too large."""
+    message = (
+        f"InferenceReplica {namespace}/{name}: per-Instance status cannot be decoded ({reason})"
+    )
+    if reason == "size" and detail:
+        message += f": {detail}"
+    return message
 
 
 def converted_message(*, namespace: str, name: str, old: str, new: str) -> str:

@@ -460,7 +460,9 @@ class InferenceReplicaReconciler:
             names.MSG_STATUS_DECODE_FAILED,
             extra=kv(key=key, reason=err.reason, detail=err.detail[:1000]),
         )
-        message = decode_failed_message(namespace=namespace or "", name=name, reason=err.reason)
+        message = decode_failed_message(
+            namespace=namespace or "", name=name, reason=err.reason, detail=err.detail
+        )
         self._events.event(irep, type=WARNING, reason=REASON_DECODE_FAILED, message=message)
 
     def _too_large(self, key: str, irep: Mapping[str, Any], outcome: Outcome) -> None:
