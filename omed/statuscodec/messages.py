@@ -26,8 +26,9 @@ def decode_failed_message(
     *, namespace: str, name: str, reason: str, detail: str | None = None
 ) -> str:
     """``InferenceReplica <ns>/<name>: per-Instance status cannot be decoded (<reason>)``; for
-    ``size`` (omed's own reason, which the page doesn't list), followed by ``: <detail>``,
-    the rows x cells and the bound, since the reason alone doesn't say what is too large."""
+    ``size`` (omed's own reason, beyond the product documentation's list), followed by
+    ``: <detail>``, the rows x cells and the bound, since the reason alone doesn't say what is
+    too large."""
     message = (
         f"InferenceReplica {namespace}/{name}: per-Instance status cannot be decoded ({reason})"
     )

@@ -59,7 +59,8 @@ TEST_VALUES: dict[str, Any] = {
     }
 }
 """The ome-resources values the tests install with, over the chart's own: the short
-leader election timings, the pages' example batch sizes, OMENative as the default mode."""
+leader election timings, the batch sizes of the product documentation's examples
+("Configuring the controller manager"), OMENative as the default mode."""
 
 
 async def wait_until(
