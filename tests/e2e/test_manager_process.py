@@ -344,9 +344,14 @@ async def test_an_edit_to_a_cached_entry_is_seen_within_the_ttl(
         f"--config-cache-ttl={ttl:g}s",
     )
     await manager.wait_ready()
-    assert manager.probe("/readyz?verbose") == (
-        200,
-        "[+]webhook ok\n[+]leader ok\nreadyz check passed\n",
+    # Ready as a standby, then briefly not once it leads and its informers sync (the webhook
+    # process takes a second or two to start, about when a Lease left by an earlier test
+    # expires): wait for the leader's readiness.
+    verbose = (200, "[+]webhook ok\n[+]leader ok\nreadyz check passed\n")
+    await managers.wait_until(
+        lambda: manager.is_leader() and manager.probe("/readyz?verbose") == verbose,
+        timeout=30,
+        what="the leader ready",
     )
     assert defaulted_min_replicas(port, context) == 1  # the cache now holds a fresh read
     await manager_config(deploy={"replicas": {"minReplicas": 2}})
