@@ -5,8 +5,8 @@ fails InferenceService and InferenceReplica writes cluster-wide. The manager's e
 the leader's reconciles, which are CPU work in Python: a pass over a 20,000-Instance replica
 holds the loop for about a second, and a 20,000-row status of 32 conditions a row held it
 for 14 s. On that loop every admission waited behind them: p99 2.8 s (13.3 s with 32
-conditions a row). The choices, measured (docs/performance.md, "Admission while the leader
-reconciles"):
+conditions a row). The choices, measured (docs/performance.md, "Huge statuses and
+admission"):
 
 * yielding inside a reconcile (``await asyncio.sleep(0)`` every N rows) needs the pure planner
   to become a coroutine, and bounds the wait only by the costliest step between two yields;
