@@ -8,7 +8,7 @@ background task writes to the API server.
 
 Invariants:
 
-* Budget (product page "Tune the per-object event budget"): each (source component,
+* Budget: each (source component,
   involved object, event type) has a token bucket of ``burst`` events that regains one event
   every ``refill_interval`` (defaults: client-go's 25 and 300 s). Every emission takes a
   token, a repeat included; an emission that finds the bucket empty is dropped silently: a

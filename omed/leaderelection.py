@@ -45,11 +45,11 @@ lease``, ``successfully acquired lease``, ``failed to renew lease`` (the leader 
 ``released leader lease``, ``failed to release leader lease``, ``new leader elected``,
 ``failed to acquire or renew lease`` for a single failed attempt (info: it names the API
 error), and ``lease too old to write; refusing writes until it is renewed`` when the
-fence refuses a write. The product pages' ``leader election lost`` is the message of
+fence refuses a write. ``leader election lost`` is the message of
 :class:`LeaderElectionLost`, which the manager logs with ``Failed to start manager``.
 
-Note: the product pages say a leader that stops keeps its Lease until it expires (upstream
-leaves client-go's ``ReleaseOnCancel`` off). :meth:`release` exists for a graceful handover;
+Note: in upstream OME a leader that stops keeps its Lease until it expires (upstream leaves
+client-go's ``ReleaseOnCancel`` off). :meth:`release` exists for a graceful handover;
 whether the manager calls it on stop is the manager's decision.
 """
 

@@ -1,7 +1,7 @@
 """Structured logs in zap's console or JSON form.
 
-The product pages quote log lines (``Waited before sending request``, ``OMENative scale-down
-wave``, ``Failed to start manager`` ...) and users grep for them, so every log call passes the
+Users grep for exact log lines (``Waited before sending request``, ``OMENative scale-down
+wave``, ``Failed to start manager`` ...), so every log call passes the
 exact message as its first argument and the key-values separately: ``log.info("msg",
 extra={"kv": {...}})`` or, shorter, :func:`kv`. The console form is
 ``<time>\t<LEVEL>\t<logger>\t<message>\t{"key": value}`` as controller-runtime's zap console

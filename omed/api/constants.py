@@ -5,7 +5,7 @@ user's selectors, dashboards and scripts match them byte for byte, and the pods,
 controllers of one cluster must agree on them. So every such string lives here, once, and
 the rest of omed imports it; nothing else spells an ``ome.io/`` key by hand.
 
-Where upstream fixes a name (see the project's spec/upstream-api.md) we use it as is. The
+Where upstream fixes a name we use it as is. The
 pod labels for an Instance's incarnation and revision are omed's choice, ``ome.io/incarnation``
 and ``ome.io/revision``: they follow the ``ome.io/instance-index`` pattern and are the keys a
 realistic OME serving pod carries.

@@ -1,6 +1,6 @@
 """The report of ``kubectl ome instance status``, from objects already read.
 
-Why: the page's ``status`` shows one Instance: the row OME recorded, the migrations it takes
+Why: ``status`` shows one Instance: the row OME recorded, the migrations it takes
 part in, and its live pods with their Warning events. This module decides every row from the
 InferenceService, the component's replica (through :mod:`omed.cli.instances`), the runtime,
 the manager's ``deploy`` entry, the pods and the events, with no I/O, so every rule is tested
@@ -32,7 +32,7 @@ from omed.controllers.inferenceservice.project import resolve_mode
 from omed.webhooks.migration import CREDENTIAL_PATTERNS
 
 MAX_PODS: Final = 16
-"""The page: an Instance with more pods shows the 16 most likely to explain a problem."""
+"""An Instance with more pods shows the 16 most likely to explain a problem."""
 VALUE_WIDTH: Final = 61
 """The table cuts a value to this many characters and ``...``; ``-o wide`` never does."""
 
@@ -44,7 +44,7 @@ WAITING_TOKENS: Final = (
     "PodGroupTerminating",
     "Paused",
 )
-"""The ``waiting`` tokens the CLI recognises (the page); any other shows as ``Unknown``."""
+"""The ``waiting`` tokens the CLI recognises; any other shows as ``Unknown``."""
 STRATEGIES: Final = ("SurgeThenDrain", "RecreatePod", "InPlaceIfPossible", "InPlaceOnly")
 
 REPORTED: Final = "Reported"

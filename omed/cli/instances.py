@@ -2,10 +2,10 @@
 
 Why a module of its own: what the plugin shows is decided here, from the InferenceService and
 the InferenceReplicas the shell (:mod:`omed.cli.kubectl_ome`) read, with no I/O, so that every
-rule of the product page (which replicas count, how current their status is, what a row
-shows, when a Held block may be released) is tested without a cluster.
+rule (which replicas count, how current their status is, what a row shows, when a Held block
+may be released) is tested without a cluster.
 
-Which replicas count (page "Which replicas the command reads"): a replica *claims* the
+Which replicas count: a replica *claims* the
 InferenceService when its ``spec.parentRef.name``, its ``ome.io/inferenceservice`` label or a
 controller owner reference names it. A claimant is read only when it passes every identity
 check (:func:`identity_problems`); one that fails is left out and reported: its component's

@@ -1,10 +1,10 @@
 """``kubectl-ome``: the ``kubectl ome`` plugin (kubectl runs any ``kubectl-ome`` on the PATH).
 
-Why: the product page "kubectl ome instance" defines the interface; this module is its entry
-point: the flags, the reads and where each line goes. What the reports say is decided in
-:mod:`omed.cli.instances` and :mod:`omed.cli.instance_status`, without I/O.
+Why: the plugin's flags, output and exit codes are an interface users script against; this
+module is its entry point: the flags, the reads and where each line goes. What the reports
+say is decided in :mod:`omed.cli.instances` and :mod:`omed.cli.instance_status`, without I/O.
 
-Built so far: the page's four ``instance`` subcommands: ``list``, ``retry-blocks`` and
+Built so far: the four ``instance`` subcommands: ``list``, ``retry-blocks`` and
 ``status``, which only read, and the guarded ``release-held``; and ``wait
 --for=held-revision=unheld``. The ``migration`` and ``get`` commands, and waiting for a
 migration, are not built yet (docs/kubectl-ome.md).
@@ -94,7 +94,7 @@ STATUS_OUTPUTS: Final = ("table", "wide", "json", "yaml")
 CONFIG_NAME: Final = "inferenceservice-config"
 DEFAULT_MANAGER_NAMESPACE: Final = "ome"
 DEFAULT_WAIT: Final = 60.0
-"""The page: without --timeout, kubectl ome wait stops after 60 seconds."""
+"""Without --timeout, kubectl ome wait stops after 60 seconds."""
 WAIT_POLL: Final = 1.0
 WAIT_CONDITIONS: Final = ("held-revision=unheld", "migration=terminal")
 
@@ -272,7 +272,7 @@ def _check(args: argparse.Namespace) -> None:
             '"kubectl ome instance" needs a subcommand: list, retry-blocks, status or release-held'
         )
     if args.subcommand == "release-held" and args.output == "wide":
-        args.output = "table"  # the page: release-held treats -o wide as table
+        args.output = "table"  # release-held treats -o wide as table
     allowed = STATUS_OUTPUTS if args.subcommand == "status" else OUTPUTS
     if args.output not in allowed:
         raise UsageError(

@@ -1,8 +1,8 @@
 """``ome-status-preflight``: check a fleet before and after a switch of the Instance status
 encoding, and repair a damaged status.
 
-Why: the product page ("Check a fleet with ome-status-preflight", "Repair a damaged status")
-defines the tool's interface, and this module is its entry point: the flags, the exit codes
+Why: the tool's flags, report lines and exit codes are an interface operators script
+against, and this module is its entry point: the flags, the exit codes
 and where each line goes. The work is elsewhere: the inventory in
 :mod:`omed.cli.preflight_inventory`, the read-only checks in :mod:`omed.cli.preflight_checks`,
 the report in :mod:`omed.cli.preflight_report`, the repair in :mod:`omed.cli.preflight_repair`.

@@ -1,8 +1,8 @@
 """The inventory of ome-status-preflight: what every cluster should run and how to reach it.
 
 Why a strict model: the inventory is the operator's statement of the fleet's intended state,
-and the tool's verdicts are only as good as it. The product page says it has *no defaults*,
-so every field must be written out; a misspelled key (``kubeConfig``) or a stray one would
+and the tool's verdicts are only as good as it. It has *no defaults*, so every field must
+be written out; a misspelled key (``kubeConfig``) or a stray one would
 otherwise be dropped silently and the check would run against something the operator didn't
 mean. So every level forbids unknown keys and requires every field, values are typed strictly
 (``"500"`` is not a page size, ``true`` is not a number), and the ``omenativeStatus`` block is

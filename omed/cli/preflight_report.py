@@ -1,7 +1,7 @@
 """The fleet check's report: text for people, JSON for scripts, and the exit code.
 
-Why one module: the report lines are part of the tool's interface (the product page quotes
-``result: GO (2 clusters)`` and the ``- <reason>: <detail>`` lines, and operators grep them),
+Why one module: the report lines are part of the tool's interface (operators grep
+``result: GO (2 clusters)`` and the ``- <reason>: <detail>`` lines),
 so every line is built here, from one place, and docs/preflight.md shows each.
 
 Invariants: the text and the JSON report say the same thing (same verdicts, problems, counts,

@@ -28,7 +28,7 @@ from omed.statuscodec import GUARDED_ACTION_MAX_ROWS
 
 ACTION: Final = "instance release-held"
 BUDGET_SECONDS: Final = 45.0
-"""The page: release-held has 45 seconds in all, including the time the prompt waits."""
+"""release-held has 45 seconds in all, including the time the prompt waits."""
 VALUE_WIDTH: Final = 53
 PREVIEW_TITLE: Final = "HELD RELEASE PREVIEW"
 HINT: Final = "Use -o json or -o yaml for full values."
@@ -105,7 +105,7 @@ def check(collection: Collection, *, component: str, revision: str, now: int) ->
 def _first_cause(
     collection: Collection, *, component: str, revision: str, now: int
 ) -> Target | str:
-    """The page's causes of the first refusal, checked in order; a Target when none holds."""
+    """The causes of the first refusal, checked in order; a Target when none holds."""
     isvc_name = str((collection.isvc.get("metadata") or {}).get("name"))
     read = collection.components.get(component)
     if read is None or read.source is None:
@@ -217,7 +217,7 @@ def result(
 
 
 def result_rows(report: Mapping[str, Any]) -> list[list[str]]:
-    """The page's FIELD VALUE table of an ActionResult, values cut at 53 characters."""
+    """The FIELD VALUE table of an ActionResult, values cut at 53 characters."""
     target = report["target"]
 
     def yes(value: bool) -> str:

@@ -2,9 +2,9 @@
 
 Why: every reconcile reads the ConfigMap's reconcile-time entries. Reading it from the API
 server each time would make ConfigMap reads a noticeable share of the manager's traffic;
-reading it from a watch would apply edits mid-way through a fleet. The product pages
-promise neither: an edit is seen "within the TTL of the config cache, 30 seconds by
-default", and ``--config-cache-ttl=0`` sends every read to the API server.
+reading it from a watch would apply edits mid-way through a fleet. It does neither: an edit is
+seen within the TTL of the config cache, 30 seconds by default, and
+``--config-cache-ttl=0`` sends every read to the API server.
 
 Invariants:
 

@@ -4,8 +4,8 @@ Why: every duration a user writes for omed (flags such as ``--config-cache-ttl=3
 ConfigMap values such as ``"scaleDownRequeueInterval": "5s"``) was written for OME's Go
 manager, whose charts and docs use Go's ``time.ParseDuration`` syntax. omed must accept
 exactly the same strings and refuse exactly the same strings, with the same error text,
-and print durations the way Go's ``Duration.String`` does (``1h0m0s``), because messages
-quoted in the product pages contain such strings.
+and print durations the way Go's ``Duration.String`` does (``1h0m0s``), because the error
+messages users match contain such strings.
 
 Invariant: :func:`parse_duration_ns` agrees with Go's ``time.ParseDuration`` on every input
 (value or error message), computed in integer nanoseconds like Go, so ``1.5h`` and

@@ -6,8 +6,8 @@ import every entry type from one place.
 
 Why: OME keeps most settings in one ConfigMap, one JSON document per key, written by the
 chart. Some entries are read once when the manager starts and must be valid for it to start
-(the product pages list them: omeAgent, multicluster, omenativeStatus, eventRecorder,
-tpuSliceProvisioning, ingress.enableGatewayAPI and the lifecycle batch settings); the others
+(omeAgent, multicluster, omenativeStatus, eventRecorder, tpuSliceProvisioning,
+ingress.enableGatewayAPI and the lifecycle batch settings); the others
 are read at reconcile time through the TTL cache (see :mod:`omed.config.cache`), where a bad
 entry fails the reconciles that need it and nothing else.
 

@@ -1,10 +1,10 @@
 """The manager's command-line flags, read the way Go's ``flag`` package reads them.
 
-Why: omed replaces OME's Go manager in the same Deployment. The chart, users' patches and
-the product pages pass its flags as Go's ``flag`` package reads them: ``--name=value``,
+Why: omed replaces OME's Go manager in the same Deployment. The chart and users' patches
+pass its flags as Go's ``flag`` package reads them: ``--name=value``,
 ``--name value``, ``-name``, bare booleans and ``--leader-elect=false``, the last
-occurrence winning, so a ``kubectl patch`` that appends a flag overrides the chart's. The
-troubleshooting pages grep for Go's exact error lines, so those are reproduced verbatim.
+occurrence winning, so a ``kubectl patch`` that appends a flag overrides the chart's.
+Operators grep for Go's exact error lines, so those are reproduced verbatim.
 
 How: one :class:`argparse.ArgumentParser`, declared from the flag table, converts the values
 (through :mod:`omed.config.flag_values`), applies the defaults, keeps the last occurrence

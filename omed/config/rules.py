@@ -1,7 +1,7 @@
 """Field rules for inferenceservice-config entries, each with its one error message.
 
-Why: the product pages promise that a bad setting stops the manager with an error that
-"names the value and the rule", such as ``validate lifecycle.scaleDownPodBatchSize: invalid
+Why: a bad setting stops the manager with an error that names the value and the rule,
+such as ``validate lifecycle.scaleDownPodBatchSize: invalid
 lifecycle.scaleDownPodBatchSize "101%" must be between 1% and 100%``. pydantic's own
 messages don't have that shape, so every field of every entry model is validated by one of
 these rules (attached with ``PlainValidator``), and pydantic only carries the result.

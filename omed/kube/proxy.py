@@ -1,8 +1,8 @@
 """Which proxy, if any, a request to the API server goes through: Go's rules, in Python.
 
 Why: operators set ``HTTPS_PROXY`` and ``NO_PROXY`` on the manager pod (``extraEnv``) the
-way they do for every Go controller, and the product page promises Go's standard form: the
-manager sends requests through the proxy in ``HTTPS_PROXY``, except to the hosts, domains and
+way they do for every Go controller, and expect Go's standard form: the manager sends
+requests through the proxy in ``HTTPS_PROXY``, except to the hosts, domains and
 CIDR ranges that ``NO_PROXY`` lists. Python's own ``urllib`` rules differ (no CIDR ranges,
 other wildcard and port rules), so this module follows Go's ``httpproxy.FromEnvironment``
 (what client-go uses) rule for rule:

@@ -5,8 +5,8 @@ Why: this is the one place that knows every part, so the parts don't know each o
 documented order, builds the parts, and hands them to :class:`omed.manager.lifecycle.Manager`.
 
 API clients, each with its own ``--kube-api-qps`` / ``--kube-api-burst`` limiter, as
-client-go gives each of a manager's clients its own (the product page: the rate limit
-"caps the requests that each of the manager's API clients sends"):
+client-go gives each of a manager's clients its own (the rate limit caps the requests that
+each of the manager's API clients sends):
 
 * the controllers' client: start-up reads, informers, reconciles, the config cache; with
   leader election, each of its writes passes the Lease's fence (:mod:`omed.manager.fencing`);

@@ -3,7 +3,7 @@
 Why this module exists: a manager that starts with a configuration it can't honour does
 damage later, far from the cause (a status block it can't write, a CRD that drops the
 columns it stores). So every replica checks its inputs before it serves anything, and
-stops with one documented line that the product pages' troubleshooting greps find:
+stops with one fixed line that an operator's grep finds:
 
 1. the flags (:mod:`omed.config.flags`, exit 2), then the leader election timing
    (``Invalid leader election timing``, exit 1);
@@ -230,7 +230,7 @@ async def detect_policy_crds(client: ClusterReader) -> tuple[dict[str, bool], li
     """Which optional policy CRDs the cluster has, read once at start (FeatureGates fields),
     and the errors of the reads that failed.
 
-    The product page: the manager "looks for the CRDs only when it starts". A CRD that
+    The manager looks for the CRDs only when it starts. A CRD that
     can't be read counts as absent: the feature stays off, which refuses references to it
     with a message that says so, rather than stopping the manager.
     """

@@ -13,9 +13,8 @@ A row is then a copy of its class's template with its ``index`` set, made by C-l
 over all rows (``map`` of ``dict.copy``, ``operator.setitem``); its nested values are the
 template's, shared by the rows of the class (read-only by contract; ``share_nested=False``
 copies them per row). The garbage collector is left alone: a pure function has no business
-with process-wide state (an earlier version paused it and promoted the new rows, and the
-check it needed, ``gc.get_freeze_count()``, walks every frozen object: 15 ms per decode in the
-manager).
+with process-wide state (pausing it and promoting the new rows would need a check,
+``gc.get_freeze_count()``, that walks every frozen object: 15 ms per decode in the manager).
 
 Invariant: :func:`decode_columnar` returns rows that satisfy the row schema, or raises
 :class:`DecodeError`; it raises nothing else for any input.

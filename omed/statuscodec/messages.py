@@ -1,10 +1,9 @@
-"""Event reasons and messages about an InferenceReplica's status encoding, quoted from the
-product page "Change the Instance status encoding".
+"""Event reasons and messages about an InferenceReplica's status encoding.
 
 Users filter events by these reasons (``kubectl get events --field-selector reason=...``) and
 match these messages, so they live here once and the controller imports them.
 
-Invariant: each message contains the page's quoted phrase verbatim:
+Invariant: each message contains its fixed phrase verbatim:
 ``per-Instance status cannot be decoded (<reason>)``,
 ``per-Instance status was rewritten from <old> to <new>`` and
 ``status write of <n> bytes (<encoding>)``.
@@ -26,9 +25,9 @@ def decode_failed_message(
     *, namespace: str, name: str, reason: str, detail: str | None = None
 ) -> str:
     """``InferenceReplica <ns>/<name>: per-Instance status cannot be decoded (<reason>)``; for
-    ``size`` (omed's own reason, beyond the product documentation's list), followed by
-    ``: <detail>``, the rows x cells and the bound, since the reason alone doesn't say what is
-    too large."""
+    ``size`` (a reason omed adds to OME's, see :data:`~omed.statuscodec.errors.DecodeReason`),
+    followed by ``: <detail>``, the rows x cells and the bound, since the reason alone doesn't
+    say what is too large."""
     message = (
         f"InferenceReplica {namespace}/{name}: per-Instance status cannot be decoded ({reason})"
     )

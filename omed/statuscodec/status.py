@@ -1,6 +1,6 @@
 """Reading and writing an InferenceReplica's rows in whichever encoding the status holds.
 
-The page "Change the Instance status encoding" fixes the rules this module implements:
+The rules this module implements:
 
 * A status holds its rows either as the list ``instanceStatuses`` (``instanceStatusEncoding``
   absent: DenseV1) or as ``instanceStatusColumns`` (``instanceStatusEncoding: ColumnarV2``),

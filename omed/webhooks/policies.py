@@ -2,9 +2,9 @@
 
 Why: both kinds are alpha and off by default. On a cluster without the feature, no
 controller resolves a reference, so an admitted one would silently do nothing, or hold the
-component forever. The product page says: "the InferenceService webhook rejects
-InferenceServices that reference that kind of policy, with AutoscalerPolicyFeatureDisabled
-or RolloutPolicyRefUnsupported in the error". The manager decides at startup whether each
+component forever. So the InferenceService webhook rejects InferenceServices that
+reference that kind of policy, with AutoscalerPolicyFeatureDisabled or
+RolloutPolicyRefUnsupported in the error. The manager decides at startup whether each
 feature is on (it looks for the CRDs, as upstream does) and passes :class:`FeatureGates`.
 
 Where references live, as upstream OME writes them:
