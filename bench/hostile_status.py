@@ -33,7 +33,7 @@ first, taken out: ``webhook_cpu_taken_out_seconds``), the wall time of those pas
 (``controller_runtime_reconcile_time_seconds``), its RSS before, at its peak and after (and
 the delta), the webhook's p50/p99/max (from each request's due time, so a stalled server pays
 for its queue), and the webhook server process's own CPU and RSS (``webhook_process``;
-absent on a manager that serves the webhooks on its own loop, as before the fix).
+absent on a manager that serves the webhooks on its own loop).
 For the figures before a change, run this script from another checkout (``git worktree add
 DIR <commit>``, with this file, ``bench/converge.py`` and ``bench/loadgen/main.go`` copied
 there): the manager runs from the checkout the script is in.

@@ -4,7 +4,7 @@
 
 Why this script exists: the pod cache sees every pod event of the cluster, so its hot path
 (decode + transform + store + dispatch) and its memory per pod bound how large a fleet one
-manager can follow. The issue's goals: >= 15x kubernetes-asyncio's ``Watch``, >= 40% of a
+manager can follow. The goals: >= 15x kubernetes-asyncio's ``Watch``, >= 40% of a
 bare ``orjson.loads`` loop over the same stream, and <= 3 KiB per cached pod.
 
 What it does:

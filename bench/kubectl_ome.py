@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/kubectl_ome.py [--rows 20000] [--repeat 5]
 
-The page: the plugin reads ColumnarV2 InferenceReplicas of up to 20,000 rows. This bench
+The plugin reads ColumnarV2 InferenceReplicas of up to 20,000 rows. This bench
 builds an InferenceService with an engine of ``--rows`` Instances (stored as ColumnarV2, as
 the manager stores them, and as a DenseV1 list), a decoder of 64 and a router of 4, and
 times, in this process and with no cluster, the work the plugin does after its reads: sorting

@@ -20,12 +20,12 @@ tests). The codec itself never touches the collector.
 
 The fleets (rows sorted by index, as the controller writes them):
 
-* ``steady``: the issue's steady fleet, every Instance Ready on one revision; 95% in
-  incarnation 1, the rest replaced once or twice at random places; readySince from 200
-  creation batches (100 Instances each, about 30 s apart) or from one of 50 repair moments
-  for the replaced ones. A row holds index, incarnation, phase, both revisions, the three pod
-  counts, admitted, readySince and activeOrdinal: 5,068,891 bytes as a list and 64,394 for
-  zlib -9 of it, the issue's "about 5.1 MB" and "about 65 KB".
+* ``steady``: the steady fleet the size goals are set on, every Instance Ready on one
+  revision; 95% in incarnation 1, the rest replaced once or twice at random places;
+  readySince from 200 creation batches (100 Instances each, about 30 s apart) or from one of
+  50 repair moments for the replaced ones. A row holds index, incarnation, phase, both
+  revisions, the three pod counts, admitted, readySince and activeOrdinal: 5,068,891 bytes
+  as a list and 64,394 for zlib -9 of it (the goals assume about 5.1 MB and about 65 KB).
 * ``mid_rollout``: a SurgeThenDrain rollout from revision A to B over the index range; 40% on
   B (new incarnation, readySince from waves of 250), 5% Updating with an operation (id, step,
   times per wave, surge index, a few waiting on Unschedulable), the rest still on A as in

@@ -1,7 +1,7 @@
 """Work queue throughput: add/get/done cycles per second, printed as JSON.
 
 Why this script exists: the controller's hot path is one add, one get and one done per
-reconcile; the issue asks for >= 150,000 such cycles a second with metrics on. This measures,
+reconcile; the goal is >= 150,000 such cycles a second with metrics on. This measures,
 on one event loop (uvloop when installed, else asyncio's), with 1 and 8 worker tasks:
 
 * ``ratelimiting_queue_metrics``: omed's RateLimitingQueue with workqueue metrics on (what a

@@ -59,8 +59,8 @@ TEST_VALUES: dict[str, Any] = {
     }
 }
 """The ome-resources values the tests install with, over the chart's own: the short
-leader election timings, the batch sizes of the product documentation's examples
-("Configuring the controller manager"), OMENative as the default mode."""
+leader election timings, example batch sizes (scale up 50 pods, scale down 10%), OMENative
+as the default mode."""
 
 
 async def wait_until(

@@ -1,6 +1,6 @@
 """Switching the Instance status encoding with the manager as a real process (``python -m omed``).
 
-The product page's flow, as an operator runs it: set the omenativeStatus block, restart the
+The switch as an operator runs it: set the omenativeStatus block, restart the
 manager, check the ``Configured InferenceReplica status representation`` line, watch the
 InferenceReplicas convert (``status.instanceStatusEncoding`` and InstanceStatusConverted
 events), and back again. A damaged status on the way is an InstanceStatusDecodeFailed event,

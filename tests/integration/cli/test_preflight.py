@@ -5,7 +5,7 @@ manager Deployment (never scheduled: there is no scheduler, which the tool doesn
 the inferenceservice-config ConfigMap, the CRDs, and InferenceReplicas whose statuses were
 written through the status subresource in both encodings. The tests then change one thing at a
 time (a ConfigMap, an image, a damaged status, an object changed under a repair) and check the
-report lines and exit codes the product page quotes. One test runs the tool as a subprocess;
+report lines and exit codes operators script against. One test runs the tool as a subprocess;
 the others call it in-process.
 
 The session control plane is shared with other tests, so counts are exact only for the second

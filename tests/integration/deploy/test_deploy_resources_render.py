@@ -1,7 +1,6 @@
 """The ome-resources chart, rendered by the real helm: the manager's arguments, environment,
 volumes and security settings, the ConfigMap entries (parsed by omed.config, so chart and
-manager agree), the webhooks and their certificate, and the failures the product pages
-quote."""
+manager agree), the webhooks and their certificate, and the failure messages users see."""
 
 from __future__ import annotations
 
@@ -43,8 +42,8 @@ from .charts import (
 
 pytestmark = pytest.mark.integration
 
-# The product page "Configure the controller", Step 2, with the chart's defaults: its list
-# has inferenceServiceMaxConcurrentReconciles 8 (the Step 1 example), the chart sets 4.
+# The manager's arguments with the chart's defaults, in their fixed order
+# (inferenceServiceMaxConcurrentReconciles: the chart's 4).
 DEFAULT_ARGS = [
     "--metrics-bind-address=:8080",
     "--leader-elect",
@@ -76,7 +75,7 @@ PAGE_STEP_2 = [
     "--leader-elect-retry-period=8s",
 ]
 
-# The product page's extraEnv example.
+# A proxy and a private CA bundle, set through extraEnv, extraVolumes and extraVolumeMounts.
 PROXY_VALUES: dict[str, Any] = {
     "extraEnv": [
         {"name": "HTTPS_PROXY", "value": "http://proxy.example.com:3128"},
@@ -319,8 +318,8 @@ def test_args_from_set_flags(
 
 
 def test_a_quoted_zero_limit_falls_back_to_the_managers_defaults(render: Render) -> None:
-    """The page: "a 0 doesn't remove a limit: the chart then leaves the flag out, and the
-    manager falls back to 20 requests a second, or a burst of 30". The manager refuses a
+    """A 0 doesn't remove a limit: the chart then leaves the flag out, and the manager falls
+    back to 20 requests a second, or a burst of 30. The manager refuses a
     passed 0 (exit 2, a crash loop), so a quoted "0" must not reach it either."""
     with pytest.raises(FlagError):
         parse_flags(["--kube-api-qps=0"], {})
@@ -347,8 +346,8 @@ def test_default_env(render: Render) -> None:
 
 def test_extra_env_volumes_and_mounts_follow_the_charts_own(render: Render) -> None:
     container = manager(render(controller(**PROXY_VALUES)))
-    # The page: "The chart's two variables come first, and your extraEnv entries follow
-    # them." POD_NAME, which the page doesn't list, comes last (docs/deploy.md).
+    # The chart's two variables come first, and the extraEnv entries follow them; POD_NAME
+    # comes last (docs/deploy.md).
     assert [e["name"] for e in container["env"]] == [
         "POD_NAMESPACE",
         "SECRET_NAME",
@@ -385,7 +384,7 @@ def test_deployment(render: Render) -> None:
     assert spec["replicas"] == 3
     assert spec["selector"] == {"matchLabels": {"control-plane": "ome-controller-manager"}}
     assert spec["template"]["metadata"]["labels"]["control-plane"] == "ome-controller-manager"
-    # the page: "the Deployment replaces its pods one at a time"
+    # the Deployment replaces its pods one at a time
     assert spec["strategy"]["rollingUpdate"] == {"maxSurge": 1, "maxUnavailable": 0}
     pod = spec["template"]["spec"]
     assert pod["serviceAccountName"] == "ome-controller-manager"
@@ -580,7 +579,7 @@ def test_lifecycle_example(render: Render) -> None:
     values = controller(lifecycle={"scaleUpPodBatchSize": 50, "scaleDownPodBatchSize": "10%"})
     data = config_data(render(values))
     entry = json.loads(data["lifecycle"])
-    # the page's jq projection
+    # the three keys an operator checks after setting the batch sizes
     assert {
         k: entry[k]
         for k in ("scaleUpPodBatchSize", "scaleDownPodBatchSize", "scaleDownRequeueInterval")

@@ -2,8 +2,8 @@
 template error (``nil pointer evaluating``, ``can't evaluate field``) and never a rendered
 object the API server or the manager refuses later.
 
-Every message has the form of the product page's omenativeStatus messages: ``<value path>
-must be <what>, got <the value as JSON>``. docs/deploy.md lists them.
+Every message has the form of the omenativeStatus messages: ``<value path> must be <what>,
+got <the value as JSON>``. docs/deploy.md lists them.
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ The server runs in a child process, on the manager's loop (uvloop), with a memor
 1 GiB enforced as the kernel enforces a pod's: this test plays the OOM killer, reading the
 child's RSS every 20 ms and killing it when it passes the limit. (``RLIMIT_AS`` alone, at
 2 GiB here as a backstop for the shared machine, isn't the same fault: Python turns a
-refused allocation into ``MemoryError``, which the server used to catch and answer 400, so
-it "survived" at the limit; a pod over its limit gets no such chance.) Another process
+refused allocation into ``MemoryError``, which a server can catch and answer 400, so it
+"survives" at the limit; a pod over its limit gets no such chance.) Another process
 attacks it over real TLS, at the lowest CPU priority (on a small test machine the attack
 would otherwise take the CPU the server needs; in a cluster it runs elsewhere):
 
@@ -16,8 +16,8 @@ would otherwise take the CPU the server needs; in a cluster it runs elsewhere):
   half never start it; closed ones are opened again at once.
 
 Meanwhile this process, from 127.0.0.2 as the API server would come from its own address,
-sends a valid AdmissionReview on a fresh connection every 0.2 s. Before the server had
-bounds, the buffered bodies passed 1 GiB within seconds and it was killed. With them, every
+sends a valid AdmissionReview on a fresh connection every 0.2 s. Without bounds, the
+buffered bodies pass 1 GiB within seconds and the server is killed. With them, every
 review is answered, each within 1 s, and the server is still up after.
 
 No API server is needed: the clients are the subject. The test prints the latencies, the

@@ -1,4 +1,4 @@
-"""Startup entries of inferenceservice-config: every rule of page 003 and its exact message."""
+"""Startup entries of inferenceservice-config: every rule and its exact message."""
 
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ from omed.config.flags import (
     usage,
 )
 
-# The troubleshooting grep of page 003, for the flag errors.
+# The grep operators run on the manager's log for flag errors.
 TROUBLESHOOTING_GREP = re.compile(
     r'flag provided but not defined|invalid (boolean )?value ".*" for (flag )?-'
 )

@@ -203,9 +203,9 @@ def test_the_benchmark_fleets_meet_the_size_goals() -> None:
         assert encoded_size(encode_columnar(fleet(20_000))) <= 24 * 1024
 
 
-def test_the_benchmark_steady_fleet_is_the_issues() -> None:
-    # The issue measured its steady fleet at about 5.1 MB as a list and about 65 KB for zlib
-    # -9 of it; a bench fleet of other rows would measure another goal.
+def test_the_benchmark_steady_fleet_is_the_one_the_goals_assume() -> None:
+    # The size goals assume a steady fleet of about 5.1 MB as a list and about 65 KB for
+    # zlib -9 of it; a bench fleet of other rows would measure another goal.
     bench = bench_module()
     dense = orjson.dumps(bench.steady(20_000))
     assert 5_000_000 <= len(dense) <= 5_200_000

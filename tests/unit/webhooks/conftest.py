@@ -17,7 +17,7 @@ from omed.webhooks.review import AdmissionRequest
 
 @pytest.fixture
 def isvc() -> dict[str, Any]:
-    """A valid InferenceService (the migration page's chat), fresh for each test."""
+    """A valid InferenceService (``chat`` in ``prod``), fresh for each test."""
     return copy.deepcopy(ISVC)
 
 

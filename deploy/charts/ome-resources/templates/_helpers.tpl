@@ -32,10 +32,10 @@ control-plane: ome-controller-manager
 The shape of the values, checked at the top of every template that reads them (helm renders
 the templates in its own order, and each must fail with the same message): a bad value
 fails `helm template`, `install` and `upgrade` with "<path> must be <what>, got <value as
-JSON>", the form of the product page's omenativeStatus messages, before anything reaches
-the cluster. Values that only the manager can judge (a negative QPS, leader election
-timing, the ConfigMap entries' fields) are passed as given: the manager's start-up checks
-own those rules and their messages. docs/deploy.md lists every message.
+JSON>", the form of the omenativeStatus messages, before anything reaches the cluster.
+Values that only the manager can judge (a negative QPS, leader election timing, the
+ConfigMap entries' fields) are passed as given: the manager's start-up checks own those
+rules and their messages. docs/deploy.md lists every message.
 */}}
 {{- define "ome.checkValues" -}}
 {{- $ome := .Values.ome -}}
@@ -187,11 +187,11 @@ true
 {{- end -}}
 
 {{/*
-The manager's flags that values set, in the order of the product page "Configure the
-controller": the flag, the value's path, what the value is, and the example a message gives.
+The manager's flags that values set, in their fixed order (docs/deploy.md): the flag, the
+value's path, what the value is, and the example a message gives.
   number    a number, or a string that writes one (--set-string). Any zero, 0 or "0", leaves
-            the flag out: the page's "a 0 doesn't remove a limit: the chart then leaves the
-            flag out". Signs and fractions are the manager's to check.
+            the flag out: a 0 doesn't remove a limit, the manager's default applies. Signs
+            and fractions are the manager's to check.
   duration  a quoted duration. "0" is passed (configCacheTTL "0" turns the cache off); an
             unquoted 0 leaves the flag out; another number fails here, because the manager
             refuses a duration without a unit.
@@ -264,8 +264,8 @@ One flag of ome.flagTable as "--name=value", or empty when the value leaves the 
 {{- end -}}
 
 {{/*
-The manager's arguments, in the order of the product page "Configure the controller". The
-first four are always there. A value-driven flag is left out when its value is null, false,
+The manager's arguments, in their fixed order (docs/deploy.md). The first four are always
+there. A value-driven flag is left out when its value is null, false,
 empty or a zero (ome.flagTable says which zeros), and the manager then runs with its own
 default: so configCacheTTL "0" gives --config-cache-ttl=0, and an unquoted 0 leaves the
 flag out, while kubeAPIQPS 0 and "0" both leave the flag out.
@@ -297,7 +297,7 @@ flag out, while kubeAPIQPS 0 and "0" both leave the flag out.
 --graceful-shutdown-timeout from terminationGracePeriodSeconds, so the manager ends its stop
 before the kubelet's SIGKILL: 5 s less (half of a period under 10 s). Left out for 30 and for
 null (Kubernetes' default, also 30): the manager's own default, 25s, is that value already,
-and the argument list stays the product page's.
+and the default argument list stays the one docs/deploy.md shows.
 */}}
 {{- define "ome.gracefulShutdownArg" -}}
 {{- $grace := .Values.ome.controller.terminationGracePeriodSeconds -}}
@@ -332,9 +332,9 @@ keeps a null of the chart's own values.yaml: both end up out of the entry.
 
 {{/*
 The omenativeStatus entry, checked first: helm refuses a bad block before it changes the
-cluster, with the product page's three messages. A missing block (null) is a missing
-instanceStatusEncoding, the page's first message; a block that isn't a map gets a message
-of the same form.
+cluster, with one of three messages. A missing block (null) is a missing
+instanceStatusEncoding, the first of them; a block that isn't a map gets a message of the
+same form.
 */}}
 {{- define "ome.omenativeStatusEntry" -}}
 {{- $block := .Values.ome.controller.omenativeStatus -}}

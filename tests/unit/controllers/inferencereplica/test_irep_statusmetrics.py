@@ -1,6 +1,6 @@
-"""Only the leader exports the status-encoding series (the page: "Only the leader records
-them"). Each case runs in a fresh interpreter: the metrics live on the process's registry,
-which the other tests of this session have already written to."""
+"""Only the leader exports the status-encoding series. Each case runs in a fresh interpreter:
+the metrics live on the process's registry, which the other tests of this session have
+already written to."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Writes of an InferenceReplica that the API server rejects as too large.
 
-StatusSizeExceeded (the page's event) describes a *status write*: its real bytes and
+StatusSizeExceeded (the event users filter for) describes a *status write*: its real bytes and
 encoding, and the size metric by that encoding. A rejected add-finalizer or remove-finalizer
 patch is a WriteSizeExceeded that names the write (no status write happened, so there is no
 status size or encoding to report). And each way the API server says "too large" (its 413,
