@@ -1,4 +1,4 @@
-"""Planner: the scale-down wave, with the page's numbers."""
+"""Planner: the scale-down wave, with the numbers of a 10% batch of 20 Instances."""
 
 from __future__ import annotations
 
