@@ -64,8 +64,8 @@ from converge import (
 
 from omed.api.constants import READINESS_GATE_SERVING
 from omed.clock import rfc3339
-from omed.controllers.inferencereplica.observe import replica_target
-from omed.controllers.inferencereplica.podtemplate import render_pod
+from omed.controllers.inferencereplica.core.observe import replica_target
+from omed.controllers.inferencereplica.core.podtemplate import render_pod
 from omed.controllers.inferenceservice.controller import FINALIZER
 from omed.controllers.inferenceservice.project import project
 from omed.controllers.inferenceservice.status import build_status, replica_readiness

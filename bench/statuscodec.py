@@ -34,7 +34,7 @@ The fleets (rows sorted by index, as the controller writes them):
   and operation.
 * ``steady_omed_rows``: ``steady`` with the one ``Ready`` condition that every row omed's
   controller writes carries (type, status, lastTransitionTime, reason, message; see
-  :func:`omed.controllers.inferencereplica.rows.build_row`), each row passed through the
+  :func:`omed.controllers.inferencereplica.core.rows.build_row`), each row passed through the
   ``InstanceStatus`` model as the controller serializes it: what omed itself stores.
 * ``steady_two_conditions``: ``steady`` with two conditions per row (Ready since readySince,
   Admitted since the creation a little earlier, both with observedGeneration): the fleet of
@@ -60,7 +60,7 @@ from typing import Any
 import orjson
 
 from omed.api.inferencereplica import InstanceStatus
-from omed.controllers.inferencereplica import names
+from omed.controllers.inferencereplica.core import names
 from omed.statuscodec import decode_columnar, decode_status, encode_columnar, encoded_size
 from omed.statuscodec.timestamps import parse, render
 

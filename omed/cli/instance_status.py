@@ -27,7 +27,7 @@ from omed.cli.instances import (
     Issue,
     cut,
 )
-from omed.controllers.inferencereplica.names import parse_pod_name
+from omed.controllers.inferencereplica.core.names import parse_pod_name
 from omed.controllers.inferenceservice.project import resolve_mode
 from omed.webhooks.migration import CREDENTIAL_PATTERNS
 

@@ -14,7 +14,7 @@ The checks are pure functions of what was read (:func:`image_problems`,
 * a cluster's verdict is GO exactly when it has no :class:`Problem`;
 * every problem has a reason from :data:`TOOL_REASONS` or, for a status that can't be
   decoded, the manager's own reason: statuses are decoded by the manager's function
-  (:func:`~omed.controllers.inferencereplica.status.decode_rows_from_status`: the codec, then
+  (:func:`~omed.controllers.inferencereplica.core.status.decode_rows_from_status`: the codec, then
   the InstanceStatus model), so the report line names the same statuses and the same reason
   as the manager's ``per-Instance status cannot be decoded (<reason>)`` event;
 * nothing a cluster does (an unreachable API server, an error answer, an answer that isn't a
@@ -35,7 +35,10 @@ from pydantic import ValidationError
 
 from omed.cli.preflight_inventory import ClusterEntry, Inventory, block_json
 from omed.config import OMENativeStatusConfig, StartupConfigError, load_startup_config
-from omed.controllers.inferencereplica.status import StatusDecodeFailed, decode_rows_from_status
+from omed.controllers.inferencereplica.core.status import (
+    StatusDecodeFailed,
+    decode_rows_from_status,
+)
 from omed.kube.client import KubeClient, load_config
 from omed.kube.errors import ApiError, NotFound
 from omed.kube.resources import CONFIGMAPS, DEPLOYMENTS, INFERENCE_REPLICAS

@@ -13,7 +13,7 @@ Invariants:
 * only a status that fails to decode, for a reason other than cardinality_limit, is replaced
   (cardinality_limit is fixed by the bound, and a status that decodes is the manager's);
   "decodes" is the manager's own test
-  (:func:`~omed.controllers.inferencereplica.status.decode_rows_from_status`: the codec, then
+  (:func:`~omed.controllers.inferencereplica.core.status.decode_rows_from_status`: the codec, then
   the InstanceStatus model), so repair accepts exactly the statuses the manager refuses;
 * the rows are written in the form the manager would write them (:func:`choose_encoding`
   under the cluster's block): more rows than maxDecodedInstances are written as the DenseV1
@@ -55,7 +55,10 @@ from omed.cli.preflight_checks import (
 )
 from omed.cli.preflight_inventory import Inventory, YamlError, block_json, load_yaml
 from omed.config import OMENativeStatusConfig
-from omed.controllers.inferencereplica.status import StatusDecodeFailed, decode_rows_from_status
+from omed.controllers.inferencereplica.core.status import (
+    StatusDecodeFailed,
+    decode_rows_from_status,
+)
 from omed.kube.client import KubeClient
 from omed.kube.errors import ApiError, Conflict, NotFound
 from omed.kube.resources import CONFIGMAPS, INFERENCE_REPLICAS

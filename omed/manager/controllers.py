@@ -19,9 +19,9 @@ from typing import Protocol
 
 from omed.clock import Clock
 from omed.config import ConfigCache, Options, StartupConfig, deploy_entry
-from omed.controllers.inferencereplica.controller import InferenceReplicaController
-from omed.controllers.inferencereplica.encoding import StatusEncodingSettings
-from omed.controllers.inferencereplica.model import PlanSettings
+from omed.controllers.inferencereplica.core.encoding import StatusEncodingSettings
+from omed.controllers.inferencereplica.core.model import PlanSettings
+from omed.controllers.inferencereplica.shell.controller import InferenceReplicaController
 from omed.controllers.inferenceservice.controller import InferenceServiceController
 from omed.events import EventSink
 from omed.informers import InformerFactory

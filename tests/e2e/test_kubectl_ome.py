@@ -24,7 +24,7 @@ import pytest
 from _support import condition, eventually
 
 from omed.cli.instances import digest, render_table, short
-from omed.controllers.inferencereplica import names
+from omed.controllers.inferencereplica.core import names
 from omed.kube.client import KubeClient
 from omed.kube.errors import NotFound
 from omed.kube.resources import EVENTS, INFERENCE_REPLICAS, INFERENCE_SERVICES, PODS

@@ -36,8 +36,8 @@ import pytest
 from _support import condition, eventually, pod_ready
 
 from omed.api.constants import LABEL_COMPONENT, LABEL_INCARNATION
-from omed.controllers.inferencereplica import names
-from omed.controllers.inferencereplica.operations import pass_stamp
+from omed.controllers.inferencereplica.core import names
+from omed.controllers.inferencereplica.core.operations import pass_stamp
 from omed.informers import Handlers, InformerFactory
 from omed.informers.transform import Obj, identity
 from omed.kube.client import KubeClient

@@ -27,7 +27,7 @@ import pytest
 from _support import condition, eventually, pod_ready
 
 from omed.api.constants import LABEL_INCARNATION, LABEL_INSTANCE_INDEX, LABEL_REVISION
-from omed.controllers.inferencereplica import names
+from omed.controllers.inferencereplica.core import names
 from omed.devcluster.simulator import Timings
 from omed.informers import Handlers, InformerFactory
 from omed.informers.transform import Obj, identity

@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 
 from omed.config import Percent
-from omed.controllers.inferencereplica import names
-from omed.controllers.inferencereplica.controller import InferenceReplicaController
-from omed.controllers.inferencereplica.model import PlanSettings
-from omed.controllers.inferencereplica.operations import pass_stamp
+from omed.controllers.inferencereplica.core import names
+from omed.controllers.inferencereplica.core.model import PlanSettings
+from omed.controllers.inferencereplica.core.operations import pass_stamp
+from omed.controllers.inferencereplica.shell.controller import InferenceReplicaController
 from omed.devcluster.simulator import NodeSimulator
 from omed.events import EventRecorder
 from omed.informers import Handlers, InformerFactory

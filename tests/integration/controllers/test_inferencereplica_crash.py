@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from test_inferencereplica import TEMPLATE, Cluster, Running, cluster, eventually, irep_body
 
-from omed.controllers.inferencereplica.model import PlanSettings
+from omed.controllers.inferencereplica.core.model import PlanSettings
 from omed.kube.client import KubeClient
 from omed.kube.resources import INFERENCE_REPLICAS, PODS
 

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from omed.controllers.inferencereplica.controller import InferenceReplicaController
-from omed.controllers.inferencereplica.encoding import StatusEncodingSettings
-from omed.controllers.inferencereplica.model import PlanSettings
+from omed.controllers.inferencereplica.core.encoding import StatusEncodingSettings
+from omed.controllers.inferencereplica.core.model import PlanSettings
+from omed.controllers.inferencereplica.shell.controller import InferenceReplicaController
 from omed.devcluster.simulator import NodeSimulator
 from omed.informers import InformerFactory
 from omed.kube.client import KubeClient

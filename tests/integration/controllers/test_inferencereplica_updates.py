@@ -15,7 +15,7 @@ import pytest
 from test_inferencereplica import TEMPLATE, Cluster, eventually, irep_body, ready
 
 from omed.api.constants import ANNOTATION_RELEASE_HELD_REVISION, LABEL_REVISION
-from omed.controllers.inferencereplica import names
+from omed.controllers.inferencereplica.core import names
 from omed.devcluster.simulator import NodeSimulator
 from omed.informers import Handlers
 from omed.informers.transform import Obj

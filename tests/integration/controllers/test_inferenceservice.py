@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from test_irep_collector import collector_watches_ome_kinds
 
-from omed.controllers.inferencereplica.controller import InferenceReplicaController
-from omed.controllers.inferencereplica.model import PlanSettings
+from omed.controllers.inferencereplica.core.model import PlanSettings
+from omed.controllers.inferencereplica.shell.controller import InferenceReplicaController
 from omed.controllers.inferenceservice.controller import InferenceServiceController
 from omed.devcluster.simulator import NodeSimulator
 from omed.events import EventRecorder

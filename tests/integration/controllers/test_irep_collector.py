@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 from test_inferencereplica import Cluster, cluster, eventually, irep_body, ready
 
-from omed.controllers.inferencereplica import names
+from omed.controllers.inferencereplica.core import names
 from omed.kube.client import KubeClient, Resource
 from omed.kube.errors import ApiError, NotFound
 from omed.kube.resources import CONFIGMAPS, INFERENCE_REPLICAS, PODS

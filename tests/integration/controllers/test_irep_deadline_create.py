@@ -8,7 +8,7 @@ import pytest
 from test_inferencereplica import eventually, irep_body
 from test_inferencereplica_updates import World, world
 
-from omed.controllers.inferencereplica import names
+from omed.controllers.inferencereplica.core import names
 
 pytestmark = pytest.mark.integration
 

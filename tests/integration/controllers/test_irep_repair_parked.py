@@ -18,7 +18,7 @@ import pytest
 from test_inferencereplica import eventually
 from test_inferencereplica_updates import NAME, World, body, start, world
 
-from omed.controllers.inferencereplica import names
+from omed.controllers.inferencereplica.core import names
 
 pytestmark = pytest.mark.integration
 

@@ -21,10 +21,10 @@ import pytest
 from test_inferencereplica import Events, PodWatch, eventually, irep_body, ready
 from test_inferenceservice import RUNTIME, _ready, controllers, service
 
-from omed.controllers.inferencereplica import names
-from omed.controllers.inferencereplica.controller import InferenceReplicaController
-from omed.controllers.inferencereplica.encoding import StatusEncodingSettings
-from omed.controllers.inferencereplica.model import PlanSettings
+from omed.controllers.inferencereplica.core import names
+from omed.controllers.inferencereplica.core.encoding import StatusEncodingSettings
+from omed.controllers.inferencereplica.core.model import PlanSettings
+from omed.controllers.inferencereplica.shell.controller import InferenceReplicaController
 from omed.devcluster.simulator import NodeSimulator
 from omed.informers import Handlers, InformerFactory
 from omed.informers.transform import Obj

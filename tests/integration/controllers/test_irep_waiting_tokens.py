@@ -15,7 +15,7 @@ import pytest
 from test_inferencereplica import eventually, irep_body
 from test_inferencereplica_updates import World, world
 
-from omed.controllers.inferencereplica import names
+from omed.controllers.inferencereplica.core import names
 from omed.kube.client import KubeClient, Resource
 from omed.kube.errors import ApiError, NotFound
 from omed.kube.resources import PODS, VALIDATING_WEBHOOKS

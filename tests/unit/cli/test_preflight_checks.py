@@ -547,10 +547,10 @@ async def manager_events(obj: dict[str, Any]) -> Events:
     """The Warning events of one reconcile of ``obj`` by the manager's own reconciler, under
     ColumnarV2 with a bound of 4 (a status it can't read sends no request at all)."""
     from omed.clock import FakeClock
-    from omed.controllers.inferencereplica.controller import InferenceReplicaReconciler
-    from omed.controllers.inferencereplica.encoding import StatusEncodingSettings
-    from omed.controllers.inferencereplica.expectations import Expectations
-    from omed.controllers.inferencereplica.model import PlanSettings
+    from omed.controllers.inferencereplica.core.encoding import StatusEncodingSettings
+    from omed.controllers.inferencereplica.core.model import PlanSettings
+    from omed.controllers.inferencereplica.shell.controller import InferenceReplicaReconciler
+    from omed.controllers.inferencereplica.shell.expectations import Expectations
 
     clock = FakeClock()
     events = Events()
@@ -569,7 +569,7 @@ async def manager_events(obj: dict[str, Any]) -> Events:
 
 
 def managed_replica(status: dict[str, Any]) -> dict[str, Any]:
-    from omed.controllers.inferencereplica import names
+    from omed.controllers.inferencereplica.core import names
 
     template = {"spec": {"containers": [{"name": "c", "image": "i"}]}}
     return {
@@ -613,7 +613,7 @@ async def test_a_status_the_manager_reads_is_not_flagged() -> None:
     tally = ReplicaTally(max_rows=4)
     tally.add(obj)
     assert tally.failures == []
-    from omed.controllers.inferencereplica.status import decode_rows_from_status
+    from omed.controllers.inferencereplica.core.status import decode_rows_from_status
 
     assert len(decode_rows_from_status(obj["status"], max_rows=4)) == 3
 

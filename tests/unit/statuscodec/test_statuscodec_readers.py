@@ -19,12 +19,12 @@ from typing import Any
 
 import pytest
 
-import omed.controllers.inferencereplica.status as irep_status
+import omed.controllers.inferencereplica.core.status as irep_status
 from omed.cli import instance_status, instances, preflight_checks, preflight_repair, release_held
 from omed.config.entries import OMENativeStatusConfig
-from omed.controllers.inferencereplica.model import PlanSettings
-from omed.controllers.inferencereplica.observe import observe
-from omed.controllers.inferencereplica.plan import plan
+from omed.controllers.inferencereplica.core.model import PlanSettings
+from omed.controllers.inferencereplica.core.observe import observe
+from omed.controllers.inferencereplica.core.plan import plan
 from omed.statuscodec import COLUMNAR_V2, ClassTable, decode_status, encode_columnar
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -143,7 +143,7 @@ class Decoded:
 
 
 READERS: dict[str, tuple[Any, str]] = {
-    "omed/controllers/inferencereplica/status.py": (irep_status, "decode_status_table"),
+    "omed/controllers/inferencereplica/core/status.py": (irep_status, "decode_status_table"),
     "omed/cli/preflight_repair.py": (preflight_repair, "decode_status"),
     "omed/cli/instances.py": (instances, "decode_status"),
 }

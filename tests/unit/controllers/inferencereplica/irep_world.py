@@ -14,14 +14,14 @@ from collections.abc import Iterable
 
 from omed.api.inferencereplica import InferenceReplicaStatus, InstanceStatus
 from omed.config import BatchSize, Percent
-from omed.controllers.inferencereplica.actions import (
+from omed.controllers.inferencereplica.core.actions import (
     CreatePods,
     DeletePods,
     Plan,
     SetServingGate,
     WriteStatus,
 )
-from omed.controllers.inferencereplica.model import (
+from omed.controllers.inferencereplica.core.model import (
     ObservedState,
     ParentRef,
     PlanSettings,
@@ -29,7 +29,7 @@ from omed.controllers.inferencereplica.model import (
     ReplicaTarget,
     RunnerShape,
 )
-from omed.controllers.inferencereplica.plan import plan
+from omed.controllers.inferencereplica.core.plan import plan
 
 NOW = dt.datetime(2026, 9, 14, 20, 0, 0, tzinfo=dt.UTC)
 TEMPLATE = {"spec": {"containers": [{"name": "ome-container", "image": "ome/serving:1.0"}]}}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from omed.config import Percent
-from omed.controllers.inferencereplica.batching import (
+from omed.controllers.inferencereplica.core.batching import (
     Candidate,
     budget_of,
     delete_cost,

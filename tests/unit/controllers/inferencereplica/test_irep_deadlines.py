@@ -7,8 +7,8 @@ import datetime as dt
 
 from test_irep_update import UpdateWorld, events, spec
 
-from omed.controllers.inferencereplica import names
-from omed.controllers.inferencereplica.actions import CreatePods, DeletePods, WriteStatus
+from omed.controllers.inferencereplica.core import names
+from omed.controllers.inferencereplica.core.actions import CreatePods, DeletePods, WriteStatus
 
 NEVER = "ome/serving:never-ready"
 

@@ -14,26 +14,27 @@ from test_irep_execute import FakeKube
 from omed.api.inferencereplica import InferenceReplicaStatus, InstanceStatus
 from omed.clock import FakeClock
 from omed.config import OMENativeStatusConfig
-from omed.controllers.inferencereplica import names, statusmetrics
-from omed.controllers.inferencereplica.actions import Plan, WriteStatus
-from omed.controllers.inferencereplica.controller import InferenceReplicaReconciler
-from omed.controllers.inferencereplica.encoding import (
+from omed.controllers.inferencereplica.core import names
+from omed.controllers.inferencereplica.core.actions import Plan, WriteStatus
+from omed.controllers.inferencereplica.core.encoding import (
     STATUS_SIZE_LIMIT,
     StatusEncodingSettings,
     needs_conversion,
     status_write,
 )
-from omed.controllers.inferencereplica.execute import Executor
-from omed.controllers.inferencereplica.expectations import Expectations
-from omed.controllers.inferencereplica.model import PlanSettings
-from omed.controllers.inferencereplica.observe import replica_target
-from omed.controllers.inferencereplica.status import (
+from omed.controllers.inferencereplica.core.model import PlanSettings
+from omed.controllers.inferencereplica.core.observe import replica_target
+from omed.controllers.inferencereplica.core.status import (
     StatusDecodeFailed,
     decode_rows_from_status,
     encode_rows_into_status,
     in_list_form,
     observed_rows,
 )
+from omed.controllers.inferencereplica.shell import statusmetrics
+from omed.controllers.inferencereplica.shell.controller import InferenceReplicaReconciler
+from omed.controllers.inferencereplica.shell.executor import Executor
+from omed.controllers.inferencereplica.shell.expectations import Expectations
 from omed.informers.transform import Obj
 from omed.kube.errors import TooLarge
 from omed.metrics import REGISTRY

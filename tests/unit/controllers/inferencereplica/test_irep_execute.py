@@ -9,10 +9,10 @@ from typing import Any
 from irep_world import World, instance, target
 
 from omed.clock import FakeClock
-from omed.controllers.inferencereplica import names
-from omed.controllers.inferencereplica.actions import DeletePods, Plan, PodRef
-from omed.controllers.inferencereplica.execute import Executor, Outcome
-from omed.controllers.inferencereplica.expectations import Expectations
+from omed.controllers.inferencereplica.core import names
+from omed.controllers.inferencereplica.core.actions import DeletePods, Plan, PodRef
+from omed.controllers.inferencereplica.shell.executor import Executor, Outcome
+from omed.controllers.inferencereplica.shell.expectations import Expectations
 from omed.kube.client import Resource
 from omed.kube.errors import AlreadyExists, Conflict, NotFound
 

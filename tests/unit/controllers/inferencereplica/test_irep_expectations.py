@@ -8,9 +8,9 @@ from test_irep_execute import Events, FakeKube
 
 from omed.api.inferencereplica import InferenceReplicaStatus
 from omed.clock import FakeClock
-from omed.controllers.inferencereplica.actions import CreatePods, Plan, PodToCreate
-from omed.controllers.inferencereplica.execute import Executor, Outcome
-from omed.controllers.inferencereplica.expectations import Expectations
+from omed.controllers.inferencereplica.core.actions import CreatePods, Plan, PodToCreate
+from omed.controllers.inferencereplica.shell.executor import Executor, Outcome
+from omed.controllers.inferencereplica.shell.expectations import Expectations
 
 
 def pod(name: str, uid: str, *, deleting: bool = False, gate: str | None = None) -> Any:

@@ -1,5 +1,5 @@
 """Whether a pod's containers run the images its spec names: the fact an in-place Update
-waits for (:mod:`omed.controllers.inferencereplica.images`, ``observe.runs_spec_images``).
+waits for (:mod:`omed.controllers.inferencereplica.core.images`, ``observe.runs_spec_images``).
 
 No registry is named here: "reg.example" stands for any registry domain.
 """
@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from omed.controllers.inferencereplica.images import ImageRef, parse, same_image
-from omed.controllers.inferencereplica.observe import pod_view, runs_spec_images
+from omed.controllers.inferencereplica.core.images import ImageRef, parse, same_image
+from omed.controllers.inferencereplica.core.observe import pod_view, runs_spec_images
 
 DIGEST = "sha256:" + "ab" * 32
 OTHER_DIGEST = "sha256:" + "cd" * 32

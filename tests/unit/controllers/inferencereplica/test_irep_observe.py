@@ -8,14 +8,14 @@ from typing import Any
 import pytest
 
 from omed.api.inferencereplica import InstanceStatus, Operation
-from omed.controllers.inferencereplica.observe import (
+from omed.controllers.inferencereplica.core.observe import (
     InvalidReplica,
     observe,
     pod_view,
     replica_target,
 )
-from omed.controllers.inferencereplica.podtemplate import revision_of
-from omed.controllers.inferencereplica.status import (
+from omed.controllers.inferencereplica.core.podtemplate import revision_of
+from omed.controllers.inferencereplica.core.status import (
     RowsUnreadable,
     decode_rows_from_status,
     encode_rows_into_status,
@@ -188,7 +188,7 @@ def test_a_standalone_replica_uses_its_own_name_for_label_and_revision() -> None
 
 
 def test_the_revision_changes_with_the_template_or_the_worker_count() -> None:
-    from omed.controllers.inferencereplica.model import RunnerShape
+    from omed.controllers.inferencereplica.core.model import RunnerShape
 
     one = (RunnerShape("leader", 1, TEMPLATE), RunnerShape("worker", 2, TEMPLATE))
     two = (RunnerShape("leader", 1, TEMPLATE), RunnerShape("worker", 3, TEMPLATE))

@@ -13,12 +13,16 @@ from irep_world import World, instance, target
 
 from omed.api.constants import LABEL_COMPONENT, LABEL_INFERENCE_SERVICE, LABEL_INSTANCE_INDEX
 from omed.clock import FakeClock
-from omed.controllers.inferencereplica import names, ownership
-from omed.controllers.inferencereplica.actions import RemoveFinalizer
-from omed.controllers.inferencereplica.controller import RETRY_SOON, InferenceReplicaReconciler
-from omed.controllers.inferencereplica.expectations import Expectations
-from omed.controllers.inferencereplica.model import PlanSettings
-from omed.controllers.inferencereplica.observe import replica_target
+from omed.controllers.inferencereplica.core import names
+from omed.controllers.inferencereplica.core.actions import RemoveFinalizer
+from omed.controllers.inferencereplica.core.model import PlanSettings
+from omed.controllers.inferencereplica.core.observe import replica_target
+from omed.controllers.inferencereplica.shell import ownership
+from omed.controllers.inferencereplica.shell.controller import (
+    RETRY_SOON,
+    InferenceReplicaReconciler,
+)
+from omed.controllers.inferencereplica.shell.expectations import Expectations
 from omed.informers import INFERENCE_SERVICE, NAMESPACE, OWNER_UID
 from omed.informers.transform import Obj
 from omed.kube.client import Resource

@@ -7,8 +7,8 @@ import datetime as dt
 
 from irep_world import NOW, REVISION, World, instance, pod, settings, target
 
-from omed.controllers.inferencereplica import names
-from omed.controllers.inferencereplica.actions import (
+from omed.controllers.inferencereplica.core import names
+from omed.controllers.inferencereplica.core.actions import (
     AddFinalizer,
     CreatePods,
     DeletePods,
@@ -16,7 +16,7 @@ from omed.controllers.inferencereplica.actions import (
     SetServingGate,
     WriteStatus,
 )
-from omed.controllers.inferencereplica.model import ContainerFailure
+from omed.controllers.inferencereplica.core.model import ContainerFailure
 
 
 def converged(replicas: int, **kw: object) -> World:
@@ -170,7 +170,7 @@ def test_the_finalizer_waits_for_stray_pods() -> None:
     decided = world.plan()
     assert decided.of_type(RemoveFinalizer)
     observed = dataclasses.replace(world.observed(), stray_pods=(stray,))
-    from omed.controllers.inferencereplica.plan import plan
+    from omed.controllers.inferencereplica.core.plan import plan
 
     decided = plan(target=world.spec, observed=observed, settings=settings(), now=NOW)
     assert not decided.of_type(RemoveFinalizer)

@@ -7,8 +7,8 @@ import dataclasses
 from irep_world import World, instance, pod, settings, target
 
 from omed.config import Percent
-from omed.controllers.inferencereplica import names
-from omed.controllers.inferencereplica.actions import DeletePods, SetServingGate, WriteStatus
+from omed.controllers.inferencereplica.core import names
+from omed.controllers.inferencereplica.core.actions import DeletePods, SetServingGate, WriteStatus
 
 
 def ready_world(replicas: int, now_wanted: int, **kw: object) -> World:

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from irep_world import NOW, REVISION, World, instance, settings, target
 
-from omed.controllers.inferencereplica import names
-from omed.controllers.inferencereplica.actions import (
+from omed.controllers.inferencereplica.core import names
+from omed.controllers.inferencereplica.core.actions import (
     AddFinalizer,
     CreatePods,
     RecordEvent,
     SetServingGate,
     WriteStatus,
 )
-from omed.controllers.inferencereplica.operations import pass_stamp
+from omed.controllers.inferencereplica.core.operations import pass_stamp
 
 
 def created_indexes(world: World, config: object = None) -> list[int]:

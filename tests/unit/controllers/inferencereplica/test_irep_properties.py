@@ -12,22 +12,22 @@ from irep_world import settings as plan_settings
 
 from omed.api.inferencereplica import InstanceStatus, Operation
 from omed.config import BatchSize, Percent
-from omed.controllers.inferencereplica import names
-from omed.controllers.inferencereplica.actions import (
+from omed.controllers.inferencereplica.core import names
+from omed.controllers.inferencereplica.core.actions import (
     CreatePods,
     DeletePods,
     Plan,
     SetServingGate,
     WriteStatus,
 )
-from omed.controllers.inferencereplica.batching import budget_of
-from omed.controllers.inferencereplica.model import (
+from omed.controllers.inferencereplica.core.batching import budget_of
+from omed.controllers.inferencereplica.core.model import (
     ObservedState,
     PlanSettings,
     PodView,
     ReplicaTarget,
 )
-from omed.controllers.inferencereplica.plan import plan
+from omed.controllers.inferencereplica.core.plan import plan
 
 MAX_INDEX = 9
 

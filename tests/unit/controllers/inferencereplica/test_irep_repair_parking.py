@@ -9,10 +9,11 @@ from typing import Any
 from test_irep_update import UpdateWorld, converged, events, spec
 
 from omed.api.inferencereplica import Operation
-from omed.controllers.inferencereplica import names, restarts
-from omed.controllers.inferencereplica.actions import CreatePods, DeletePods, Plan
-from omed.controllers.inferencereplica.model import ContainerFailure
-from omed.controllers.inferencereplica.policy import RetryPolicy
+from omed.controllers.inferencereplica.core import names
+from omed.controllers.inferencereplica.core.actions import CreatePods, DeletePods, Plan
+from omed.controllers.inferencereplica.core.model import ContainerFailure
+from omed.controllers.inferencereplica.core.ops import restart
+from omed.controllers.inferencereplica.core.policy import RetryPolicy
 
 LADDER = RetryPolicy(max_attempts=2, initial_delay=10.0, max_delay=300.0, multiplier=2.0)
 NOW = dt.datetime(2026, 9, 14, 20, 0, tzinfo=dt.UTC)
@@ -96,7 +97,7 @@ def test_a_rebuilt_instance_that_crash_loops_again_is_parked_and_re_armed_by_the
     assert rebuilds(plans) == 2 and world.rows[0].incarnation == 4
     op = op0(world)
     assert op is not None and op.retry_count == 2
-    assert restarts.hold_message(op) == (
+    assert restart.hold_message(op) == (
         "its repair is parked after 2 re-arm(s) with every retry spent; "
         "reset the Instance or publish a corrected revision"
     )
@@ -119,7 +120,7 @@ def test_without_a_ladder_the_repair_stays_parked_after_its_rebuild() -> None:
     world = crashing_world()
     plans = run_until(world, names.STEP_REPAIR_PARKED_NO_LADDER)
     assert rebuilds(plans) == 1
-    assert restarts.hold_message(op0(world)) == (
+    assert restart.hold_message(op0(world)) == (
         "its repair is parked and no retry ladder is configured to re-arm it; "
         "reset the Instance or publish a corrected revision"
     )
@@ -133,7 +134,7 @@ def test_an_image_or_config_failure_of_the_rebuild_parks_without_rebuilding() ->
     world.failure = ContainerFailure("ome-container", "CreateContainerConfigError")
     plans += run_until(world, names.STEP_REPAIR_PARKED_CONFIG)
     assert rebuilds(plans) == 1
-    assert restarts.hold_message(op0(world)) == (
+    assert restart.hold_message(op0(world)) == (
         "its repair is parked, waiting for the configuration or image the pod needs; "
         "the kubelet retries in place"
     )
@@ -162,15 +163,15 @@ def test_the_re_arm_time_follows_the_ladder() -> None:
         type="Restart", step=names.STEP_REPAIR_PARKED, last_progress_at=NOW, retry_count=0
     )
     ladder = RetryPolicy(max_attempts=9, initial_delay=10.0, max_delay=60.0, multiplier=3.0)
-    assert restarts.rearm_at(parked, ladder) == NOW + dt.timedelta(seconds=10)
+    assert restart.rearm_at(parked, ladder) == NOW + dt.timedelta(seconds=10)
     second = parked.model_copy(update={"retry_count": 1})
-    assert restarts.rearm_at(second, ladder) == NOW + dt.timedelta(seconds=30)
+    assert restart.rearm_at(second, ladder) == NOW + dt.timedelta(seconds=30)
     capped = parked.model_copy(update={"retry_count": 5})
-    assert restarts.rearm_at(capped, ladder) == NOW + dt.timedelta(seconds=60)
-    assert restarts.rearm_at(parked, None) is None
+    assert restart.rearm_at(capped, ladder) == NOW + dt.timedelta(seconds=60)
+    assert restart.rearm_at(parked, None) is None
     spent = parked.model_copy(update={"step": names.STEP_REPAIR_PARKED_SPENT})
-    assert restarts.rearm_at(spent, ladder) is None
-    assert restarts.hold_message(Operation(type="Restart", step=names.STEP_DRAIN)) is None
+    assert restart.rearm_at(spent, ladder) is None
+    assert restart.hold_message(Operation(type="Restart", step=names.STEP_DRAIN)) is None
 
 
 def test_re_arms_are_paced_by_the_repair_batch_size() -> None:

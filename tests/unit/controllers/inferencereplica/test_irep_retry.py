@@ -8,14 +8,14 @@ from typing import Any
 from test_irep_update import UpdateWorld, converged, events, revisions, spec
 
 from omed.api.inferencereplica import RetryBlock
-from omed.controllers.inferencereplica import names, retry
-from omed.controllers.inferencereplica.actions import (
+from omed.controllers.inferencereplica.core import names, retry
+from omed.controllers.inferencereplica.core.actions import (
     CreatePods,
     Plan,
     RemoveReleaseAnnotation,
 )
-from omed.controllers.inferencereplica.model import ContainerFailure, PodView
-from omed.controllers.inferencereplica.policy import RetryPolicy
+from omed.controllers.inferencereplica.core.model import ContainerFailure, PodView
+from omed.controllers.inferencereplica.core.policy import RetryPolicy
 
 BAD = "ome/serving:bad-image"
 FAST = RetryPolicy(max_attempts=3, initial_delay=10.0, max_delay=300.0, multiplier=2.0)

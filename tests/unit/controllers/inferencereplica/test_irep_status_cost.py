@@ -21,17 +21,17 @@ from test_irep_execute import FakeKube
 
 from omed.api.inferencereplica import InstanceStatus
 from omed.clock import FakeClock
-from omed.controllers.inferencereplica import statusmetrics
-from omed.controllers.inferencereplica.controller import InferenceReplicaReconciler
-from omed.controllers.inferencereplica.encoding import StatusEncodingSettings
-from omed.controllers.inferencereplica.expectations import Expectations
-from omed.controllers.inferencereplica.model import PlanSettings
-from omed.controllers.inferencereplica.status import (
+from omed.controllers.inferencereplica.core.encoding import StatusEncodingSettings
+from omed.controllers.inferencereplica.core.model import PlanSettings
+from omed.controllers.inferencereplica.core.status import (
     ROWS,
     RowsCache,
     StatusDecodeFailed,
     decode_rows_from_status,
 )
+from omed.controllers.inferencereplica.shell import statusmetrics
+from omed.controllers.inferencereplica.shell.controller import InferenceReplicaReconciler
+from omed.controllers.inferencereplica.shell.expectations import Expectations
 from omed.metrics import REGISTRY
 from omed.statuscodec import COLUMNAR_V2, encode_columnar
 from omed.workqueue import Result

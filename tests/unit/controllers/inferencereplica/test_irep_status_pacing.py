@@ -7,8 +7,8 @@ from test_irep_execute import FakeKube
 from test_irep_reconciler import KEY, reconciler
 
 from omed.api.inferencereplica import InferenceReplicaStatus
-from omed.controllers.inferencereplica import names
-from omed.controllers.inferencereplica.actions import (
+from omed.controllers.inferencereplica.core import names
+from omed.controllers.inferencereplica.core.actions import (
     Plan,
     PodRef,
     RecordEvent,

@@ -9,7 +9,7 @@ import subprocess
 import sys
 import textwrap
 
-from omed.controllers.inferencereplica import statusmetrics
+from omed.controllers.inferencereplica.shell import statusmetrics
 
 SERIES = (
     statusmetrics.ENCODING_GAUGE,
@@ -27,8 +27,8 @@ SCRIPT = textwrap.dedent(
     import asyncio, json, sys
 
     import omed.manager.process  # everything a manager imports
-    from omed.controllers.inferencereplica.controller import InferenceReplicaController
-    from omed.controllers.inferencereplica.model import PlanSettings
+    from omed.controllers.inferencereplica.shell.controller import InferenceReplicaController
+    from omed.controllers.inferencereplica.core.model import PlanSettings
     from omed.informers import InformerFactory
     from omed.metrics import REGISTRY
 

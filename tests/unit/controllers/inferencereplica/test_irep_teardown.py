@@ -7,14 +7,14 @@ import dataclasses
 import pytest
 from irep_world import instance, pod, settings, target
 
-from omed.controllers.inferencereplica.actions import (
+from omed.controllers.inferencereplica.core.actions import (
     DeletePods,
     Plan,
     RemoveFinalizer,
     SetServingGate,
 )
-from omed.controllers.inferencereplica.model import PodView
-from omed.controllers.inferencereplica.teardown import teardown_from_pods
+from omed.controllers.inferencereplica.core.model import PodView
+from omed.controllers.inferencereplica.core.teardown import teardown_from_pods
 
 SPEC = target(4, runners=[("leader", 1), ("worker", 1)])
 

@@ -17,7 +17,8 @@ import pytest
 from test_irep_encoding import COLUMNAR, DENSE, IREP, KEY, columns, reconciler
 from test_irep_execute import FakeKube
 
-from omed.controllers.inferencereplica import names, statusmetrics
+from omed.controllers.inferencereplica.core import names
+from omed.controllers.inferencereplica.shell import statusmetrics
 from omed.kube.errors import TooLarge, error_from_response
 from omed.metrics import REGISTRY
 from omed.statuscodec import encoded_size

@@ -18,8 +18,8 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 from irep_world import World
 
-from omed.controllers.inferencereplica import names
-from omed.controllers.inferencereplica.actions import (
+from omed.controllers.inferencereplica.core import names
+from omed.controllers.inferencereplica.core.actions import (
     CreatePods,
     DeletePods,
     PatchPodImages,
@@ -27,15 +27,15 @@ from omed.controllers.inferencereplica.actions import (
     RecordEvent,
     SetServingGate,
 )
-from omed.controllers.inferencereplica.model import (
+from omed.controllers.inferencereplica.core.model import (
     ContainerFailure,
     ParentRef,
     PodView,
     ReplicaTarget,
     RunnerShape,
 )
-from omed.controllers.inferencereplica.podtemplate import revision_of
-from omed.controllers.inferencereplica.policy import RetryPolicy, UpdatePolicy
+from omed.controllers.inferencereplica.core.podtemplate import revision_of
+from omed.controllers.inferencereplica.core.policy import RetryPolicy, UpdatePolicy
 
 
 def template(image: str = "ome/serving:1.0", *, cpu: str | None = None) -> dict[str, Any]:

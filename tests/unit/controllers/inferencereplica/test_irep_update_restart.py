@@ -7,9 +7,9 @@ import dataclasses
 from test_irep_update import converged, events, spec
 
 from omed.config import LifecycleScaleConfig, Percent
-from omed.controllers.inferencereplica import names
-from omed.controllers.inferencereplica.actions import CreatePods, DeletePods
-from omed.controllers.inferencereplica.model import ContainerFailure, PlanSettings, PodView
+from omed.controllers.inferencereplica.core import names
+from omed.controllers.inferencereplica.core.actions import CreatePods, DeletePods
+from omed.controllers.inferencereplica.core.model import ContainerFailure, PlanSettings, PodView
 
 
 def test_a_container_restart_recreates_the_whole_instance_as_a_new_incarnation() -> None:

@@ -13,14 +13,14 @@ from test_irep_execute import FakeKube
 from test_irep_reconciler import IREP, KEY, Cache, reconciler
 from test_irep_update import UpdateWorld, converged, spec
 
-from omed.controllers.inferencereplica import names
-from omed.controllers.inferencereplica.actions import CreatePods, Plan
-from omed.controllers.inferencereplica.controller import REFUSED_RETRY, RETRY_SOON
-from omed.controllers.inferencereplica.model import CreateRefusal, ObservedState
-from omed.controllers.inferencereplica.observe import pod_view
-from omed.controllers.inferencereplica.plan import plan
-from omed.controllers.inferencereplica.status import decode_rows_from_status
-from omed.controllers.inferencereplica.waiting import refusal_token
+from omed.controllers.inferencereplica.core import names
+from omed.controllers.inferencereplica.core.actions import CreatePods, Plan
+from omed.controllers.inferencereplica.core.model import CreateRefusal, ObservedState
+from omed.controllers.inferencereplica.core.observe import pod_view
+from omed.controllers.inferencereplica.core.plan import plan
+from omed.controllers.inferencereplica.core.status import decode_rows_from_status
+from omed.controllers.inferencereplica.core.waiting import refusal_token
+from omed.controllers.inferencereplica.shell.controller import REFUSED_RETRY, RETRY_SOON
 from omed.kube.errors import Forbidden, ServerError
 from omed.kube.resources import Resource
 from omed.workqueue import Result

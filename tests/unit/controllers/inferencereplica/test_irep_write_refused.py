@@ -23,8 +23,8 @@ from test_irep_execute import FakeKube, executor
 from omed.api.constants import READINESS_GATE_SERVING
 from omed.api.inferencereplica import InferenceReplicaStatus
 from omed.clock import FakeClock
-from omed.controllers.inferencereplica import names
-from omed.controllers.inferencereplica.actions import (
+from omed.controllers.inferencereplica.core import names
+from omed.controllers.inferencereplica.core.actions import (
     DeletePods,
     Plan,
     PodRef,
@@ -32,11 +32,14 @@ from omed.controllers.inferencereplica.actions import (
     RemoveReleaseAnnotation,
     SetServingGate,
 )
-from omed.controllers.inferencereplica.controller import RETRY_SOON, InferenceReplicaReconciler
-from omed.controllers.inferencereplica.execute import Outcome
-from omed.controllers.inferencereplica.expectations import Expectations
-from omed.controllers.inferencereplica.model import ObservedState, PlanSettings
-from omed.controllers.inferencereplica.plan import plan
+from omed.controllers.inferencereplica.core.model import ObservedState, PlanSettings
+from omed.controllers.inferencereplica.core.plan import plan
+from omed.controllers.inferencereplica.shell.controller import (
+    RETRY_SOON,
+    InferenceReplicaReconciler,
+)
+from omed.controllers.inferencereplica.shell.executor import Outcome
+from omed.controllers.inferencereplica.shell.expectations import Expectations
 from omed.controllers.refusals import (
     CONDITION_WRITE_REFUSED,
     FAILED_TEST_MESSAGE,

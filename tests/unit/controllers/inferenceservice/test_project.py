@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from omed.controllers.inferencereplica.model import RunnerShape
-from omed.controllers.inferencereplica.podtemplate import revision_of
+from omed.controllers.inferencereplica.core.model import RunnerShape
+from omed.controllers.inferencereplica.core.podtemplate import revision_of
 from omed.controllers.inferenceservice.project import (
     ANNOTATION_SPEC_HASH,
     ProjectionError,

@@ -48,10 +48,10 @@ from omed.api.constants import (
     LABEL_INSTANCE_INDEX,
 )
 from omed.controllers.deletion import controller_ref
-from omed.controllers.inferencereplica.execute import KubeApi
-from omed.controllers.inferencereplica.model import ReplicaTarget
-from omed.controllers.inferencereplica.names import label_selector, parse_pod_name
-from omed.controllers.inferencereplica.podtemplate import owner_reference
+from omed.controllers.inferencereplica.core.model import ReplicaTarget
+from omed.controllers.inferencereplica.core.names import label_selector, parse_pod_name
+from omed.controllers.inferencereplica.core.podtemplate import owner_reference
+from omed.controllers.inferencereplica.shell.executor import KubeApi
 from omed.controllers.refusals import RefusedWrite, refused_write, uid_changed
 from omed.kube.errors import ApiError, Conflict, NotFound
 from omed.kube.resources import INFERENCE_REPLICAS, PODS

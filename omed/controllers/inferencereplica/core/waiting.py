@@ -27,9 +27,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from omed.controllers.inferencereplica import names
-from omed.controllers.inferencereplica.model import CreateRefusal
-from omed.controllers.inferencereplica.passstate import InstanceWork, PassWork
+from omed.controllers.inferencereplica.core import names
+from omed.controllers.inferencereplica.core.model import CreateRefusal
+from omed.controllers.inferencereplica.core.work import InstanceWork, PassWork
 
 HELD_TYPES = frozenset({"Create", "Update", "Restart"})
 

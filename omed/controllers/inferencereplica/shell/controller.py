@@ -51,8 +51,8 @@ from omed.api.constants import KIND_INFERENCE_REPLICA, LABEL_INFERENCE_SERVICE
 from omed.api.inferencereplica import InferenceReplicaStatus
 from omed.clock import Clock, RealClock
 from omed.controllers.deletion import orphaning
-from omed.controllers.inferencereplica import names, ownership, statusmetrics
-from omed.controllers.inferencereplica.actions import (
+from omed.controllers.inferencereplica.core import names
+from omed.controllers.inferencereplica.core.actions import (
     AddFinalizer,
     CreatePods,
     DeletePods,
@@ -61,12 +61,34 @@ from omed.controllers.inferencereplica.actions import (
     SetServingGate,
     WriteStatus,
 )
-from omed.controllers.inferencereplica.encoding import (
+from omed.controllers.inferencereplica.core.encoding import (
     STATUS_SIZE_LIMIT,
     StatusEncodingSettings,
     needs_conversion,
 )
-from omed.controllers.inferencereplica.execute import (
+from omed.controllers.inferencereplica.core.model import (
+    CreateRefusal,
+    ObservedState,
+    PlanSettings,
+    ReplicaTarget,
+)
+from omed.controllers.inferencereplica.core.observe import (
+    InvalidReplica,
+    controller_name,
+    controller_uid,
+    observe,
+    pod_view,
+)
+from omed.controllers.inferencereplica.core.plan import drain_orphans, plan
+from omed.controllers.inferencereplica.core.status import (
+    RowsUnreadable,
+    StatusDecodeFailed,
+    encode_rows_into_status,
+    in_list_form,
+)
+from omed.controllers.inferencereplica.core.teardown import teardown_from_pods
+from omed.controllers.inferencereplica.shell import ownership, statusmetrics
+from omed.controllers.inferencereplica.shell.executor import (
     MSG_WRITE_TOO_LARGE,
     REASON_WRITE_SIZE_EXCEEDED,
     RESOURCE_STATUS,
@@ -75,28 +97,7 @@ from omed.controllers.inferencereplica.execute import (
     Outcome,
     write_size_exceeded_message,
 )
-from omed.controllers.inferencereplica.expectations import DEFAULT_TIMEOUT, Expectations
-from omed.controllers.inferencereplica.model import (
-    CreateRefusal,
-    ObservedState,
-    PlanSettings,
-    ReplicaTarget,
-)
-from omed.controllers.inferencereplica.observe import (
-    InvalidReplica,
-    controller_name,
-    controller_uid,
-    observe,
-    pod_view,
-)
-from omed.controllers.inferencereplica.plan import drain_orphans, plan
-from omed.controllers.inferencereplica.status import (
-    RowsUnreadable,
-    StatusDecodeFailed,
-    encode_rows_into_status,
-    in_list_form,
-)
-from omed.controllers.inferencereplica.teardown import teardown_from_pods
+from omed.controllers.inferencereplica.shell.expectations import DEFAULT_TIMEOUT, Expectations
 from omed.controllers.pacing import BUSY_WINDOW, StatusPacer
 from omed.controllers.refusals import RefusedWrite, report
 from omed.events import NORMAL, WARNING, EventSink

@@ -51,21 +51,15 @@ from collections.abc import Mapping
 
 from omed.api.base import resolve_int_or_percent
 from omed.api.inferencereplica import InferenceReplicaStatus, Operation, RetryBlock
-from omed.controllers.inferencereplica import (
-    names,
-    operations,
-    restarts,
-    retry,
-    retryreport,
-    steps,
-)
-from omed.controllers.inferencereplica.actions import (
+from omed.controllers.inferencereplica.core import names, operations, retry, retryreport, steps
+from omed.controllers.inferencereplica.core.actions import (
     RecordEvent,
 )
-from omed.controllers.inferencereplica.inplace import in_place_patches
-from omed.controllers.inferencereplica.model import PodView
-from omed.controllers.inferencereplica.passstate import InstanceWork, PassWork
-from omed.controllers.inferencereplica.rows import condition, instance_facts
+from omed.controllers.inferencereplica.core.inplace import in_place_patches
+from omed.controllers.inferencereplica.core.model import PodView
+from omed.controllers.inferencereplica.core.ops import restart
+from omed.controllers.inferencereplica.core.rows import condition, instance_facts
+from omed.controllers.inferencereplica.core.work import InstanceWork, PassWork
 
 
 def surge_indexes(ops: Mapping[int, Operation | None]) -> dict[int, int]:
@@ -96,7 +90,7 @@ def plan_updates(
     failure: str | None = None
     for inst in list(instances):
         if inst.keep and inst.op is not None and inst.op.type == "Restart":
-            restarts.drive_restart(work, inst)
+            restart.drive_restart(work, inst)
         elif inst.keep and inst.op is not None and inst.op.type == "Update":
             failure = _drive(work, inst, by_index, instances, ran=ran) or failure
     if failure is not None:
@@ -117,7 +111,7 @@ def plan_updates(
     if sorted_out.bad is None and work.act and not target.deleting:
         block = _start(work, instances, by_index, block, ran=ran)
     if work.act and not target.deleting:
-        restarts.start_restarts(work, instances, ran=ran)
+        restart.start_restarts(work, instances, ran=ran)
     if sorted_out.bad is not None:
         work.blocks = list(sorted_out.kept)
     else:

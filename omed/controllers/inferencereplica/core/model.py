@@ -24,8 +24,8 @@ from typing import Any, Literal
 
 from omed.api.inferencereplica import InferenceReplicaStatus, InstanceStatus
 from omed.config import BatchSize, LifecycleScaleConfig
-from omed.controllers.inferencereplica.names import RUNNER_ORDER, pod_name
-from omed.controllers.inferencereplica.policy import UpdatePolicy
+from omed.controllers.inferencereplica.core.names import RUNNER_ORDER, pod_name
+from omed.controllers.inferencereplica.core.policy import UpdatePolicy
 from omed.controllers.refusals import RefusedWrite
 
 ReadyPolicy = Literal["AllPodReady", "None"]

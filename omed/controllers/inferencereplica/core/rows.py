@@ -47,8 +47,8 @@ from omed.api.inferencereplica import (
     Operation,
     RowCondition,
 )
-from omed.controllers.inferencereplica import names
-from omed.controllers.inferencereplica.model import PodSlot, PodView, ReplicaTarget
+from omed.controllers.inferencereplica.core import names
+from omed.controllers.inferencereplica.core.model import PodSlot, PodView, ReplicaTarget
 
 
 @dataclass(frozen=True, slots=True)

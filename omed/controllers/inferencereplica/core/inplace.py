@@ -15,10 +15,10 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from omed.controllers.inferencereplica.actions import PatchPodImages, PodRef
-from omed.controllers.inferencereplica.model import ReplicaTarget, RunnerShape
-from omed.controllers.inferencereplica.passstate import InstanceWork
-from omed.controllers.inferencereplica.podtemplate import revision_of
+from omed.controllers.inferencereplica.core.actions import PatchPodImages, PodRef
+from omed.controllers.inferencereplica.core.model import ReplicaTarget, RunnerShape
+from omed.controllers.inferencereplica.core.podtemplate import revision_of
+from omed.controllers.inferencereplica.core.work import InstanceWork
 
 
 def in_place_patches(

@@ -45,8 +45,8 @@ from omed.api.constants import (
 from omed.api.inferencereplica import InferenceReplica
 from omed.clock import parse_rfc3339
 from omed.controllers.deletion import FINALIZER_ORPHAN
-from omed.controllers.inferencereplica.images import same_image
-from omed.controllers.inferencereplica.model import (
+from omed.controllers.inferencereplica.core.images import same_image
+from omed.controllers.inferencereplica.core.model import (
     ContainerFailure,
     ObservedState,
     ParentRef,
@@ -54,14 +54,14 @@ from omed.controllers.inferencereplica.model import (
     ReplicaTarget,
     RunnerShape,
 )
-from omed.controllers.inferencereplica.names import (
+from omed.controllers.inferencereplica.core.names import (
     ANNOTATION_OPERATION_ID,
     FINALIZER,
     parse_pod_name,
 )
-from omed.controllers.inferencereplica.podtemplate import revision_of
-from omed.controllers.inferencereplica.policy import update_policy
-from omed.controllers.inferencereplica.status import observed_rows, status_summary
+from omed.controllers.inferencereplica.core.podtemplate import revision_of
+from omed.controllers.inferencereplica.core.policy import update_policy
+from omed.controllers.inferencereplica.core.status import observed_rows, status_summary
 
 FAILING_WAITING_REASONS: Final = frozenset(
     {

@@ -28,8 +28,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from omed.api.inferencereplica import Operation, OperationType
-from omed.controllers.inferencereplica import names
-from omed.controllers.inferencereplica.model import PodView
+from omed.controllers.inferencereplica.core import names
+from omed.controllers.inferencereplica.core.model import PodView
 
 
 def operation_id(*, type: OperationType, index: int, incarnation: int, now: dt.datetime) -> str:

@@ -28,12 +28,12 @@ import datetime as dt
 from omed.api.base import resolve_int_or_percent
 from omed.api.inferencereplica import Operation
 from omed.config import resolve_budget
-from omed.controllers.inferencereplica import names, operations, retry
-from omed.controllers.inferencereplica.actions import RecordEvent
-from omed.controllers.inferencereplica.model import PodView
-from omed.controllers.inferencereplica.passstate import InstanceWork, PassWork
-from omed.controllers.inferencereplica.policy import RetryPolicy
-from omed.controllers.inferencereplica.steps import deadline, expired, on_revision, recreate
+from omed.controllers.inferencereplica.core import names, operations, retry
+from omed.controllers.inferencereplica.core.actions import RecordEvent
+from omed.controllers.inferencereplica.core.model import PodView
+from omed.controllers.inferencereplica.core.policy import RetryPolicy
+from omed.controllers.inferencereplica.core.steps import deadline, expired, on_revision, recreate
+from omed.controllers.inferencereplica.core.work import InstanceWork, PassWork
 
 
 def start_restarts(work: PassWork, instances: list[InstanceWork], *, ran: bool) -> None:

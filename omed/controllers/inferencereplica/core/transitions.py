@@ -15,8 +15,8 @@ from __future__ import annotations
 from typing import Final
 
 from omed.api.inferencereplica import InstanceStatus
-from omed.controllers.inferencereplica import names, operations
-from omed.controllers.inferencereplica.actions import RecordEvent
+from omed.controllers.inferencereplica.core import names, operations
+from omed.controllers.inferencereplica.core.actions import RecordEvent
 
 NORMAL: Final = "Normal"
 

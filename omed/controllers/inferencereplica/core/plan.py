@@ -40,8 +40,8 @@ from typing import Final
 
 from omed.api.base import Condition
 from omed.api.inferencereplica import InferenceReplicaStatus, InstanceStatus, Operation
-from omed.controllers.inferencereplica import names, operations, steps, updates, waiting
-from omed.controllers.inferencereplica.actions import (
+from omed.controllers.inferencereplica.core import names, operations, steps, waiting
+from omed.controllers.inferencereplica.core.actions import (
     Action,
     AddFinalizer,
     CreatePods,
@@ -54,30 +54,31 @@ from omed.controllers.inferencereplica.actions import (
     SetServingGate,
     WriteStatus,
 )
-from omed.controllers.inferencereplica.batching import (
+from omed.controllers.inferencereplica.core.batching import (
     Candidate,
     budget_of,
     delete_cost,
     take_batch,
 )
-from omed.controllers.inferencereplica.model import (
+from omed.controllers.inferencereplica.core.model import (
     ObservedState,
     PlanSettings,
     PodView,
     ReplicaTarget,
 )
-from omed.controllers.inferencereplica.passstate import InstanceWork as _Instance
-from omed.controllers.inferencereplica.passstate import PassWork as _Pass
-from omed.controllers.inferencereplica.podtemplate import render_pod
-from omed.controllers.inferencereplica.rows import (
+from omed.controllers.inferencereplica.core.ops import update
+from omed.controllers.inferencereplica.core.podtemplate import render_pod
+from omed.controllers.inferencereplica.core.rows import (
     build_row,
     condition,
     instance_facts,
     next_available_in,
 )
-from omed.controllers.inferencereplica.status import status_body
-from omed.controllers.inferencereplica.summary import summarize
-from omed.controllers.inferencereplica.transitions import transition_events
+from omed.controllers.inferencereplica.core.status import status_body
+from omed.controllers.inferencereplica.core.summary import summarize
+from omed.controllers.inferencereplica.core.transitions import transition_events
+from omed.controllers.inferencereplica.core.work import InstanceWork as _Instance
+from omed.controllers.inferencereplica.core.work import PassWork as _Pass
 from omed.controllers.refusals import CONDITION_WRITE_REFUSED
 
 
@@ -89,7 +90,7 @@ def plan(
         return _let_go_of_orphaned(target, observed)
     wanted = 0 if target.deleting else target.replicas
     work = _Pass(target, settings, now, act=target.deleting or not target.paused)
-    surges = updates.surge_indexes({i: row.operation for i, row in observed.rows.items()})
+    surges = update.surge_indexes({i: row.operation for i, row in observed.rows.items()})
     indexes = sorted(set(observed.rows) | set(observed.pods) | set(range(wanted)) | set(surges))
     instances = [_instance(target, observed, index, wanted) for index in indexes]
     for inst in instances:
@@ -102,7 +103,7 @@ def plan(
     if target.deleting and observed.stray_pods:
         _drain_strays(work, observed.stray_pods)
     deferred_up = _scale_up(work, instances, wanted)
-    updates.plan_updates(work, instances, observed.status)
+    update.plan_updates(work, instances, observed.status)
     for inst in instances:
         if inst.keep and operations.is_create(inst.op):
             _drive_create(work, inst)
@@ -137,7 +138,7 @@ def plan(
         )
 
     progress = _progress(target, instances, wave, deferred_up)
-    if progress == names.PROGRESS_UPDATING and updates.stalled(work, instances):
+    if progress == names.PROGRESS_UPDATING and update.stalled(work, instances):
         progress = names.PROGRESS_UPDATE_BLOCKED
     facts = {inst.index: inst.facts for inst in instances}
     status = summarize(

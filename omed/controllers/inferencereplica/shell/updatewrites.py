@@ -21,7 +21,7 @@ import logging
 from typing import Any, Literal, Protocol
 
 from omed.api.constants import ANNOTATION_RELEASE_HELD_REVISION, LABEL_REVISION
-from omed.controllers.inferencereplica.actions import PatchPodImages, RemoveReleaseAnnotation
+from omed.controllers.inferencereplica.core.actions import PatchPodImages, RemoveReleaseAnnotation
 from omed.controllers.refusals import RefusedWrite, failed_test, refused_write
 from omed.kube.client import JSON_PATCH, Resource
 from omed.kube.errors import ApiError

@@ -28,9 +28,9 @@ from collections.abc import Mapping, Sequence
 
 from omed.api.base import ConditionStatus
 from omed.api.inferencereplica import InferenceReplicaStatus, InstanceStatus
-from omed.controllers.inferencereplica import names
-from omed.controllers.inferencereplica.model import ReplicaTarget
-from omed.controllers.inferencereplica.rows import InstanceFacts, condition
+from omed.controllers.inferencereplica.core import names
+from omed.controllers.inferencereplica.core.model import ReplicaTarget
+from omed.controllers.inferencereplica.core.rows import InstanceFacts, condition
 
 
 def summarize(

@@ -37,8 +37,8 @@ from omed.api.constants import (
     READINESS_GATE_SERVING,
 )
 from omed.api.revision import MAX_REVISION_NAME_LENGTH, REVISION_HASH_LENGTH, template_hash
-from omed.controllers.inferencereplica.model import PodSlot, ReplicaTarget, RunnerShape
-from omed.controllers.inferencereplica.names import ANNOTATION_OPERATION_ID
+from omed.controllers.inferencereplica.core.model import PodSlot, ReplicaTarget, RunnerShape
+from omed.controllers.inferencereplica.core.names import ANNOTATION_OPERATION_ID
 
 
 def revision_of(*, isvc: str, component: str, runners: tuple[RunnerShape, ...]) -> str:

@@ -33,8 +33,8 @@ from dataclasses import dataclass
 from typing import Final
 
 from omed.api.inferencereplica import RetryBlock
-from omed.controllers.inferencereplica.model import PodView
-from omed.controllers.inferencereplica.policy import RetryPolicy
+from omed.controllers.inferencereplica.core.model import PodView
+from omed.controllers.inferencereplica.core.policy import RetryPolicy
 
 REVISION_FAILURES: Final = frozenset(
     {"ImagePullBackOff", "ErrImagePull", "InvalidImageName", "CreateContainerConfigError"}

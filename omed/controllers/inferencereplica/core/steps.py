@@ -17,8 +17,8 @@ from collections.abc import Sequence
 
 from omed.api.base import Condition
 from omed.api.inferencereplica import InferenceReplicaStatus, InstanceStatus, Operation
-from omed.controllers.inferencereplica import names, operations
-from omed.controllers.inferencereplica.actions import (
+from omed.controllers.inferencereplica.core import names, operations
+from omed.controllers.inferencereplica.core.actions import (
     CreatePods,
     DeletePods,
     PodRef,
@@ -26,9 +26,9 @@ from omed.controllers.inferencereplica.actions import (
     RecordEvent,
     SetServingGate,
 )
-from omed.controllers.inferencereplica.passstate import InstanceWork, PassWork
-from omed.controllers.inferencereplica.podtemplate import render_pod
-from omed.controllers.inferencereplica.rows import condition
+from omed.controllers.inferencereplica.core.podtemplate import render_pod
+from omed.controllers.inferencereplica.core.rows import condition
+from omed.controllers.inferencereplica.core.work import InstanceWork, PassWork
 
 _RECREATE_DRAIN = (names.STEP_DRAIN, names.STEP_DELETE_PODS, names.STEP_WAIT_PODS_GONE)
 

@@ -10,10 +10,10 @@ Invariant: pure; conditions are built with ``None`` as their previous list, and
 from __future__ import annotations
 
 from omed.api.inferencereplica import RetryBlock
-from omed.controllers.inferencereplica import names, retry
-from omed.controllers.inferencereplica.actions import RecordEvent, RemoveReleaseAnnotation
-from omed.controllers.inferencereplica.passstate import PassWork
-from omed.controllers.inferencereplica.rows import condition
+from omed.controllers.inferencereplica.core import names, retry
+from omed.controllers.inferencereplica.core.actions import RecordEvent, RemoveReleaseAnnotation
+from omed.controllers.inferencereplica.core.rows import condition
+from omed.controllers.inferencereplica.core.work import PassWork
 
 
 def release(work: PassWork, released: bool) -> None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from omed.api.base import Condition
 from omed.api.inferencereplica import InstanceStatus, Operation, RetryBlock
-from omed.controllers.inferencereplica.actions import (
+from omed.controllers.inferencereplica.core.actions import (
     CreatePods,
     DeletePods,
     PatchPodImages,
@@ -23,8 +23,8 @@ from omed.controllers.inferencereplica.actions import (
     RemoveReleaseAnnotation,
     SetServingGate,
 )
-from omed.controllers.inferencereplica.model import PlanSettings, ReplicaTarget
-from omed.controllers.inferencereplica.rows import InstanceFacts
+from omed.controllers.inferencereplica.core.model import PlanSettings, ReplicaTarget
+from omed.controllers.inferencereplica.core.rows import InstanceFacts
 
 
 @dataclass(slots=True)

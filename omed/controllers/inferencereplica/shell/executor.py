@@ -46,8 +46,8 @@ from typing import Any, Final, Protocol
 
 from omed.api.constants import API_VERSION, KIND_INFERENCE_SERVICE, READINESS_GATE_SERVING
 from omed.clock import Clock, rfc3339
-from omed.controllers.inferencereplica import execute_updates, names, statusmetrics
-from omed.controllers.inferencereplica.actions import (
+from omed.controllers.inferencereplica.core import names
+from omed.controllers.inferencereplica.core.actions import (
     AddFinalizer,
     CreatePods,
     DeletePods,
@@ -60,16 +60,17 @@ from omed.controllers.inferencereplica.actions import (
     SetServingGate,
     WriteStatus,
 )
-from omed.controllers.inferencereplica.encoding import (
+from omed.controllers.inferencereplica.core.encoding import (
     STATUS_SIZE_LIMIT,
     StatusEncodingSettings,
     status_write,
 )
-from omed.controllers.inferencereplica.expectations import Expectations
-from omed.controllers.inferencereplica.model import CreateRefusal, ReplicaTarget
-from omed.controllers.inferencereplica.observe import controller_uid
-from omed.controllers.inferencereplica.status import encode_rows_into_status
-from omed.controllers.inferencereplica.waiting import refusal_token
+from omed.controllers.inferencereplica.core.model import CreateRefusal, ReplicaTarget
+from omed.controllers.inferencereplica.core.observe import controller_uid
+from omed.controllers.inferencereplica.core.status import encode_rows_into_status
+from omed.controllers.inferencereplica.core.waiting import refusal_token
+from omed.controllers.inferencereplica.shell import statusmetrics, updatewrites
+from omed.controllers.inferencereplica.shell.expectations import Expectations
 from omed.controllers.refusals import RefusedWrite, refused_write, uid_changed
 from omed.events import NORMAL, EventSink
 from omed.kube.client import STRATEGIC_MERGE_PATCH, Resource
@@ -275,7 +276,7 @@ class Executor:
         for release in plan.of_type(RemoveReleaseAnnotation):
             self._applied(
                 outcome,
-                await execute_updates.remove_release_annotation(
+                await updatewrites.remove_release_annotation(
                     self._client, namespace=target.namespace, name=target.name, action=release
                 ),
             )
@@ -283,7 +284,7 @@ class Executor:
         for patch in plan.of_type(PatchPodImages):
             self._applied(
                 outcome,
-                await execute_updates.patch_pod_images(
+                await updatewrites.patch_pod_images(
                     self._client, namespace=target.namespace, action=patch
                 ),
             )
@@ -345,7 +346,7 @@ class Executor:
         )
 
     @staticmethod
-    def _applied(outcome: Outcome, result: execute_updates.Applied) -> None:
+    def _applied(outcome: Outcome, result: updatewrites.Applied) -> None:
         """Note what became of an update's patch: look again soon after a stale one."""
         if isinstance(result, RefusedWrite):
             outcome.write_refused.append(result)

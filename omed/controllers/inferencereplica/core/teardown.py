@@ -33,8 +33,8 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 from omed.api.inferencereplica import InferenceReplicaStatus
-from omed.controllers.inferencereplica import operations
-from omed.controllers.inferencereplica.actions import (
+from omed.controllers.inferencereplica.core import operations
+from omed.controllers.inferencereplica.core.actions import (
     Action,
     DeletePods,
     Plan,
@@ -43,9 +43,9 @@ from omed.controllers.inferencereplica.actions import (
     ScaleDownWave,
     SetServingGate,
 )
-from omed.controllers.inferencereplica.batching import Candidate, budget_of, take_batch
-from omed.controllers.inferencereplica.model import PlanSettings, PodView
-from omed.controllers.inferencereplica.plan import drain_orphans
+from omed.controllers.inferencereplica.core.batching import Candidate, budget_of, take_batch
+from omed.controllers.inferencereplica.core.model import PlanSettings, PodView
+from omed.controllers.inferencereplica.core.plan import drain_orphans
 
 DRAIN_REASON = "Draining"
 """The reason of the gate writes, as the planner's teardown writes it."""
