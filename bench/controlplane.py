@@ -15,8 +15,8 @@ import os
 import statistics
 import time
 
-from omed.devcluster.binaries import ensure_binaries
-from omed.devcluster.controlplane import ControlPlane
+from omed_devcluster.binaries import ensure_binaries
+from omed_devcluster.controlplane import ControlPlane
 
 
 def main() -> None:

@@ -4,10 +4,10 @@
     .venv/bin/python bench/converge.py --services 20   # a quick run
 
 A fresh local control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler),
-omed installed with the real ``helm`` as an operator installs it (:mod:`omed.devcluster.install`:
+omed installed with the real ``helm`` as an operator installs it (:mod:`omed_devcluster.install`:
 the ``ome-crd`` chart, then ``ome-resources`` into namespace ``ome`` with the bench's values
 over the chart's, :data:`CHART_ENTRIES` and the limiter and worker counts among them), simulated
-GPU nodes (``python -m omed.devcluster.simulator`` as its own process, playing their kubelets
+GPU nodes (``python -m omed_devcluster.simulator`` as its own process, playing their kubelets
 for pods in the bench namespace; kube-scheduler binds the pods; 25 nodes x 32 GPUs by default)
 and one manager replica run as the chart's Deployment runs it (``python -m omed`` with the
 rendered container's arguments and environment, the chart's ConfigMap, the token of its
@@ -79,9 +79,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from omed.devcluster.binaries import ensure_binaries
-from omed.devcluster.controlplane import ControlPlane, die_with_parent, free_port
-from omed.devcluster.install import OmeInstall
 from omed.events import DEFAULT_COMPONENT
 from omed.informers import Handlers, InformerFactory
 from omed.informers.transform import Obj
@@ -96,6 +93,9 @@ from omed.kube.resources import (
     SERVING_RUNTIMES,
 )
 from omed.statuscodec import decode_status
+from omed_devcluster.binaries import ensure_binaries
+from omed_devcluster.controlplane import ControlPlane, die_with_parent, free_port
+from omed_devcluster.install import OmeInstall
 
 ROOT = Path(__file__).resolve().parent.parent
 MANAGER_NAMESPACE = "ome"
@@ -393,7 +393,7 @@ def start_simulator(
     args = [
         sys.executable,
         "-m",
-        "omed.devcluster.simulator",
+        "omed_devcluster.simulator",
         f"--kubeconfig={kubeconfig}",
         f"--nodes={nodes}",
         f"--gpus-per-node={gpus}",

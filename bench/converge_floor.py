@@ -61,16 +61,14 @@ from converge import (
 from converge import (
     apiserver_metrics as read_apiserver_metrics,
 )
+from omed.controllers.inferenceservice.controller import FINALIZER
+from omed.controllers.inferenceservice.project import project
+from omed.controllers.inferenceservice.status import build_status, replica_readiness
 
 from omed.api.constants import READINESS_GATE_SERVING
 from omed.clock import rfc3339
 from omed.controllers.inferencereplica.core.observe import replica_target
 from omed.controllers.inferencereplica.core.podtemplate import render_pod
-from omed.controllers.inferenceservice.controller import FINALIZER
-from omed.controllers.inferenceservice.project import project
-from omed.controllers.inferenceservice.status import build_status, replica_readiness
-from omed.devcluster.controlplane import ControlPlane
-from omed.devcluster.install import OmeInstall
 from omed.informers import Handlers, InformerFactory
 from omed.informers.transform import Obj
 from omed.kube.client import KubeClient, load_config
@@ -81,6 +79,8 @@ from omed.kube.resources import (
     NODES,
     PODS,
 )
+from omed_devcluster.controlplane import ControlPlane
+from omed_devcluster.install import OmeInstall
 
 
 def _now() -> str:

@@ -3,7 +3,7 @@
     .venv/bin/python bench/failover.py [--timings chart,fast]
 
 Starts a local control plane and installs omed with the real ``helm`` as an operator installs
-it (:mod:`omed.devcluster.install`): the ``ome-crd`` chart, then ``ome-resources`` into
+it (:mod:`omed_devcluster.install`): the ``ome-crd`` chart, then ``ome-resources`` into
 namespace ``ome``, whose ConfigMap, ServiceAccount and Lease namespace the managers use. Every
 replica runs as the chart's Deployment runs it: ``python -m omed`` with the rendered
 container's arguments and environment (``--leader-elect``, ``--webhook``, the chart's
@@ -45,11 +45,11 @@ from pathlib import Path
 from typing import Any
 
 from omed.config.duration import parse_duration
-from omed.devcluster.binaries import ensure_binaries
-from omed.devcluster.controlplane import ControlPlane, free_port
-from omed.devcluster.install import OmeInstall
 from omed.kube.client import KubeClient, load_config
 from omed.kube.resources import LEASES
+from omed_devcluster.binaries import ensure_binaries
+from omed_devcluster.controlplane import ControlPlane, free_port
+from omed_devcluster.install import OmeInstall
 
 ROOT = Path(__file__).resolve().parent.parent
 NAMESPACE = "ome"

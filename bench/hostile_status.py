@@ -7,7 +7,7 @@ status held 20,000 identical rows of 32 conditions each (6.6 KB of columns) cost
 14 s of CPU and 1 GiB, and the InferenceService webhook, served by the same event loop,
 answered with a p99 of 13.3 s, past the chart's 10 s webhook timeout.
 
-A fresh local control plane; omed installed with the real ``helm`` (:mod:`omed.devcluster.install`,
+A fresh local control plane; omed installed with the real ``helm`` (:mod:`omed_devcluster.install`,
 the chart's ColumnarV2 block with maxDecodedInstances 20000) and one manager replica run as
 the chart's Deployment runs it (``bench/converge.py``'s :class:`Manager`: the rendered
 arguments and environment, the chart's ServiceAccount token, ConfigMap and certificate;
@@ -69,11 +69,11 @@ from converge import (
 )
 from webhook import ISVC_PATH, build_loadgen, percentile, review_body
 
-from omed.devcluster.controlplane import ControlPlane
-from omed.devcluster.install import OmeInstall
 from omed.kube.client import KubeClient, load_config
 from omed.kube.resources import EVENTS, INFERENCE_REPLICAS, NAMESPACES
 from omed.statuscodec import COLUMNAR_V2, encode_columnar, encoded_size
+from omed_devcluster.controlplane import ControlPlane
+from omed_devcluster.install import OmeInstall
 
 REPLICA = "huge"
 SAMPLE = 0.1

@@ -395,7 +395,7 @@ GO_MODES = {"go": "conn", "go-nethttp": "nethttp"}
 
 def build_loadgen() -> Path:
     """The Go client, built on first use into the omed cache (keyed by its source)."""
-    from omed.devcluster.binaries import cache_root
+    from omed_devcluster.binaries import cache_root
 
     sources = sorted(path for path in LOADGEN.iterdir() if path.suffix in {".go", ".mod"})
     digest = hashlib.sha256(b"".join(path.read_bytes() for path in sources)).hexdigest()[:12]
@@ -489,7 +489,7 @@ def load_go(
 
 
 def make_certs(directory: Path) -> bytes:
-    from omed.devcluster.certs import CertificateAuthority
+    from omed_devcluster.certs import CertificateAuthority
 
     authority = CertificateAuthority.create("omed-bench-ca")
     pair = authority.issue(common_name="bench", ip_addresses=["127.0.0.1"], server=True)

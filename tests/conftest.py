@@ -1,7 +1,7 @@
 """Shared fixtures: one real control plane per test session, one namespace per test.
 
 The control plane is real etcd, kube-apiserver, kube-controller-manager and kube-scheduler
-started by :mod:`omed.devcluster`. Binaries
+started by :mod:`omed_devcluster`. Binaries
 are found or built on first use (see docs/testing.md); there is no skip path: a test that
 needs the control plane fails when it cannot start, in CI and locally alike.
 """
@@ -27,8 +27,8 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 
 @pytest.fixture(scope="session")
 def control_plane() -> Iterator[object]:
-    from omed.devcluster.binaries import ensure_binaries
-    from omed.devcluster.controlplane import ControlPlane
+    from omed_devcluster.binaries import ensure_binaries
+    from omed_devcluster.controlplane import ControlPlane
 
     plane = ControlPlane(ensure_binaries())
     plane.start()
@@ -66,7 +66,7 @@ async def kube(kubeconfig: str) -> AsyncIterator[object]:
 @pytest.fixture(scope="session")
 def crds_installed(control_plane: object, tmp_path_factory: pytest.TempPathFactory) -> None:
     """The ome-crd chart, installed with the real helm as an operator installs it."""
-    from omed.devcluster.install import OmeInstall
+    from omed_devcluster.install import OmeInstall
 
     OmeInstall(control_plane, workdir=tmp_path_factory.mktemp("ome-crd")).install_crds()
 

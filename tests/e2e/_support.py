@@ -23,9 +23,9 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from omed.devcluster.simulator import NodeSimulator, Timings
 from omed.kube.client import KubeClient
 from omed.kube.resources import INFERENCE_SERVICES, PODS, SERVING_RUNTIMES
+from omed_devcluster.simulator import NodeSimulator, Timings
 
 
 def lifecycle(*, scale_up_pod_batch_size: int) -> dict[str, Any]:

@@ -6,7 +6,7 @@ Fixtures (the helpers are reached through them, as conftest modules aren't impor
   the real helm into namespace ``ome`` with :data:`TEST_VALUES` (the short leader election
   timings :data:`LEASE`, :data:`RENEW`, :data:`RETRY` among them); ``managers.start(*args)``
   then starts ``python -m omed`` as a replica of the chart's Deployment would run
-  (:mod:`omed.devcluster.install`: the rendered arguments and environment, the chart's
+  (:mod:`omed_devcluster.install`: the rendered arguments and environment, the chart's
   ServiceAccount token, ConfigMap and webhook certificate, free ports for metrics, probes and
   webhooks, and the webhook published as an endpoint of the chart's Service); the extra
   arguments come last, so they win. It returns a :class:`ManagerProcess`; every process is
@@ -37,7 +37,7 @@ from typing import Any
 import pytest
 from _support import eventually
 
-from omed.devcluster.controlplane import free_port
+from omed_devcluster.controlplane import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -178,7 +178,7 @@ class ManagerLauncher:
     """Starts managers for one test (the ``managers`` fixture); see the module docstring.
 
     Every manager runs as a replica of the chart's Deployment would (see
-    :mod:`omed.devcluster.install`): the rendered container's arguments and environment, the
+    :mod:`omed_devcluster.install`): the rendered container's arguments and environment, the
     chart's ServiceAccount token, its ConfigMap and webhook certificate, with a webhook
     endpoint of the chart's Service published while it runs. The charts are installed on the
     first start (or by the ``manager_config`` fixture) and uninstalled at teardown.
@@ -204,7 +204,7 @@ class ManagerLauncher:
 
     @property
     def install(self) -> Any:
-        """The :class:`~omed.devcluster.install.OmeInstall`, installed on first use."""
+        """The :class:`~omed_devcluster.install.OmeInstall`, installed on first use."""
         if not self._installed:
             self._install.install(TEST_VALUES)
             self._installed = True
@@ -315,7 +315,7 @@ def managers(
     control_plane: Any, crds_installed: None, namespace: str, tmp_path: Path
 ) -> Iterator[ManagerLauncher]:
     """A :class:`ManagerLauncher`; kills what it started and uninstalls the chart."""
-    from omed.devcluster.install import OmeInstall
+    from omed_devcluster.install import OmeInstall
 
     install = OmeInstall(control_plane, workdir=tmp_path / "install")
     launcher = ManagerLauncher(install=install, log_dir=tmp_path)

@@ -28,7 +28,6 @@ import pytest
 from _support import condition, eventually, pod_ready
 
 from omed.api.constants import LABEL_COMPONENT
-from omed.devcluster.simulator import NodeSimulator
 from omed.kube.client import KubeClient
 from omed.kube.errors import NotFound
 from omed.kube.resources import (
@@ -39,6 +38,7 @@ from omed.kube.resources import (
     NODES,
     PODS,
 )
+from omed_devcluster.simulator import NodeSimulator
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

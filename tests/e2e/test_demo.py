@@ -23,8 +23,8 @@ import pytest
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-DEMO = (sys.executable, "-m", "omed.demo")
-"""What ``./dev demo`` runs (``exec python -m omed.demo``)."""
+DEMO = (sys.executable, "-m", "omed_devcluster.demo")
+"""What ``./dev demo`` runs (``exec python -m omed_devcluster.demo``)."""
 PROMPT = 10.0
 """Seconds within which a signalled demo must have stopped everything and exited."""
 

@@ -1,4 +1,4 @@
-"""``./dev up`` (``python -m omed.devcluster up``): Ctrl-C or SIGTERM stops it at any stage
+"""``./dev up`` (``python -m omed_devcluster up``): Ctrl-C or SIGTERM stops it at any stage
 (building the binaries, starting etcd and kube-apiserver, running), leaving nothing behind,
 checked from ``/proc`` as for the demo."""
 
@@ -24,7 +24,7 @@ from test_demo import (
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-UP = (sys.executable, "-m", "omed.devcluster", "up")
+UP = (sys.executable, "-m", "omed_devcluster", "up")
 
 
 def test_ctrl_c_while_running_stops_the_cluster(control_plane: object, tmp_path: Path) -> None:

@@ -26,10 +26,10 @@ from typing import Any
 
 import pytest
 
-from omed.devcluster.certs import CertificateAuthority
-from omed.devcluster.controlplane import free_port
 from omed.kube.errors import NotFound
 from omed.kube.resources import LEASES
+from omed_devcluster.certs import CertificateAuthority
+from omed_devcluster.controlplane import free_port
 
 pytestmark = pytest.mark.integration
 

@@ -30,10 +30,10 @@ import yaml
 from omed.api.constants import ANNOTATION_CONTROLLER_WRITE
 from omed.cli.preflight import run as preflight_run
 from omed.cli.preflight_repair import APPLIED_HEADER, DRY_RUN_HEADER
-from omed.devcluster.simulator import NodeSimulator
 from omed.kube.client import KubeClient
 from omed.kube.resources import EVENTS, INFERENCE_REPLICAS, PODS
 from omed.statuscodec import DecodeError, decode_status
+from omed_devcluster.simulator import NodeSimulator
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -28,12 +28,12 @@ from _support import condition, eventually, pod_ready
 
 from omed.api.constants import LABEL_INCARNATION, LABEL_INSTANCE_INDEX, LABEL_REVISION
 from omed.controllers.inferencereplica.core import names
-from omed.devcluster.simulator import Timings
 from omed.informers import Handlers, InformerFactory
 from omed.informers.transform import Obj, identity
 from omed.kube.client import KubeClient
 from omed.kube.resources import INFERENCE_REPLICAS, INFERENCE_SERVICES, PODS
 from omed.statuscodec import decode_status
+from omed_devcluster.simulator import Timings
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

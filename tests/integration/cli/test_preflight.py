@@ -32,12 +32,12 @@ import yaml
 
 from omed.cli.preflight import run
 from omed.cli.preflight_repair import APPLIED_HEADER, DRY_RUN_FOOTER, DRY_RUN_HEADER
-from omed.devcluster.controlplane import ControlPlane, free_port
-from omed.devcluster.setup import apply, install_crds
 from omed.kube.client import KubeClient, load_config
 from omed.kube.errors import AlreadyExists
 from omed.kube.resources import CONFIGMAPS, DEPLOYMENTS, INFERENCE_REPLICAS, NAMESPACES
 from omed.statuscodec import DecodeError, choose_encoding, decode_status, encode_columnar
+from omed_devcluster.controlplane import ControlPlane, free_port
+from omed_devcluster.setup import apply, install_crds
 
 pytestmark = pytest.mark.integration
 

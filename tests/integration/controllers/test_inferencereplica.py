@@ -23,13 +23,13 @@ from omed.controllers.inferencereplica.core import names
 from omed.controllers.inferencereplica.core.model import PlanSettings
 from omed.controllers.inferencereplica.core.operations import pass_stamp
 from omed.controllers.inferencereplica.shell.controller import InferenceReplicaController
-from omed.devcluster.simulator import NodeSimulator
 from omed.events import EventRecorder
 from omed.informers import Handlers, InformerFactory
 from omed.informers.transform import Obj, identity
 from omed.kube.client import KubeClient
 from omed.kube.errors import NotFound
 from omed.kube.resources import EVENTS, INFERENCE_REPLICAS, PODS
+from omed_devcluster.simulator import NodeSimulator
 
 pytestmark = pytest.mark.integration
 

@@ -18,7 +18,6 @@ import pytest
 from omed.controllers.inferencereplica.core.encoding import StatusEncodingSettings
 from omed.controllers.inferencereplica.core.model import PlanSettings
 from omed.controllers.inferencereplica.shell.controller import InferenceReplicaController
-from omed.devcluster.simulator import NodeSimulator
 from omed.informers import InformerFactory
 from omed.kube.client import KubeClient
 from omed.kube.resources import INFERENCE_REPLICAS, PODS
@@ -30,6 +29,7 @@ from omed.statuscodec import (
     encode_columnar,
     encoded_size,
 )
+from omed_devcluster.simulator import NodeSimulator
 
 pytestmark = pytest.mark.integration
 

@@ -16,11 +16,11 @@ from test_inferencereplica import TEMPLATE, Cluster, eventually, irep_body, read
 
 from omed.api.constants import ANNOTATION_RELEASE_HELD_REVISION, LABEL_REVISION
 from omed.controllers.inferencereplica.core import names
-from omed.devcluster.simulator import NodeSimulator
 from omed.informers import Handlers
 from omed.informers.transform import Obj
 from omed.kube.client import KubeClient
 from omed.kube.resources import INFERENCE_REPLICAS
+from omed_devcluster.simulator import NodeSimulator
 
 pytestmark = pytest.mark.integration
 

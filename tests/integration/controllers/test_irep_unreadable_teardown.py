@@ -25,13 +25,13 @@ from omed.controllers.inferencereplica.core import names
 from omed.controllers.inferencereplica.core.encoding import StatusEncodingSettings
 from omed.controllers.inferencereplica.core.model import PlanSettings
 from omed.controllers.inferencereplica.shell.controller import InferenceReplicaController
-from omed.devcluster.simulator import NodeSimulator
 from omed.informers import Handlers, InformerFactory
 from omed.informers.transform import Obj
 from omed.kube.client import KubeClient
 from omed.kube.errors import NotFound
 from omed.kube.resources import INFERENCE_REPLICAS, INFERENCE_SERVICES, PODS, SERVING_RUNTIMES
 from omed.statuscodec import COLUMNAR_V2, decode_status, encode_columnar
+from omed_devcluster.simulator import NodeSimulator
 
 pytestmark = pytest.mark.integration
 

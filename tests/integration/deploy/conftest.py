@@ -1,6 +1,6 @@
 """Fixtures for the chart tests: the real helm binary, and rendering helpers.
 
-Every test here runs helm v3 itself (``omed.devcluster.binaries``), never a re-implementation
+Every test here runs helm v3 itself (``omed_devcluster.binaries``), never a re-implementation
 of its template engine, so what the tests see is what ``helm install`` would send.
 """
 
@@ -18,14 +18,14 @@ from .charts import RESOURCES_CHART, Render, RenderError, RenderText, run_helm
 
 @pytest.fixture(scope="session")
 def helm() -> str:
-    from omed.devcluster.binaries import ensure_binaries
+    from omed_devcluster.binaries import ensure_binaries
 
     return str(ensure_binaries().helm)
 
 
 @pytest.fixture(scope="session")
 def kubectl() -> str:
-    from omed.devcluster.binaries import ensure_binaries
+    from omed_devcluster.binaries import ensure_binaries
 
     return str(ensure_binaries().kubectl)
 

@@ -234,7 +234,7 @@ def differences(answer: Answer, want: Mapping[Grant, frozenset[str]]) -> list[st
 def chart_installed(control_plane: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """The ome-resources chart installed with helm into ``ome`` (Deployment at 0 replicas);
     uninstalled at teardown, since its webhook configurations are cluster-wide."""
-    from omed.devcluster.install import OmeInstall
+    from omed_devcluster.install import OmeInstall
 
     install = OmeInstall(control_plane, workdir=tmp_path_factory.mktemp("rbac-table"))
     try:

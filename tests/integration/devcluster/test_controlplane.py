@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from omed.devcluster.binaries import KUBERNETES_VERSIONS
-from omed.devcluster.controlplane import ControlPlane
 from omed.kube.errors import Invalid
 from omed.kube.resources import INFERENCE_REPLICAS, INFERENCE_SERVICES
+from omed_devcluster.binaries import KUBERNETES_VERSIONS
+from omed_devcluster.controlplane import ControlPlane
 
 pytestmark = pytest.mark.integration
 
@@ -186,8 +186,8 @@ def test_killed_owner_leaves_nothing_behind(control_plane: Any, tmp_path: Path) 
     script = textwrap.dedent(f"""
         import sys, time
         from pathlib import Path
-        from omed.devcluster.binaries import ensure_binaries
-        from omed.devcluster.controlplane import ControlPlane
+        from omed_devcluster.binaries import ensure_binaries
+        from omed_devcluster.controlplane import ControlPlane
         plane = ControlPlane(ensure_binaries(), base_dir=Path({str(tmp_path)!r})).start()
         print(plane.dir, flush=True)
         time.sleep(600)
@@ -203,7 +203,7 @@ def test_killed_owner_leaves_nothing_behind(control_plane: Any, tmp_path: Path) 
     while _pids_alive(pids) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert _pids_alive(pids) == []
-    from omed.devcluster.controlplane import sweep_stale
+    from omed_devcluster.controlplane import sweep_stale
 
     assert sweep_stale(tmp_path) == 1
     assert not directory.exists()

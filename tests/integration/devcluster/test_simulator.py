@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 
-from omed.devcluster.sim.failures import CRASH_AFTER, FAIL, TERMINATION_DELAY
-from omed.devcluster.simulator import POOL_LABEL, Failure, NodeSimulator, Timings
 from omed.kube.client import JSON_PATCH, STRATEGIC_MERGE_PATCH, KubeClient
 from omed.kube.errors import NotFound
 from omed.kube.resources import EVENTS, NODES, PODS
+from omed_devcluster.sim.failures import CRASH_AFTER, FAIL, TERMINATION_DELAY
+from omed_devcluster.simulator import POOL_LABEL, Failure, NodeSimulator, Timings
 
 pytestmark = pytest.mark.integration
 

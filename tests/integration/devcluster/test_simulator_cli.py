@@ -1,4 +1,4 @@
-"""``python -m omed.devcluster.simulator`` runs the simulator until SIGTERM, then cleans up."""
+"""``python -m omed_devcluster.simulator`` runs the simulator until SIGTERM, then cleans up."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from omed.devcluster.simulator import POOL_LABEL
 from omed.kube.client import KubeClient
 from omed.kube.resources import NODES, PODS
+from omed_devcluster.simulator import POOL_LABEL
 
 pytestmark = pytest.mark.integration
 
@@ -31,7 +31,7 @@ async def test_command_line_runs_until_sigterm(
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "omed.devcluster.simulator",
+        "omed_devcluster.simulator",
         "--kubeconfig",
         kubeconfig,
         "--nodes",

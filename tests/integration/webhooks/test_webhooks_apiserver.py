@@ -23,7 +23,6 @@ import orjson
 import pytest
 
 from omed.config import DeployConfig
-from omed.devcluster.certs import CertificateAuthority
 from omed.kube.client import KubeClient
 from omed.kube.errors import NotFound
 from omed.kube.resources import (
@@ -34,6 +33,7 @@ from omed.kube.resources import (
 )
 from omed.metrics import REGISTRY
 from omed.webhooks import FeatureGates, WebhookServer, admission_handlers
+from omed_devcluster.certs import CertificateAuthority
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("crds_installed")]
 

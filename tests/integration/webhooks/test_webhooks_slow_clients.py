@@ -42,7 +42,7 @@ import aiohttp
 import orjson
 import pytest
 
-from omed.devcluster.certs import CertificateAuthority
+from omed_devcluster.certs import CertificateAuthority
 
 pytestmark = pytest.mark.slow
 

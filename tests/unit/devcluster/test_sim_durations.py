@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from omed.devcluster.sim.durations import format_duration, parse_duration
+from omed_devcluster.sim.durations import format_duration, parse_duration
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from omed.devcluster.sim.events import occurrences
+from omed_devcluster.sim.events import occurrences
 
 IMAGES = {"main": "ome/serving:missing", "init": "ome/tools:1"}
 

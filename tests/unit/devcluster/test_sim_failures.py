@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from omed.devcluster.sim.failures import (
+from omed_devcluster.sim.failures import (
     CRASH_AFTER,
     EXIT_CODE,
     FAIL,

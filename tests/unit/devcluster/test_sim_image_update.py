@@ -7,9 +7,9 @@ import dataclasses
 import datetime as dt
 from typing import Any
 
-from omed.devcluster.sim.failures import ContainerPlan, Failure
-from omed.devcluster.sim.kubelet import RUNNING, TERMINATED, WAITING, PodRuntime, Timings, image_id
-from omed.devcluster.sim.podstatus import desired_status, phase
+from omed_devcluster.sim.failures import ContainerPlan, Failure
+from omed_devcluster.sim.kubelet import RUNNING, TERMINATED, WAITING, PodRuntime, Timings, image_id
+from omed_devcluster.sim.podstatus import desired_status, phase
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 TIMINGS = Timings(

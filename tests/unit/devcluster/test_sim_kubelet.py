@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from omed.devcluster.sim.failures import ContainerPlan, Failure
-from omed.devcluster.sim.kubelet import PodRuntime, Timings, image_id
-from omed.devcluster.sim.podstatus import (
+from omed_devcluster.sim.failures import ContainerPlan, Failure
+from omed_devcluster.sim.kubelet import PodRuntime, Timings, image_id
+from omed_devcluster.sim.podstatus import (
     desired_status,
     node_not_ready_status,
     phase,

@@ -6,7 +6,7 @@ import datetime as dt
 
 import pytest
 
-from omed.devcluster.sim.nodes import (
+from omed_devcluster.sim.nodes import (
     POOL_LABEL,
     PodIPs,
     host_ip,

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from omed.devcluster.sim.selectors import SelectorError, match_label_selector
+from omed_devcluster.sim.selectors import SelectorError, match_label_selector
 
 LABELS = {"app": "chat", "tier": "engine"}
 

@@ -10,8 +10,8 @@ from typing import Any
 import orjson
 
 from omed.clock import FakeClock
-from omed.devcluster.sim.watch import KeyQueue, Wakeups, list_watch
 from omed.kube.resources import PODS
+from omed_devcluster.sim.watch import KeyQueue, Wakeups, list_watch
 
 
 async def test_key_queue_dedups_and_never_hands_a_key_to_two_workers() -> None:

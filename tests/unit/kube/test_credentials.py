@@ -329,7 +329,7 @@ async def test_load_config_reads_the_in_cluster_token_every_minute(
 ) -> None:
     from kubernetes_asyncio.config import incluster_config
 
-    from omed.devcluster.certs import CertificateAuthority
+    from omed_devcluster.certs import CertificateAuthority
 
     token, ca = tmp_path / "token", tmp_path / "ca.crt"
     token.write_text("projected-1")

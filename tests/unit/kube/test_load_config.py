@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from omed.devcluster.certs import CertificateAuthority
 from omed.kube import client as kube_client
 from omed.kube.client import load_config
+from omed_devcluster.certs import CertificateAuthority
 
 
 def _kubeconfig(path: Path, *, server: str = "https://10.96.0.1:443") -> Path:

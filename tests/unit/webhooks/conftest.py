@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from webhook_world import IREP, ISVC, Request, write_pair
 
-from omed.devcluster.certs import CertificateAuthority
 from omed.webhooks.review import AdmissionRequest
+from omed_devcluster.certs import CertificateAuthority
 
 
 @pytest.fixture

@@ -21,7 +21,6 @@ import orjson
 import pytest
 from webhook_world import ISVC, client_context
 
-from omed.devcluster.certs import CertificateAuthority
 from omed.metrics import REGISTRY
 from omed.webhooks import InferenceServiceValidator, WebhookServer
 from omed.webhooks.review import AdmissionRequest, AdmissionResponse, allow
@@ -33,6 +32,7 @@ from omed.webhooks.server import (
     Connection,
     Connections,
 )
+from omed_devcluster.certs import CertificateAuthority
 
 PATH = "/validate-ome-io-v1beta1-inferenceservice"
 HOLD_PATH = "/validate-hold"

@@ -25,10 +25,10 @@ import pytest
 from cryptography import x509
 from webhook_world import client_context, write_pair
 
-from omed.devcluster.certs import CertificateAuthority
 from omed.manager.http import MetricsServer
 from omed.metrics import REGISTRY
 from omed.webhooks import InferenceServiceValidator, WebhookServer
+from omed_devcluster.certs import CertificateAuthority
 
 POLL = 0.05
 FOR_A_WHILE = 0.4

@@ -16,7 +16,6 @@ from hypothesis import strategies as st
 from webhook_world import IREP, ISVC, ThreadedServer, client_context
 
 from omed.config import DeployConfig
-from omed.devcluster.certs import CertificateAuthority
 from omed.webhooks import (
     FeatureGates,
     InferenceReplicaValidator,
@@ -24,6 +23,7 @@ from omed.webhooks import (
     InferenceServiceValidator,
     WebhookServer,
 )
+from omed_devcluster.certs import CertificateAuthority
 
 PATHS = (
     "/validate-ome-io-v1beta1-inferenceservice",

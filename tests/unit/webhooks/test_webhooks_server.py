@@ -15,11 +15,11 @@ import orjson
 import pytest
 from webhook_world import ISVC, client_context
 
-from omed.devcluster.certs import CertificateAuthority
 from omed.metrics import REGISTRY
 from omed.webhooks import CertificateError, InferenceServiceValidator, WebhookServer
 from omed.webhooks.review import AdmissionRequest, AdmissionResponse
 from omed.webhooks.server import MAX_BODY_BYTES
+from omed_devcluster.certs import CertificateAuthority
 
 ISVC_PATH = "/validate-ome-io-v1beta1-inferenceservice"
 BOOM_PATH = "/validate-boom"

@@ -29,8 +29,8 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from webhook_world import ISVC, client_context
 
-from omed.devcluster.certs import CertificateAuthority
 from omed.webhooks import InferenceServiceValidator, WebhookServer
+from omed_devcluster.certs import CertificateAuthority
 
 KeyType = Literal["rsa", "ecdsa"]
 ONLY: dict[KeyType, str] = {

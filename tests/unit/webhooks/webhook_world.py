@@ -10,8 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from omed.devcluster.certs import CertificateAuthority
 from omed.webhooks.review import AdmissionRequest
+from omed_devcluster.certs import CertificateAuthority
 
 REQUEST_UUID = "7c9e6679-7425-40de-944b-e07fc1f90ae7"
 REQUEST_KEY = f"ome.io/migration-request-v1-{REQUEST_UUID}"

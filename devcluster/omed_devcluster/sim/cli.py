@@ -1,7 +1,7 @@
-"""``python -m omed.devcluster.simulator``: simulated GPU nodes until SIGINT or SIGTERM.
+"""``python -m omed_devcluster.simulator``: simulated GPU nodes until SIGINT or SIGTERM.
 
 For the demo and for benchmarks run as separate processes: it loads a kubeconfig, starts a
-:class:`~omed.devcluster.simulator.NodeSimulator` and stops it (deleting its nodes unless
+:class:`~omed_devcluster.simulator.NodeSimulator` and stops it (deleting its nodes unless
 ``--keep-nodes``) on a signal, logging its write counts.
 """
 
@@ -14,16 +14,16 @@ import logging
 import signal
 from collections.abc import Sequence
 
-from omed.devcluster.sim.kubelet import Timings
 from omed.kube.client import KubeClient, load_config
 from omed.log import kv
+from omed_devcluster.sim.kubelet import Timings
 
-log = logging.getLogger("omed.devcluster.simulator")
+log = logging.getLogger("omed_devcluster.simulator")
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m omed.devcluster.simulator",
+        prog="python -m omed_devcluster.simulator",
         description="Simulated GPU nodes (their kubelets; kube-scheduler places the pods) "
         "for a dev control plane; runs until SIGINT or SIGTERM.",
     )
@@ -53,7 +53,7 @@ async def _run(args: argparse.Namespace) -> None:
         loop.add_signal_handler(sig, stop.set)
     config = await load_config(args.kubeconfig, context=args.context)
     timings = Timings.realistic() if args.timings == "realistic" else Timings()
-    from omed.devcluster.simulator import NodeSimulator
+    from omed_devcluster.simulator import NodeSimulator
 
     client = KubeClient(config, qps=args.qps, burst=int(args.qps * 2), user_agent="omed-simulator")
     simulator = NodeSimulator(

@@ -1,4 +1,4 @@
-"""``python -m omed.demo`` (``./dev demo``): omed's main job on an embedded default.
+"""``python -m omed_devcluster.demo`` (``./dev demo``): omed's main job on an embedded default.
 
 One command, from a fresh clone: build or find the control plane binaries (with progress),
 start etcd, kube-apiserver, kube-controller-manager and kube-scheduler, simulated GPU nodes;
@@ -6,7 +6,7 @@ install the charts with helm (``ome-crd``, then ``ome-resources`` into ``ome`` w
 ``examples/ome-values.yaml``), and run the manager as the chart's Deployment would (a
 subprocess with the rendered arguments and environment, the chart's ServiceAccount token,
 its ConfigMap and webhook certificate, and its webhook reached through the chart's Service;
-:mod:`omed.devcluster.install`); apply ``examples/`` (an InferenceService with an engine, a
+:mod:`omed_devcluster.install`); apply ``examples/`` (an InferenceService with an engine, a
 decoder and a router);
 show progress until it converges; print its Instances; keep running until Ctrl-C, then stop
 everything it started, in reverse order.
@@ -47,15 +47,15 @@ from typing import Any, Final
 import yaml
 
 from omed.cli import kubectl_ome
-from omed.devcluster.binaries import BinaryError, ensure_binaries
-from omed.devcluster.controlplane import ControlPlane, ControlPlaneError, die_with_parent, free_port
-from omed.devcluster.install import OmeInstall
-from omed.devcluster.simulator import NodeSimulator, Timings
 from omed.kube.client import KubeClient, load_config
 from omed.kube.errors import AlreadyExists, ApiError
 from omed.kube.resources import INFERENCE_REPLICAS, INFERENCE_SERVICES, NAMESPACES
+from omed_devcluster.binaries import BinaryError, ensure_binaries
+from omed_devcluster.controlplane import ControlPlane, ControlPlaneError, die_with_parent, free_port
+from omed_devcluster.install import OmeInstall
+from omed_devcluster.simulator import NodeSimulator, Timings
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 MANAGER_NAMESPACE = "ome"
 MANAGER_POD = "ome-controller-manager-demo"
@@ -366,7 +366,7 @@ async def _demo(
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m omed.demo",
+        prog="python -m omed_devcluster.demo",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

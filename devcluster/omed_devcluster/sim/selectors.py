@@ -1,6 +1,6 @@
 """Label selectors with Kubernetes' semantics, for choosing the pods a failure applies to.
 
-:meth:`omed.devcluster.simulator.NodeSimulator.inject` takes a ``metav1.LabelSelector`` (or plain
+:meth:`omed_devcluster.simulator.NodeSimulator.inject` takes a ``metav1.LabelSelector`` (or plain
 labels), so the match follows the API's rules exactly, including the easy-to-miss ones:
 
 - a ``null`` label selector matches nothing, an empty one (``{}``) matches everything;

@@ -119,7 +119,7 @@ def deep_merge(base: Mapping[str, Any], extra: Mapping[str, Any]) -> dict[str, A
 class OmeInstall:
     """The two charts installed with helm, and the manager run as their Deployment would run it.
 
-    ``plane`` is a started :class:`~omed.devcluster.controlplane.ControlPlane`; ``workdir``
+    ``plane`` is a started :class:`~omed_devcluster.controlplane.ControlPlane`; ``workdir``
     holds the values file, the manager's kubeconfig and its certificate directory.
     """
 

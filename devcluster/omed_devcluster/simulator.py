@@ -34,7 +34,7 @@ its scope bound to that node are marked Failed (condition DisruptionTarget, reas
 Work is event-driven: watch events and timed wake-ups (one sleeping task) put pod keys on a
 deduplicating queue served by a bounded pool of workers. Nothing polls per pod.
 
-Run it for a demo: ``python -m omed.devcluster.simulator --kubeconfig PATH --nodes 8``.
+Run it for a demo: ``python -m omed_devcluster.simulator --kubeconfig PATH --nodes 8``.
 """
 
 from __future__ import annotations
@@ -47,23 +47,27 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from omed.clock import Clock, RealClock, rfc3339
-from omed.devcluster.sim.context import (
+from omed.kube.client import KubeClient
+from omed.kube.errors import AlreadyExists, NotFound
+from omed.kube.resources import NODES, PODS
+from omed.log import kv
+from omed_devcluster.sim.context import (
     TERMINAL_PHASES,
     SimContext,
     SimulatorStats,
     pod_key,
     resource_version,
 )
-from omed.devcluster.sim.failures import (
+from omed_devcluster.sim.failures import (
     ANNOTATIONS,
     DEFAULT_IMAGE_RULES,
     Failure,
     ImageRule,
     Injection,
 )
-from omed.devcluster.sim.kubelet import Timings
-from omed.devcluster.sim.kubelet_loop import Kubelets
-from omed.devcluster.sim.nodes import (
+from omed_devcluster.sim.kubelet import Timings
+from omed_devcluster.sim.kubelet_loop import Kubelets
+from omed_devcluster.sim.nodes import (
     MAX_PODS_PER_NODE,
     POOL_LABEL,
     UNREACHABLE_TAINT,
@@ -72,13 +76,9 @@ from omed.devcluster.sim.nodes import (
     node_object,
     unreachable_taints,
 )
-from omed.devcluster.sim.watch import list_watch
-from omed.kube.client import KubeClient
-from omed.kube.errors import AlreadyExists, NotFound
-from omed.kube.resources import NODES, PODS
-from omed.log import kv
+from omed_devcluster.sim.watch import list_watch
 
-log = logging.getLogger("omed.devcluster.simulator")
+log = logging.getLogger("omed_devcluster.simulator")
 
 _LIFECYCLE_TAINTS = (UNREACHABLE_TAINT, "node.kubernetes.io/not-ready")
 _STOP_TIMEOUT = 10.0
@@ -528,8 +528,8 @@ class _NodeEvents:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m omed.devcluster.simulator``: see :mod:`omed.devcluster.sim.cli`."""
-    from omed.devcluster.sim.cli import main as cli_main
+    """``python -m omed_devcluster.simulator``: see :mod:`omed_devcluster.sim.cli`."""
+    from omed_devcluster.sim.cli import main as cli_main
 
     return cli_main(argv)
 

@@ -30,16 +30,16 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from omed.devcluster.sim.context import TERMINAL_PHASES, SimContext, pod_key
-from omed.devcluster.sim.events import KubeletEvents
-from omed.devcluster.sim.failures import ImageRule, Injection, PodPlans, plan_pod
-from omed.devcluster.sim.kubelet import PodRuntime
-from omed.devcluster.sim.nodes import PodIPs, host_ip
-from omed.devcluster.sim.podstatus import desired_status, node_not_ready_status, status_matches
-from omed.devcluster.sim.watch import KeyQueue, Wakeups
 from omed.log import kv
+from omed_devcluster.sim.context import TERMINAL_PHASES, SimContext, pod_key
+from omed_devcluster.sim.events import KubeletEvents
+from omed_devcluster.sim.failures import ImageRule, Injection, PodPlans, plan_pod
+from omed_devcluster.sim.kubelet import PodRuntime
+from omed_devcluster.sim.nodes import PodIPs, host_ip
+from omed_devcluster.sim.podstatus import desired_status, node_not_ready_status, status_matches
+from omed_devcluster.sim.watch import KeyQueue, Wakeups
 
-log = logging.getLogger("omed.devcluster.simulator")
+log = logging.getLogger("omed_devcluster.simulator")
 
 _RETRY_AFTER_ERROR = 0.5
 _DEFAULT_GRACE = 30.0

@@ -25,8 +25,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from omed.clock import rfc3339
-from omed.devcluster.sim.kubelet import RUNNING, TERMINATED, WAITING, ContainerSim, PodRuntime
-from omed.devcluster.sim.kubelet import image_id as _image_id
+from omed_devcluster.sim.kubelet import RUNNING, TERMINATED, WAITING, ContainerSim, PodRuntime
+from omed_devcluster.sim.kubelet import image_id as _image_id
 
 OWNED_CONDITIONS = (
     "PodReadyToStartContainers",

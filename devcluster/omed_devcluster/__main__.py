@@ -1,4 +1,4 @@
-"""``python -m omed.devcluster``: prepare binaries, or run a local cluster until Ctrl-C.
+"""``python -m omed_devcluster``: prepare binaries, or run a local cluster until Ctrl-C.
 
 - ``prepare``: find or build kube-apiserver, kubectl, etcd and helm into the cache, showing
   progress; prints their paths as JSON. CI and the demo call it first.
@@ -16,8 +16,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from omed.devcluster.binaries import BinaryError, ensure_binaries
-from omed.devcluster.controlplane import ControlPlane, ControlPlaneError
+from omed_devcluster.binaries import BinaryError, ensure_binaries
+from omed_devcluster.controlplane import ControlPlane, ControlPlaneError
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 
@@ -39,9 +39,9 @@ class _Stop(Exception):
 async def _serve_cluster(
     plane: ControlPlane, *, nodes: int, gpus: int, received: list[int]
 ) -> None:
-    from omed.devcluster.setup import install_crds
-    from omed.devcluster.simulator import NodeSimulator, Timings
     from omed.kube.client import KubeClient, load_config
+    from omed_devcluster.setup import install_crds
+    from omed_devcluster.simulator import NodeSimulator, Timings
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -109,7 +109,7 @@ def _up(nodes: int, gpus: int) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m omed.devcluster",
+        prog="python -m omed_devcluster",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -17,10 +17,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from omed.clock import Clock
-from omed.devcluster.sim.kubelet import Timings
 from omed.kube.client import STRATEGIC_MERGE_PATCH, KubeClient
 from omed.kube.errors import Conflict, NotFound
 from omed.kube.resources import PODS
+from omed_devcluster.sim.kubelet import Timings
 
 TERMINAL_PHASES = ("Succeeded", "Failed")
 

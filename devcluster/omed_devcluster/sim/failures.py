@@ -22,8 +22,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from omed.devcluster.sim.durations import parse_duration
-from omed.devcluster.sim.selectors import match_label_selector
+from omed_devcluster.sim.durations import parse_duration
+from omed_devcluster.sim.selectors import match_label_selector
 
 PREFIX = "sim.omed.dev/"
 FAIL = PREFIX + "fail"

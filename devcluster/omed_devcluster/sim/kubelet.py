@@ -44,8 +44,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from omed.clock import parse_rfc3339, rfc3339
-from omed.devcluster.sim.durations import format_duration
-from omed.devcluster.sim.failures import ContainerPlan, Failure
+from omed_devcluster.sim.durations import format_duration
+from omed_devcluster.sim.failures import ContainerPlan, Failure
 
 WAITING, RUNNING, TERMINATED = "waiting", "running", "terminated"
 

@@ -1,7 +1,7 @@
 """A real control plane on loopback, for tests, benchmarks and the demo.
 
 etcd, kube-apiserver, kube-controller-manager and kube-scheduler: envtest's recipe in Python
-(free ports, certificates from :mod:`omed.devcluster.certs`, an admin kubeconfig with a client
+(free ports, certificates from :mod:`omed_devcluster.certs`, an admin kubeconfig with a client
 certificate in ``system:masters``, a wait for ``/readyz``, a clean stop), plus the two
 components envtest leaves out, each with a loopback kubeconfig of its own identity
 (``system:kube-controller-manager``, ``system:kube-scheduler``), so the bootstrap RBAC of the
@@ -9,7 +9,7 @@ API server decides what they may do, as in a cluster. Nothing here fakes the API
 CRDs, status subresources, admission webhooks, Leases, Events, watches with bookmarks, 410
 Gone, garbage collection, namespace deletion, EndpointSlices, PodDisruptionBudget status and
 scheduling are all the real thing. Only the kubelet is simulated
-(:mod:`omed.devcluster.simulator`).
+(:mod:`omed_devcluster.simulator`).
 
 The controller manager runs exactly :data:`CONTROLLERS` (what omed and its tests rely on;
 the node lifecycle controller is left out, since the simulated nodes post no heartbeats and
@@ -49,8 +49,8 @@ from typing import Any
 
 import yaml
 
-from omed.devcluster.binaries import Binaries, ensure_binaries
-from omed.devcluster.certs import CertificateAuthority, service_account_keys
+from omed_devcluster.binaries import Binaries, ensure_binaries
+from omed_devcluster.certs import CertificateAuthority, service_account_keys
 
 _PR_SET_PDEATHSIG = 1
 _DIR_PREFIX = "omed-cp-"

@@ -31,7 +31,7 @@ from omed.kube.client import KubeClient
 from omed.kube.resources import EVENTS
 from omed.log import kv
 
-log = logging.getLogger("omed.devcluster.simulator")
+log = logging.getLogger("omed_devcluster.simulator")
 
 WATCHED_REASONS = ("ErrImagePull", "ImagePullBackOff", "CrashLoopBackOff")
 

@@ -32,7 +32,7 @@ from omed.kube.client import KubeClient, Resource
 from omed.kube.errors import Gone
 from omed.log import kv
 
-log = logging.getLogger("omed.devcluster.simulator")
+log = logging.getLogger("omed_devcluster.simulator")
 
 
 class WatchHandler(Protocol):
