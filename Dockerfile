@@ -5,6 +5,9 @@
 # The base image names no registry host: the builder's own registry configuration (or a
 # mirror) decides where python:3.11-slim comes from.
 #
+# The image holds the product only: the dev cluster and the demo (devcluster/) are a
+# distribution of their own, neither copied nor installed here (tests/unit/test_dockerfile.py).
+#
 # The image runs as uid 65532 on a read-only root filesystem: nothing is written outside
 # /tmp, which the ome-resources chart mounts as an emptyDir (docs/deploy.md).
 

@@ -1,17 +1,22 @@
-"""The Dockerfile: hadolint finds nothing, and the image keeps the rules the chart relies on
-(a non-root uid, a read-only root filesystem, no registry host, the omed entry point).
+"""The Dockerfile: hadolint finds nothing, the image keeps the rules the chart relies on (a
+non-root uid, a read-only root filesystem, no registry host, the omed entry point), and it is
+made of the product only, with no dev cluster code.
 
-No docker engine runs where these tests do, so the image itself isn't built here.
+No docker engine runs where these tests do, so the image itself isn't built here; its wheel
+is, from the files its build stage copies out of the build context.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+from product_wheel import build_wheel, dev_cluster_code
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCKERFILE = ROOT / "Dockerfile"
@@ -93,9 +98,16 @@ def test_dockerignore_keeps_the_context_small() -> None:
         for line in DOCKERIGNORE.read_text(encoding="utf-8").splitlines()
         if line.strip() and not line.startswith("#")
     }
-    assert {".git", ".venv", ".pytest_cache", ".mypy_cache", ".hypothesis", "tests", "bench"} <= (
-        patterns
-    )
+    assert {
+        ".git",
+        ".venv",
+        ".pytest_cache",
+        ".mypy_cache",
+        ".hypothesis",
+        "tests",
+        "bench",
+        "devcluster",
+    } <= patterns
     # what the build copies must stay in the context
     copied = {
         part
@@ -105,3 +117,91 @@ def test_dockerignore_keeps_the_context_small() -> None:
     }
     assert copied == {"pyproject.toml", "README.md", "omed"}
     assert not copied & patterns
+
+
+# -- what the image is made of --------------------------------------------------------------
+
+
+def dockerignore_patterns() -> list[str]:
+    patterns = [
+        line.strip()
+        for line in DOCKERIGNORE.read_text(encoding="utf-8").splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    assert not [p for p in patterns if p.startswith("!")], "exceptions aren't modelled here"
+    return [p.strip("/") for p in patterns]
+
+
+def _matches(pattern: list[str], parts: list[str]) -> bool:
+    """Docker's pattern match: ``*`` and ``?`` within one path element, ``**`` any number
+    of elements."""
+    if not pattern:
+        return not parts
+    if pattern[0] == "**":
+        return any(_matches(pattern[1:], parts[i:]) for i in range(len(parts) + 1))
+    return (
+        bool(parts)
+        and fnmatch.fnmatchcase(parts[0], pattern[0])
+        and _matches(pattern[1:], parts[1:])
+    )
+
+
+def ignored(relative: str, patterns: list[str]) -> bool:
+    """A path is left out of the context when it or a directory above it matches."""
+    parts = relative.split("/")
+    return any(
+        _matches(pattern.split("/"), parts[:n])
+        for pattern in patterns
+        for n in range(1, len(parts) + 1)
+    )
+
+
+def test_the_ignore_matching_follows_docker() -> None:
+    patterns = ["**/__pycache__", "*.egg-info", "tests", "bench/out"]
+    assert ignored("omed/api/__pycache__/x.pyc", patterns)
+    assert ignored("__pycache__/x.pyc", patterns)
+    assert ignored("omed.egg-info/PKG-INFO", patterns)
+    assert ignored("tests/unit/test_x.py", patterns)
+    assert ignored("bench/out/a.json", patterns)
+    assert not ignored("bench/converge.py", patterns)
+    assert not ignored("omed/api/models.py", patterns)
+    assert not ignored("omed/tests.py", patterns)
+
+
+def stage_build_context(dest: Path) -> Path:
+    """The build stage's WORKDIR after its COPY instructions: the build context (the checkout
+    less .dockerignore's paths), copied as each COPY says."""
+    patterns = dockerignore_patterns()
+    steps = instructions()
+    froms = [i for i, (keyword, _) in enumerate(steps) if keyword == "FROM"]
+    build = steps[froms[0] : froms[1]]
+    assert ("WORKDIR", "/src") in build
+    copies = [args.split() for keyword, args in build if keyword == "COPY"]
+    assert copies and not [c for c in copies if c[0].startswith("--")]
+    dest.mkdir()
+
+    def left_out(directory: str, names: list[str]) -> list[str]:
+        here = Path(directory).relative_to(ROOT)
+        return [n for n in names if ignored((here / n).as_posix(), patterns)]
+
+    for *sources, target in copies:
+        for source in sources:
+            assert not ignored(source, patterns), source
+            path = dest / target / Path(source).name if target.endswith("/") else dest / target
+            if (ROOT / source).is_dir():
+                shutil.copytree(ROOT / source, path, ignore=left_out)
+            else:
+                shutil.copy2(ROOT / source, path)
+    return dest
+
+
+def test_the_image_holds_no_dev_cluster_code(tmp_path: Path) -> None:
+    """The wheel the build stage makes (and the image installs) from what it copies holds
+    omed only: the dev cluster and the demo (devcluster/) never enter the image."""
+    runs = " ".join(args for keyword, args in instructions() if keyword == "RUN")
+    assert "pip wheel --no-cache-dir --no-deps --wheel-dir /wheels ." in runs
+    context = stage_build_context(tmp_path / "src")
+    assert not list(context.rglob("omed_devcluster"))
+    wheel = build_wheel(context, tmp_path / "wheels")
+    assert dev_cluster_code(wheel) == []
+    assert "omed/manager/__init__.py" in wheel.members
