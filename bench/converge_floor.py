@@ -61,14 +61,14 @@ from converge import (
 from converge import (
     apiserver_metrics as read_apiserver_metrics,
 )
-from omed.controllers.inferenceservice.controller import FINALIZER
-from omed.controllers.inferenceservice.project import project
-from omed.controllers.inferenceservice.status import build_status, replica_readiness
 
 from omed.api.constants import READINESS_GATE_SERVING
 from omed.clock import rfc3339
 from omed.controllers.inferencereplica.core.observe import replica_target
 from omed.controllers.inferencereplica.core.podtemplate import render_pod
+from omed.controllers.inferenceservice.controller import FINALIZER
+from omed.controllers.inferenceservice.project import project
+from omed.controllers.inferenceservice.status import build_status, replica_readiness
 from omed.informers import Handlers, InformerFactory
 from omed.informers.transform import Obj
 from omed.kube.client import KubeClient, load_config
