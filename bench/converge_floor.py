@@ -66,9 +66,14 @@ from omed.api.constants import READINESS_GATE_SERVING
 from omed.clock import rfc3339
 from omed.controllers.inferencereplica.core.observe import replica_target
 from omed.controllers.inferencereplica.core.podtemplate import render_pod
-from omed.controllers.inferenceservice.controller import FINALIZER
-from omed.controllers.inferenceservice.project import project
-from omed.controllers.inferenceservice.status import build_status, replica_readiness
+from omed.controllers.inferenceservice.core.names import FINALIZER
+from omed.controllers.inferenceservice.core.project import project
+from omed.controllers.inferenceservice.core.status import build_status, replica_readiness
+from omed.controllers.inferenceservice.shell.read import (
+    read_replica,
+    read_runtime_spec,
+    read_service,
+)
 from omed.informers import Handlers, InformerFactory
 from omed.informers.transform import Obj
 from omed.kube.client import KubeClient, load_config
@@ -122,8 +127,8 @@ async def ideal_service(client: KubeClient, isvc: Obj, engines: int, pods: PodWa
     isvc = await client.patch(
         INFERENCE_SERVICES, name, {"metadata": {"finalizers": [FINALIZER]}}, NAMESPACE
     )
-    projection = project(isvc, RUNTIME, default_mode="OMENative")
-    wanted = projection.replicas["engine"]
+    projection = project(read_service(isvc), read_runtime_spec(RUNTIME), default_mode="OMENative")
+    wanted = projection.replicas["engine"].to_dict()
     irep = await client.create(INFERENCE_REPLICAS, wanted, NAMESPACE)  # its finalizer on
     irep_name = irep["metadata"]["name"]
     target = replica_target(irep)
@@ -227,8 +232,8 @@ async def ideal_service(client: KubeClient, isvc: Obj, engines: int, pods: PodWa
         NAMESPACE,
     )
     status = build_status(
-        isvc=isvc,
-        components=[replica_readiness("engine", irep)],
+        isvc=read_service(isvc),
+        components=[replica_readiness("engine", read_replica(irep))],
         now=dt.datetime.now(dt.UTC),
     )
     await client.replace_status(INFERENCE_SERVICES, {**isvc, "status": status}, NAMESPACE)

@@ -28,7 +28,7 @@ from omed.cli.instances import (
     cut,
 )
 from omed.controllers.inferencereplica.core.names import parse_pod_name
-from omed.controllers.inferenceservice.project import resolve_mode
+from omed.controllers.inferenceservice.core.project import resolve_mode_json as resolve_mode
 from omed.webhooks.migration import CREDENTIAL_PATTERNS
 
 MAX_PODS: Final = 16
@@ -102,7 +102,7 @@ def deployment(
     default_known: bool,
 ) -> Deployment:
     """The component's mode, as the InferenceService controller resolves it
-    (:func:`omed.controllers.inferenceservice.project.resolve_mode`)."""
+    (:func:`omed.controllers.inferenceservice.core.project.resolve_mode`)."""
     mode, source = resolve_mode(isvc, runtime, default_mode)
     partial = (source in ("ConfigMap", "Default") and not default_known) or (
         source not in ("Annotation", "ServiceSpec") and origin == "RuntimeUnreadable"

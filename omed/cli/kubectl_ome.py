@@ -66,7 +66,7 @@ from omed.cli.instances import (
     retry_blocks_report,
 )
 from omed.config.reconcile import ReconcileConfigError, deploy_entry
-from omed.controllers.inferenceservice.project import resolve_mode
+from omed.controllers.inferenceservice.core.project import resolve_mode_json as resolve_mode
 from omed.kube.client import KubeClient, Resource, load_config
 from omed.kube.errors import ApiError, Conflict, NotFound
 from omed.kube.resources import (

@@ -22,7 +22,7 @@ from omed.config import ConfigCache, Options, StartupConfig, deploy_entry
 from omed.controllers.inferencereplica.core.encoding import StatusEncodingSettings
 from omed.controllers.inferencereplica.core.model import PlanSettings
 from omed.controllers.inferencereplica.shell.controller import InferenceReplicaController
-from omed.controllers.inferenceservice.controller import InferenceServiceController
+from omed.controllers.inferenceservice.shell.controller import InferenceServiceController
 from omed.events import EventSink
 from omed.informers import InformerFactory
 from omed.kube.client import KubeClient

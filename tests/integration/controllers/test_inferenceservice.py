@@ -17,7 +17,7 @@ from test_irep_collector import collector_watches_ome_kinds
 
 from omed.controllers.inferencereplica.core.model import PlanSettings
 from omed.controllers.inferencereplica.shell.controller import InferenceReplicaController
-from omed.controllers.inferenceservice.controller import InferenceServiceController
+from omed.controllers.inferenceservice.shell.controller import InferenceServiceController
 from omed.events import EventRecorder
 from omed.informers import InformerFactory
 from omed.kube.client import KubeClient

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from omed.controllers.inferenceservice.controller import InferenceServiceController
+from omed.controllers.inferenceservice.shell.controller import InferenceServiceController
 from omed.informers import InformerFactory
 from omed.informers.transform import LAST_APPLIED
 from omed.kube.client import KubeClient

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from omed.controllers.inferenceservice.controller import replica_ref_index
+from omed.controllers.inferenceservice.shell.controller import replica_ref_index
 
 
 def _isvc(spec: Any) -> dict[str, Any]:

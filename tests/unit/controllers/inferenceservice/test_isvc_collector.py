@@ -9,7 +9,7 @@ from typing import Any
 
 from test_isvc_write_refused import World, service
 
-from omed.controllers.inferenceservice.controller import DELETION_POLL, FINALIZER
+from omed.controllers.inferenceservice.core.names import DELETION_POLL, FINALIZER
 from omed.kube.client import Resource
 from omed.kube.errors import NotFound
 from omed.workqueue import Result
@@ -86,7 +86,13 @@ async def test_a_service_created_again_adopts_the_replica_an_orphan_deletion_lef
 async def test_a_replica_that_isnt_the_services_own_is_a_conflict_not_an_adoption() -> None:
     def foreign(irep: dict[str, Any]) -> None:
         irep["metadata"]["ownerReferences"] = [
-            {"kind": "InferenceService", "name": "chat", "uid": "older", "controller": True}
+            {
+                "apiVersion": "ome.io/v1beta1",
+                "kind": "InferenceService",
+                "name": "chat",
+                "uid": "older",
+                "controller": True,
+            }
         ]
 
     def another_parent(irep: dict[str, Any]) -> None:

@@ -18,8 +18,9 @@ from typing import Any, cast
 import pytest
 
 from omed.clock import FakeClock
-from omed.controllers.inferenceservice.controller import FINALIZER, InferenceServiceReconciler
-from omed.controllers.inferenceservice.project import ANNOTATION_SPEC_HASH
+from omed.controllers.inferenceservice.core.names import FINALIZER
+from omed.controllers.inferenceservice.core.project import ANNOTATION_SPEC_HASH
+from omed.controllers.inferenceservice.shell.reconciler import InferenceServiceReconciler
 from omed.controllers.refusals import (
     CONDITION_WRITE_REFUSED,
     FAILED_TEST_MESSAGE,

@@ -1,27 +1,36 @@
-"""The projection from an InferenceService and its runtime to InferenceReplicas."""
+"""The projection from an InferenceService and its runtime to InferenceReplicas.
+
+The core reads models; these tests write the objects as the API server holds them (JSON), so
+the adapters below read them through the shell's cache boundary and give the wanted replicas
+back in their wire form."""
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import datetime as dt
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
 
+from omed.api.component import ComponentSpec
 from omed.controllers.inferencereplica.core.model import RunnerShape
 from omed.controllers.inferencereplica.core.podtemplate import revision_of
-from omed.controllers.inferenceservice.project import (
+from omed.controllers.inferenceservice.core import project as core
+from omed.controllers.inferenceservice.core import status as core_status
+from omed.controllers.inferenceservice.core.project import (
     ANNOTATION_SPEC_HASH,
     ProjectionError,
-    instance_count,
     merge_container,
     merge_diff,
-    needs_update,
-    project,
-    resolve_mode,
-    update_patch,
 )
-from omed.controllers.inferenceservice.status import build_status, replica_readiness
+from omed.controllers.inferenceservice.core.project import resolve_mode_json as resolve_mode
+from omed.controllers.inferenceservice.shell.read import (
+    read_replica,
+    read_runtime_spec,
+    read_service,
+)
 
 NOW = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)
 
@@ -45,6 +54,42 @@ RUNTIME: dict[str, Any] = {
         },
     },
 }
+
+
+def project(
+    isvc: Mapping[str, Any], runtime: Mapping[str, Any] | None, *, default_mode: str | None
+) -> Any:
+    projection = core.project(
+        read_service(isvc), read_runtime_spec(runtime), default_mode=default_mode
+    )
+    wire = {name: core.wire(r.to_dict()) for name, r in projection.replicas.items()}
+    return dataclasses.replace(projection, replicas=wire)
+
+
+def needs_update(stored: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
+    return core.needs_update(read_replica(stored), read_replica(wanted))
+
+
+def update_patch(stored: Mapping[str, Any], wanted: Mapping[str, Any]) -> dict[str, Any]:
+    return core.update_patch(read_replica(stored), read_replica(wanted))
+
+
+def instance_count(component: Mapping[str, Any]) -> int:
+    # Built without validation: the model refuses maxReplicas below minReplicas (so does the
+    # webhook), and the count still has an answer for one stored before either ran.
+    return core.instance_count(
+        ComponentSpec.model_construct(
+            min_replicas=component.get("minReplicas"), max_replicas=component.get("maxReplicas")
+        )
+    )
+
+
+def replica_readiness(component: str, irep: Mapping[str, Any] | None) -> Any:
+    return core_status.replica_readiness(component, read_replica(irep) if irep else None)
+
+
+def build_status(*, isvc: Mapping[str, Any], **kwargs: Any) -> dict[str, Any]:
+    return core_status.build_status(isvc=read_service(isvc), **kwargs)
 
 
 def isvc(**spec: Any) -> dict[str, Any]:
@@ -223,7 +268,11 @@ def _irep(ready: int, wanted: int, *, observed: int | None, generation: int = 2)
         status["observedGeneration"] = observed
     return {
         "metadata": {"name": "chat-engine", "generation": generation},
-        "spec": {"replicas": wanted},
+        "spec": {
+            "component": "engine",
+            "replicas": wanted,
+            "runners": [{"name": "default", "template": {}}],
+        },
         "status": status,
     }
 

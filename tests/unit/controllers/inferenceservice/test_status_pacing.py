@@ -5,11 +5,11 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from omed.controllers.inferenceservice.status import (
-    build_status,
-    replica_readiness,
-    status_urgent,
+from omed.controllers.inferenceservice.core.status import build_status, status_urgent
+from omed.controllers.inferenceservice.core.status import (
+    replica_readiness as core_readiness,
 )
+from omed.controllers.inferenceservice.shell.read import read_replica, read_service
 
 NOW = dt.datetime(2026, 11, 30, 8, 0, tzinfo=dt.UTC)
 
@@ -21,13 +21,25 @@ def _irep(*, wanted: int, ready: int, generation: int = 1, observed: int | None 
     status["currentRevision"] = "chat-engine-0a1b2c3d"
     return {
         "metadata": {"name": "chat-engine", "generation": generation},
-        "spec": {"replicas": wanted},
+        "spec": {
+            "component": "engine",
+            "replicas": wanted,
+            "runners": [{"name": "default", "template": {}}],
+        },
         "status": status,
     }
 
 
+def replica_readiness(component: str, irep: Any) -> Any:
+    return core_readiness(component, read_replica(irep) if irep is not None else None)
+
+
+def _service(isvc_status: Any, *, generation: int = 3) -> Any:
+    return read_service({"metadata": {"generation": generation}, "spec": {}, "status": isvc_status})
+
+
 def _status(isvc_status: Any, irep: Any, *, generation: int = 3) -> dict[str, Any]:
-    isvc = {"metadata": {"generation": generation}, "status": isvc_status}
+    isvc = _service(isvc_status, generation=generation)
     return build_status(isvc=isvc, components=[replica_readiness("engine", irep)], now=NOW)
 
 
@@ -74,7 +86,7 @@ def test_new_generation_is_urgent() -> None:
 
 def test_ready_reason_change_is_urgent() -> None:
     before = _status(None, _irep(wanted=4, ready=1))
-    isvc = {"metadata": {"generation": 3}, "status": before}
+    isvc = _service(before)
     failed = build_status(
         isvc=isvc, components=[], failure=("InferenceReplicaConflict", "exists"), now=NOW
     )

@@ -1,126 +1,166 @@
-"""When the InferenceService controller writes a status, and when it waits (a stub client)."""
+"""When the InferenceService core writes a status, and when it waits: its decisions on a
+service whose one engine replica moves, the pacing memory carried from pass to pass as the
+shell carries it."""
 
 from __future__ import annotations
 
-import asyncio
-import types
-from typing import Any, cast
+import dataclasses
+import datetime as dt
+from typing import Any
 
-from omed.clock import FakeClock
-from omed.controllers.inferenceservice.controller import InferenceServiceReconciler
-from omed.controllers.inferenceservice.status import replica_readiness
+from omed.controllers.inferenceservice.core.actions import Decision, WriteStatus
+from omed.controllers.inferenceservice.core.decide import decide
+from omed.controllers.inferenceservice.core.model import (
+    DecideInput,
+    Moment,
+    Observed,
+    Progress,
+    Settings,
+)
+from omed.controllers.inferenceservice.core.names import FINALIZER
+from omed.controllers.inferenceservice.core.pacing import Pace, PaceMemory
+from omed.controllers.inferenceservice.shell.read import read_replica, read_service
 from omed.controllers.pacing import STATUS_PACE, STATUS_PACE_BUSY
 
-
-class RecordingClient:
-    def __init__(self) -> None:
-        self.bodies: list[dict[str, Any]] = []
-
-    async def replace_status(self, resource: Any, body: dict[str, Any], namespace: Any) -> Any:
-        del resource, namespace
-        self.bodies.append(body)
-        return body
-
-
-def _reconciler(client: RecordingClient, clock: FakeClock, busy: list[bool]) -> Any:
-    informer = types.SimpleNamespace(store=None)
-
-    async def mode() -> str | None:
-        return None
-
-    return InferenceServiceReconciler(
-        client=cast(Any, client),
-        services=cast(Any, informer),
-        replicas=cast(Any, informer),
-        runtimes=cast(Any, informer),
-        cluster_runtimes=cast(Any, informer),
-        default_mode=mode,
-        clock=clock,
-        busy=lambda: busy[0],
-    )
+NOW = dt.datetime(2026, 11, 30, 8, 0, tzinfo=dt.UTC)
+SETTINGS = Settings(pace=Pace(quiet=STATUS_PACE, busy=STATUS_PACE_BUSY), deletion_poll=1.0)
+OWNER = {
+    "apiVersion": "ome.io/v1beta1",
+    "kind": "InferenceService",
+    "name": "chat",
+    "uid": "isvc-uid",
+    "controller": True,
+}
 
 
-def _isvc(status: dict[str, Any] | None = None) -> dict[str, Any]:
+def _isvc(status: dict[str, Any] | None = None, *, spec: dict[str, Any] | None = None) -> Any:
     isvc: dict[str, Any] = {
         "apiVersion": "ome.io/v1beta1",
         "kind": "InferenceService",
-        "metadata": {"name": "chat", "namespace": "ns", "generation": 1, "resourceVersion": "5"},
+        "metadata": {
+            "name": "chat",
+            "namespace": "ns",
+            "uid": "isvc-uid",
+            "generation": 1,
+            "resourceVersion": "5",
+            "finalizers": [FINALIZER],
+        },
+        "spec": spec
+        or {
+            "deploymentMode": "OMENative",
+            "engine": {"runner": {"name": "ome-container", "image": "ome/srt:1"}},
+        },
     }
     if status is not None:
         isvc["status"] = status
-    return isvc
+    return read_service(isvc)
 
 
-def _irep(ready: int) -> dict[str, Any]:
-    return {
-        "metadata": {"name": "chat-engine", "generation": 1},
-        "spec": {"replicas": 4},
-        "status": {"observedGeneration": 1, "replicas": 4, "readyReplicas": ready},
-    }
-
-
-def _write(reconciler: Any, isvc: dict[str, Any], ready: int) -> float | None:
-    wait: float | None = asyncio.run(
-        reconciler._write_status(isvc, components=[replica_readiness("engine", _irep(ready))])
+def _irep(ready: int) -> Any:
+    return read_replica(
+        {
+            "metadata": {"name": "chat-engine", "generation": 1, "ownerReferences": [OWNER]},
+            "spec": {
+                "component": "engine",
+                "replicas": 4,
+                "runners": [{"name": "default", "template": {}}],
+            },
+            "status": {"observedGeneration": 1, "replicas": 4, "readyReplicas": ready},
+        }
     )
-    return wait
+
+
+class Pacing:
+    """The core's status decisions, one pass at a time, with the memory the shell keeps."""
+
+    def __init__(self, busy: bool = False) -> None:
+        self.busy = busy
+        self.monotonic = 0.0
+        self.memory = PaceMemory()
+        self.bodies: list[dict[str, Any]] = []
+
+    def advance(self, seconds: float) -> None:
+        self.monotonic += seconds
+
+    def write(self, service: Any, ready: int) -> float | None:
+        """One pass; the seconds it waits when the write is paced (``None``: written or
+        nothing to write)."""
+        observed = Observed(
+            service=service,
+            runtime_name=None,
+            runtime=None,
+            replicas={"chat-engine": _irep(ready)},
+            owned=(_irep(ready),),
+            default_mode=None,
+        )
+        given = DecideInput(
+            observed=observed,
+            settings=SETTINGS,
+            moment=Moment(now=NOW, monotonic=self.monotonic, busy=self.busy),
+            memory=self.memory,
+            progress=Progress(replicas_done=True),  # the replica's spec isn't the question
+        )
+        decision: Decision = decide(given)
+        self.memory = decision.memory
+        if decision.final:
+            return decision.requeue_after
+        (write,) = decision.actions
+        assert isinstance(write, WriteStatus)
+        self.bodies.append(write.body)
+        after = decide(
+            dataclasses.replace(
+                given, memory=self.memory, progress=Progress(replicas_done=True, status="written")
+            )
+        )
+        assert after.final and after.actions == () and after.requeue_after is None
+        self.memory = after.memory
+        return None
 
 
 def test_first_status_is_written_at_once_when_the_queue_is_empty() -> None:
-    client, clock = RecordingClient(), FakeClock()
-    reconciler = _reconciler(client, clock, [False])
-    assert _write(reconciler, _isvc(), ready=0) is None
-    assert len(client.bodies) == 1
+    pacing = Pacing()
+    assert pacing.write(_isvc(), ready=0) is None
+    assert len(pacing.bodies) == 1
 
 
 def test_count_changes_are_paced() -> None:
-    client, clock = RecordingClient(), FakeClock()
-    busy = [False]
-    reconciler = _reconciler(client, clock, busy)
-    assert _write(reconciler, _isvc(), ready=1) is None
-    stored = _isvc(client.bodies[-1]["status"])
-    clock.advance(1)
-    assert _write(reconciler, stored, ready=2) == STATUS_PACE - 1
-    busy[0] = True
-    assert _write(reconciler, stored, ready=2) == STATUS_PACE_BUSY - 1
-    assert len(client.bodies) == 1
-    busy[0] = False
-    clock.advance(STATUS_PACE)
-    assert _write(reconciler, stored, ready=2) is None
-    assert len(client.bodies) == 2
-    assert client.bodies[-1]["status"]["components"]["engine"]["readyReplicas"] == 2
+    pacing = Pacing()
+    assert pacing.write(_isvc(), ready=1) is None
+    stored = _isvc(pacing.bodies[-1]["status"])
+    pacing.advance(1)
+    assert pacing.write(stored, ready=2) == STATUS_PACE - 1
+    pacing.busy = True
+    assert pacing.write(stored, ready=2) == STATUS_PACE_BUSY - 1
+    assert len(pacing.bodies) == 1
+    pacing.busy = False
+    pacing.advance(STATUS_PACE)
+    assert pacing.write(stored, ready=2) is None
+    assert len(pacing.bodies) == 2
+    assert pacing.bodies[-1]["status"]["components"]["engine"]["readyReplicas"] == 2
 
 
 def test_under_load_a_first_not_ready_status_waits_but_ready_does_not() -> None:
-    client, clock = RecordingClient(), FakeClock()
-    reconciler = _reconciler(client, clock, [True])
-    assert _write(reconciler, _isvc(), ready=1) == STATUS_PACE_BUSY
-    clock.advance(10)
-    assert _write(reconciler, _isvc(), ready=3) == STATUS_PACE_BUSY - 10
-    assert client.bodies == []
-    assert _write(reconciler, _isvc(), ready=4) is None  # Ready: written at once
-    conditions = {c["type"]: c["status"] for c in client.bodies[-1]["status"]["conditions"]}
+    pacing = Pacing(busy=True)
+    assert pacing.write(_isvc(), ready=1) == STATUS_PACE_BUSY
+    pacing.advance(10)
+    assert pacing.write(_isvc(), ready=3) == STATUS_PACE_BUSY - 10
+    assert pacing.bodies == []
+    assert pacing.write(_isvc(), ready=4) is None  # Ready: written at once
+    conditions = {c["type"]: c["status"] for c in pacing.bodies[-1]["status"]["conditions"]}
     assert conditions["Ready"] == "True"
 
 
 def test_under_load_the_first_status_is_written_once_its_pace_has_passed() -> None:
-    client, clock = RecordingClient(), FakeClock()
-    reconciler = _reconciler(client, clock, [True])
-    assert _write(reconciler, _isvc(), ready=0) == STATUS_PACE_BUSY
-    clock.advance(STATUS_PACE_BUSY)
-    assert _write(reconciler, _isvc(), ready=0) is None
-    assert len(client.bodies) == 1
+    pacing = Pacing(busy=True)
+    assert pacing.write(_isvc(), ready=0) == STATUS_PACE_BUSY
+    pacing.advance(STATUS_PACE_BUSY)
+    assert pacing.write(_isvc(), ready=0) is None
+    assert len(pacing.bodies) == 1
 
 
 def test_under_load_a_first_failure_is_written_at_once() -> None:
-    client, clock = RecordingClient(), FakeClock()
-    reconciler = _reconciler(client, clock, [True])
-    wait = asyncio.run(
-        reconciler._write_status(
-            _isvc(), components=(), failure=("InferenceReplicaConflict", "exists")
-        )
-    )
-    assert wait is None
-    assert [c["reason"] for c in client.bodies[-1]["status"]["conditions"]] == [
-        "InferenceReplicaConflict"
-    ]
+    pacing = Pacing(busy=True)
+    # A runtime the service names that isn't there: a failure, which is news.
+    service = _isvc(spec={"deploymentMode": "OMENative", "runtime": {"name": "srt"}, "engine": {}})
+    assert pacing.write(service, ready=0) is None
+    assert [c["reason"] for c in pacing.bodies[-1]["status"]["conditions"]] == ["RuntimeUnresolved"]

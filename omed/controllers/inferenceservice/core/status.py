@@ -14,9 +14,12 @@ import datetime as dt
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from omed.api.base import format_time
 from omed.api.constants import COMPONENT_READY_CONDITIONS, CONDITION_READY
-from omed.clock import rfc3339
-from omed.controllers.refusals import CONDITION_WRITE_REFUSED, RefusedWrite
+from omed.api.inferencereplica import InferenceReplica
+from omed.api.inferenceservice import InferenceService
+from omed.controllers.inferenceservice.core.model import Refusal
+from omed.controllers.inferenceservice.core.names import CONDITION_WRITE_REFUSED
 
 _READY_CONDITION: Final[Mapping[str, str]] = {
     str(k): v for k, v in COMPONENT_READY_CONDITIONS.items()
@@ -42,29 +45,29 @@ class ComponentReadiness:
     summary: dict[str, Any]
 
 
-def replica_readiness(component: str, irep: Mapping[str, Any] | None) -> ComponentReadiness:
+def replica_readiness(component: str, irep: InferenceReplica | None) -> ComponentReadiness:
     if irep is None:
         return ComponentReadiness(
             component, False, REASON_MISSING, "InferenceReplica not created yet", {}
         )
-    meta = irep.get("metadata") or {}
-    spec = irep.get("spec") or {}
-    status = irep.get("status") or {}
-    wanted = int(spec.get("replicas") or 0)
-    ready = int(status.get("readyReplicas") or 0)
-    summary = {
-        "inferenceReplica": meta.get("name"),
-        "replicas": int(status.get("replicas") or 0),
+    meta = irep.metadata
+    status = irep.status
+    wanted = irep.spec.replicas
+    ready = (status.ready_replicas if status else None) or 0
+    summary: dict[str, Any] = {
+        "inferenceReplica": meta.name,
+        "replicas": (status.replicas if status else None) or 0,
         "readyReplicas": ready,
-        "servingReplicas": int(status.get("servingReplicas") or 0),
-        "updatedReplicas": int(status.get("updatedReplicas") or 0),
+        "servingReplicas": (status.serving_replicas if status else None) or 0,
+        "updatedReplicas": (status.updated_replicas if status else None) or 0,
     }
-    for field in ("currentRevision", "updateRevision"):
-        if status.get(field):
-            summary[field] = status[field]
-    observed = status.get("observedGeneration")
-    generation = meta.get("generation")
-    if observed is None or (generation is not None and int(observed) < int(generation)):
+    if status is not None and status.current_revision:
+        summary["currentRevision"] = status.current_revision
+    if status is not None and status.update_revision:
+        summary["updateRevision"] = status.update_revision
+    observed = status.observed_generation if status else None
+    generation = meta.generation
+    if observed is None or (generation is not None and observed < generation):
         return ComponentReadiness(
             component,
             False,
@@ -76,6 +79,11 @@ def replica_readiness(component: str, irep: Mapping[str, Any] | None) -> Compone
     if ready >= wanted:
         return ComponentReadiness(component, True, REASON_READY, message, summary)
     return ComponentReadiness(component, False, REASON_NOT_READY, message, summary)
+
+
+def stored_status(service: InferenceService) -> dict[str, Any] | None:
+    """The service's status as stored (fields omed doesn't model kept), or ``None``."""
+    return service.status.to_dict() if service.status is not None else None
 
 
 def _condition(
@@ -96,9 +104,9 @@ def _condition(
         "status": status,
         "reason": reason,
         "message": message,
-        "lastTransitionTime": rfc3339(now)
+        "lastTransitionTime": format_time(now)
         if changed or not before
-        else before.get("lastTransitionTime", rfc3339(now)),
+        else before.get("lastTransitionTime", format_time(now)),
     }
     if generation is not None:
         condition["observedGeneration"] = generation
@@ -107,11 +115,11 @@ def _condition(
 
 def build_status(
     *,
-    isvc: Mapping[str, Any],
+    isvc: InferenceService,
     components: Sequence[ComponentReadiness],
     fronted: Sequence[ComponentReadiness] = (),
     failure: tuple[str, str] | None = None,
-    refused: RefusedWrite | None = None,
+    refused: Refusal | None = None,
     now: dt.datetime,
 ) -> dict[str, Any]:
     """The status to store: conditions keep their transition time while unchanged.
@@ -119,9 +127,8 @@ def build_status(
     ``refused`` is a write of this pass the API server refused for good: it is shown as
     condition WriteRefused (True, the API server's reason, the event's message); without
     one the condition is left out, which removes it."""
-    meta = isvc.get("metadata") or {}
-    generation = meta.get("generation")
-    old_status = isvc.get("status") or {}
+    generation = isvc.metadata.generation
+    old_status = stored_status(isvc) or {}
     previous: dict[str, Mapping[str, Any]] = {
         str(c.get("type")): c for c in old_status.get("conditions") or [] if isinstance(c, dict)
     }
@@ -186,7 +193,7 @@ def build_status(
 
 
 def _refused_condition(
-    refused: RefusedWrite,
+    refused: Refusal,
     *,
     generation: int | None,
     previous: Mapping[str, Mapping[str, Any]],
@@ -204,19 +211,17 @@ def _refused_condition(
 
 
 def with_write_refused(
-    isvc: Mapping[str, Any], refused: RefusedWrite | None, *, now: dt.datetime
+    isvc: InferenceService, refused: Refusal | None, *, now: dt.datetime
 ) -> list[dict[str, Any]]:
     """The stored conditions with WriteRefused set from ``refused`` (its transition time
     kept while it stays True), or without it: what a pass that writes no other status (a
     deletion) stores."""
-    old = [
-        dict(c) for c in (isvc.get("status") or {}).get("conditions") or () if isinstance(c, dict)
-    ]
+    old = [dict(c) for c in (stored_status(isvc) or {}).get("conditions") or ()]
     previous = {str(c.get("type")): c for c in old}
     kept = [c for c in old if c.get("type") != CONDITION_WRITE_REFUSED]
     if refused is None:
         return kept
-    generation = (isvc.get("metadata") or {}).get("generation")
+    generation = isvc.metadata.generation
     return [
         *kept,
         _refused_condition(refused, generation=generation, previous=previous, now=now),

@@ -17,6 +17,10 @@ Rules (docs/controllers.md, "InferenceService controller"):
   env and ports merge by name);
 - a multi-pod Instance (``leader`` or ``worker`` set) has runners ``leader`` (size 1) and
   ``worker`` (``worker.size``), each with its own template; else one runner ``default``;
+- the models are read, the wire form built: a component's pod spec fields and runner are
+  free-form, laid over the runtime's as JSON, and integral numbers are written as the API
+  server stores them (``2``, not ``2.0``), so the digest of the wanted spec is the same
+  whatever float a model holds;
 - only the runtime's ``spec`` is read, never its metadata (uid, resourceVersion,
   creationTimestamp), so a runtime created again with the same spec projects the same
   replicas; a runtime the service names that doesn't exist (yet, or any more) is
@@ -33,6 +37,8 @@ from typing import Any, Final
 
 import orjson
 
+from omed.api.base import ObjectMeta, OwnerReference
+from omed.api.component import RuntimeComponentConfig
 from omed.api.constants import (
     ANNOTATION_CONTROLLER_WRITE,
     ANNOTATION_DEPLOYMENT_MODE,
@@ -41,10 +47,22 @@ from omed.api.constants import (
     CONTROLLER_WRITE_TRUE,
     DEPLOYMENT_MODE_OME_NATIVE,
     FINALIZER_INFERENCE_REPLICA,
-    KIND_INFERENCE_REPLICA,
     KIND_INFERENCE_SERVICE,
     LABEL_COMPONENT,
     LABEL_INFERENCE_SERVICE,
+)
+from omed.api.inferencereplica import (
+    InferenceReplica,
+    InferenceReplicaSpec,
+    ParentRef,
+    Runner,
+    inference_replica_name,
+)
+from omed.api.inferenceservice import InferenceService
+from omed.api.servingruntime import ServingRuntimeSpec
+from omed.controllers.inferenceservice.core.names import (
+    REASON_INVALID_TEMPLATE,
+    REASON_RUNTIME_UNRESOLVED,
 )
 
 RUNNER_CONTAINER: Final = "ome-container"
@@ -83,34 +101,82 @@ class Projection:
     """The resolved deployment mode."""
     mode_source: str
     """Where the mode came from: Annotation, ServiceSpec, Runtime, ConfigMap or Default."""
-    replicas: dict[str, dict[str, Any]]
-    """Wanted InferenceReplica objects by component, for OMENative components only."""
+    replicas: dict[str, InferenceReplica]
+    """Wanted InferenceReplicas by component, for OMENative components only."""
     fronted: tuple[str, ...] = ()
     """Names of standalone InferenceReplicas that ``spec.replicaRefs`` fronts."""
 
 
 def resolve_mode(
+    service: InferenceService, runtime: ServingRuntimeSpec | None, default_mode: str | None
+) -> tuple[str, str]:
+    """The deployment mode and where it came from: the annotation, the service's spec, the
+    runtime's, the ConfigMap's default, else RawDeployment."""
+    return mode_of(
+        annotation=service.metadata.annotation(ANNOTATION_DEPLOYMENT_MODE),
+        service_mode=service.spec.deployment_mode,
+        runtime_mode=runtime.deployment_mode if runtime is not None else None,
+        default_mode=default_mode,
+    )
+
+
+def resolve_mode_json(
     isvc: Mapping[str, Any], runtime: Mapping[str, Any] | None, default_mode: str | None
 ) -> tuple[str, str]:
+    """:func:`resolve_mode` of objects held as JSON (``kubectl ome`` reads what the API
+    server answers, and must say something of an object the models would refuse)."""
     annotations = (isvc.get("metadata") or {}).get("annotations") or {}
-    if annotations.get(ANNOTATION_DEPLOYMENT_MODE):
-        return str(annotations[ANNOTATION_DEPLOYMENT_MODE]), "Annotation"
-    spec = isvc.get("spec") or {}
-    if spec.get("deploymentMode"):
-        return str(spec["deploymentMode"]), "ServiceSpec"
-    if runtime is not None and (runtime.get("spec") or {}).get("deploymentMode"):
-        return str(runtime["spec"]["deploymentMode"]), "Runtime"
+    runtime_spec = (runtime or {}).get("spec") or {}
+    return mode_of(
+        annotation=annotations.get(ANNOTATION_DEPLOYMENT_MODE),
+        service_mode=(isvc.get("spec") or {}).get("deploymentMode"),
+        runtime_mode=runtime_spec.get("deploymentMode"),
+        default_mode=default_mode,
+    )
+
+
+def mode_of(
+    *,
+    annotation: str | None,
+    service_mode: str | None,
+    runtime_mode: str | None,
+    default_mode: str | None,
+) -> tuple[str, str]:
+    """The deployment mode from the four values it weighs: the first set wins."""
+    if annotation:
+        return str(annotation), "Annotation"
+    if service_mode:
+        return str(service_mode), "ServiceSpec"
+    if runtime_mode:
+        return str(runtime_mode), "Runtime"
     if default_mode:
         return default_mode, "ConfigMap"
     return "RawDeployment", "Default"
 
 
-def instance_count(component: Mapping[str, Any]) -> int:
-    minimum = component.get("minReplicas")
-    maximum = component.get("maxReplicas")
-    count = int(minimum) if isinstance(minimum, int) else 1
-    if isinstance(maximum, int) and maximum > 0:
-        count = min(count, maximum)
+def wire(value: Any) -> Any:
+    """``value`` as the API server stores JSON: integral floats become integers."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: wire(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [wire(v) for v in value]
+    return value
+
+
+def _json(model: RuntimeComponentConfig | None) -> dict[str, Any] | None:
+    if model is None:
+        return None
+    dumped: dict[str, Any] = wire(model.model_dump(by_alias=True, exclude_none=True, mode="json"))
+    return dumped
+
+
+def instance_count(component: RuntimeComponentConfig) -> int:
+    """``minReplicas`` when set (capped by a non-zero ``maxReplicas``), else 1."""
+    count = component.min_replicas if component.min_replicas is not None else 1
+    if component.max_replicas:
+        count = min(count, component.max_replicas)
     return max(count, 0)
 
 
@@ -244,79 +310,78 @@ def _has_image(runner_list: list[dict[str, Any]]) -> bool:
 
 
 def project(
-    isvc: Mapping[str, Any],
-    runtime: Mapping[str, Any] | None,
+    service: InferenceService,
+    runtime: ServingRuntimeSpec | None,
     *,
     default_mode: str | None,
 ) -> Projection:
-    """The InferenceReplicas ``isvc`` should have (raises ProjectionError when it can't say)."""
-    mode, source = resolve_mode(isvc, runtime, default_mode)
-    spec = isvc.get("spec") or {}
-    metadata = isvc.get("metadata") or {}
-    refs = tuple(str(r.get("name")) for r in spec.get("replicaRefs") or [] if r.get("name"))
+    """The InferenceReplicas ``service`` should have (raises ProjectionError when it can't
+    say). ``runtime`` is the spec of the runtime ``spec.runtime`` names, ``None`` when the
+    caches don't have it."""
+    mode, source = resolve_mode(service, runtime, default_mode)
+    spec = service.spec
+    name = str(service.metadata.name)
+    refs = tuple(ref.name for ref in spec.replica_refs or () if ref.name)
     if refs or mode != DEPLOYMENT_MODE_OME_NATIVE:
         return Projection(mode=mode, mode_source=source, replicas={}, fronted=refs)
-    name = str(metadata.get("name"))
-    runtime_name = (spec.get("runtime") or {}).get("name")
+    runtime_name = spec.runtime.name if spec.runtime is not None else None
     if runtime is None and runtime_name:
         # Never project without the runtime the service names: its part of every template
         # would go, a new revision for every Instance, and come back with it (a runtime
         # deleted and created again rolled everything twice). The replicas stay as they are.
         raise ProjectionError(
-            "RuntimeUnresolved",
+            REASON_RUNTIME_UNRESOLVED,
             f"runtime {runtime_name} not found; the InferenceReplicas are left as they are "
             "until it exists",
         )
-    runtime_spec = (runtime or {}).get("spec") or {}
-    wanted: dict[str, dict[str, Any]] = {}
+    wanted: dict[str, InferenceReplica] = {}
     for component in COMPONENTS:
-        own = spec.get(component)
-        if not isinstance(own, dict):
+        own = spec.component(component)
+        if own is None:
             continue
-        runtime_config = runtime_spec.get(f"{component}Config")
-        runner_list = runners(own, runtime_config if isinstance(runtime_config, dict) else None)
+        runtime_config = _json(runtime.component_config(component) if runtime else None)
+        runner_list = runners(_json(own) or {}, runtime_config)
         if not _has_image(runner_list):
             raise ProjectionError(
-                "RuntimeUnresolved" if runtime is None else "InvalidTemplate",
+                REASON_RUNTIME_UNRESOLVED if runtime is None else REASON_INVALID_TEMPLATE,
                 f"spec.{component}: no container image; the runtime "
-                f"{(spec.get('runtime') or {}).get('name', '<none>')!s} does not supply one",
+                f"{runtime_name if runtime_name is not None else '<none>'!s} does not "
+                "supply one",
             )
-        irep_spec: dict[str, Any] = {
-            "parentRef": {"name": name},
-            "component": component,
-            "replicas": instance_count(own),
-            "runners": runner_list,
-        }
-        if isinstance(own.get("lifecycle"), dict):
-            irep_spec["lifecycle"] = copy.deepcopy(own["lifecycle"])
-        if spec.get("paused"):
-            irep_spec["paused"] = True
-        wanted[component] = {
-            "apiVersion": API_VERSION,
-            "kind": KIND_INFERENCE_REPLICA,
-            "metadata": {
-                "name": f"{name}-{component}",
-                "namespace": metadata.get("namespace"),
-                "labels": {LABEL_INFERENCE_SERVICE: name, LABEL_COMPONENT: component},
-                "annotations": {ANNOTATION_CONTROLLER_WRITE: CONTROLLER_WRITE_TRUE},
+        irep_spec = InferenceReplicaSpec(
+            parent_ref=ParentRef(name=name),
+            component=component,
+            replicas=instance_count(own),
+            runners=[Runner.model_validate(runner) for runner in runner_list],
+            lifecycle=own.lifecycle.model_copy(deep=True) if own.lifecycle else None,
+            paused=True if spec.paused else None,
+        )
+        wanted[component] = InferenceReplica(
+            metadata=ObjectMeta(
+                name=inference_replica_name(name, component),
+                namespace=service.metadata.namespace,
+                labels={LABEL_INFERENCE_SERVICE: name, LABEL_COMPONENT: component},
+                annotations={
+                    ANNOTATION_CONTROLLER_WRITE: CONTROLLER_WRITE_TRUE,
+                    ANNOTATION_SPEC_HASH: spec_hash(wire(irep_spec.to_dict())),
+                },
                 # Created with the InferenceReplica controller's finalizer already on, which
                 # saves that controller a patch (and a round trip) per replica; it still
                 # adds it to a standalone replica and removes it once the pods are drained.
-                "finalizers": [FINALIZER_INFERENCE_REPLICA],
-                "ownerReferences": [
-                    {
-                        "apiVersion": API_VERSION,
-                        "kind": KIND_INFERENCE_SERVICE,
-                        "name": name,
-                        "uid": metadata.get("uid"),
-                        "controller": True,
-                        "blockOwnerDeletion": True,
-                    }
+                finalizers=[FINALIZER_INFERENCE_REPLICA],
+                owner_references=[
+                    OwnerReference(
+                        api_version=API_VERSION,
+                        kind=KIND_INFERENCE_SERVICE,
+                        name=name,
+                        uid=str(service.metadata.uid),
+                        controller=True,
+                        block_owner_deletion=True,
+                    )
                 ],
-            },
-            "spec": irep_spec,
-        }
-        wanted[component]["metadata"]["annotations"][ANNOTATION_SPEC_HASH] = spec_hash(irep_spec)
+            ),
+            spec=irep_spec,
+        )
     return Projection(mode=mode, mode_source=source, replicas=wanted)
 
 
@@ -330,19 +395,43 @@ def spec_hash(spec: Mapping[str, Any]) -> str:
     return hashlib.sha256(orjson.dumps(spec, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
 
 
-def needs_update(current: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
-    """Whether the stored InferenceReplica differs from the wanted one in what omed owns."""
-    cur_meta = current.get("metadata") or {}
-    want_meta = wanted.get("metadata") or {}
-    for field in ("labels", "annotations"):
-        have = cur_meta.get(field) or {}
-        if any(have.get(k) != v for k, v in (want_meta.get(field) or {}).items()):
-            return True
-    owners = cur_meta.get("ownerReferences") or []
-    return not any(
-        o.get("controller") and o.get("uid") == want_meta["ownerReferences"][0]["uid"]
-        for o in owners
+def owned_by(replica: InferenceReplica, uid: str | None) -> bool:
+    """Whether ``replica``'s controller owner reference names ``uid``."""
+    return any(o.controller and o.uid == uid for o in replica.metadata.owner_references or ())
+
+
+def adoptable(current: InferenceReplica, wanted: InferenceReplica) -> bool:
+    """Whether ``current`` (the replica of the wanted name) is one an InferenceService may
+    adopt: no controller owns it, it isn't being deleted, and its ``ome.io/inferenceservice``
+    label, ``spec.parentRef`` and component are the ones the projection wants."""
+    meta = current.metadata
+    if meta.controller_ref() is not None or meta.deletion_timestamp is not None:
+        return False
+    parent = current.spec.parent_ref
+    return bool(
+        meta.label(LABEL_INFERENCE_SERVICE) == wanted.metadata.label(LABEL_INFERENCE_SERVICE)
+        and wanted.spec.parent_ref is not None
+        and parent is not None
+        and parent.name == wanted.spec.parent_ref.name
+        and current.spec.component == wanted.spec.component
     )
+
+
+def _owners(meta: ObjectMeta) -> list[dict[str, Any]]:
+    return [o.to_dict() for o in meta.owner_references or ()]
+
+
+def needs_update(current: InferenceReplica, wanted: InferenceReplica) -> bool:
+    """Whether the stored InferenceReplica differs from the wanted one in what omed owns: the
+    wanted labels and annotations (the spec digest among them) and the controller reference."""
+    for have, want in (
+        (current.metadata.labels, wanted.metadata.labels),
+        (current.metadata.annotations, wanted.metadata.annotations),
+    ):
+        if any((have or {}).get(k) != v for k, v in (want or {}).items()):
+            return True
+    reference = wanted.metadata.controller_ref()
+    return reference is None or not owned_by(current, reference.uid)
 
 
 def merge_diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
@@ -361,7 +450,7 @@ def merge_diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]
     return patch
 
 
-def update_patch(current: Mapping[str, Any], wanted: Mapping[str, Any]) -> dict[str, Any]:
+def update_patch(current: InferenceReplica, wanted: InferenceReplica) -> dict[str, Any]:
     """A JSON merge patch of only what omed owns of ``current``, set as ``wanted`` has it.
 
     Owned: the spec (made equal to the wanted one, keys it lacks removed), the wanted labels
@@ -371,20 +460,21 @@ def update_patch(current: Mapping[str, Any], wanted: Mapping[str, Any]) -> dict[
     checks (a Conflict when the object moved on), so it is built on what the controller read.
     A PUT of the cached object would drop whatever the cache left out.
     """
-    cur_meta = current.get("metadata") or {}
-    want_meta = wanted["metadata"]
-    meta: dict[str, Any] = {"resourceVersion": cur_meta["resourceVersion"]}
-    for field in ("labels", "annotations"):
-        have = cur_meta.get(field) or {}
-        changed = {k: v for k, v in (want_meta.get(field) or {}).items() if have.get(k) != v}
+    cur_meta, want_meta = current.metadata, wanted.metadata
+    meta: dict[str, Any] = {"resourceVersion": cur_meta.resource_version}
+    for field, have, want in (
+        ("labels", cur_meta.labels, want_meta.labels),
+        ("annotations", cur_meta.annotations, want_meta.annotations),
+    ):
+        changed = {k: v for k, v in (want or {}).items() if (have or {}).get(k) != v}
         if changed:
             meta[field] = changed
-    kept = [o for o in cur_meta.get("ownerReferences") or [] if not o.get("controller")]
-    owners = [*want_meta["ownerReferences"], *kept]
-    if owners != (cur_meta.get("ownerReferences") or []):
-        meta["ownerReferences"] = copy.deepcopy(owners)
+    stored = _owners(cur_meta)
+    owners = [*_owners(want_meta), *(o for o in stored if not o.get("controller"))]
+    if owners != stored:
+        meta["ownerReferences"] = owners
     patch: dict[str, Any] = {"metadata": meta}
-    spec = merge_diff(current.get("spec") or {}, wanted["spec"])
+    spec = merge_diff(wire(current.spec.to_dict()), wire(wanted.spec.to_dict()))
     if spec:
         patch["spec"] = spec
     return patch

@@ -1,0 +1,30 @@
+"""Every name the InferenceService controller writes or reports: one place, so the log lines,
+condition reasons and finalizer stay what docs/controllers.md and the tests quote."""
+
+from __future__ import annotations
+
+from typing import Final
+
+CONTROLLER_NAME: Final = "inferenceservice"
+FINALIZER: Final = "ome.io/inferenceservice-cleanup"
+"""Holds a deleted InferenceService until its InferenceReplicas are gone (or, under
+propagationPolicy Orphan, no longer owned)."""
+
+DELETION_POLL: Final = 1.0
+"""Seconds between looks at replicas being drained during a deletion (events drive it too)."""
+
+CONDITION_WRITE_REFUSED: Final = "WriteRefused"
+"""Condition type of a write the API server refused for good; the same string as
+:data:`omed.controllers.refusals.CONDITION_WRITE_REFUSED` (a test holds them equal: the
+refusals module logs and records events, so this package can't import it)."""
+REASON_WRITE_REFUSED: Final = "WriteRefused"
+"""Ready's reason while the finalizer can't be added (nothing may be created before it)."""
+
+REASON_REPLICA_CONFLICT: Final = "InferenceReplicaConflict"
+REASON_RUNTIME_UNRESOLVED: Final = "RuntimeUnresolved"
+REASON_INVALID_TEMPLATE: Final = "InvalidTemplate"
+
+MSG_CREATED: Final = "Created InferenceReplica"
+MSG_ADOPTED: Final = "Adopted InferenceReplica"
+MSG_DELETING: Final = "Deleting InferenceReplica"
+MSG_RELEASED: Final = "Released InferenceService"

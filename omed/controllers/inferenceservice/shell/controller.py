@@ -1,0 +1,194 @@
+"""The InferenceService controller's wiring: its informers, the event handlers that enqueue
+InferenceServices, and the workqueue's workers that run the
+:class:`~.reconciler.InferenceServiceReconciler`.
+
+Replicas and runtimes are looked up by index, never by a scan: every replica event and every
+pass would otherwise read all InferenceServices or replicas (quadratic in a fleet).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from omed.api.constants import KIND_INFERENCE_SERVICE, LABEL_INFERENCE_SERVICE
+from omed.clock import Clock, RealClock
+from omed.controllers.inferenceservice.core.names import CONTROLLER_NAME
+from omed.controllers.inferenceservice.shell.reconciler import (
+    DefaultMode,
+    InferenceServiceReconciler,
+)
+from omed.controllers.pacing import BUSY_WINDOW
+from omed.events import EventSink
+from omed.informers import (
+    NAMESPACE,
+    OWNER_UID,
+    Handlers,
+    InformerFactory,
+    object_key,
+    owner_uid_index,
+)
+from omed.informers.transform import Obj
+from omed.kube.client import KubeClient
+from omed.kube.resources import (
+    CLUSTER_SERVING_RUNTIMES,
+    INFERENCE_REPLICAS,
+    INFERENCE_SERVICES,
+    SERVING_RUNTIMES,
+)
+from omed.workqueue import Controller
+
+
+async def _no_default_mode() -> str | None:
+    return None
+
+
+def _parent_of(irep: Mapping[str, Any]) -> str | None:
+    meta = irep.get("metadata") or {}
+    for owner in meta.get("ownerReferences") or []:
+        if owner.get("controller") and owner.get("kind") == KIND_INFERENCE_SERVICE:
+            return f"{meta.get('namespace')}/{owner.get('name')}"
+    label = (meta.get("labels") or {}).get(LABEL_INFERENCE_SERVICE)
+    return f"{meta.get('namespace')}/{label}" if label else None
+
+
+REPLICA_REF: Final = "replica-ref"
+"""Index of InferenceServices by the replicas they front: ``namespace/<replicaRefs[].name>``."""
+
+
+def replica_ref_index(isvc: Obj) -> tuple[str, ...]:
+    spec = isvc.get("spec")
+    refs = spec.get("replicaRefs") if isinstance(spec, dict) else None
+    if not refs or not isinstance(refs, list):
+        return ()
+    namespace = isvc["metadata"].get("namespace")
+    return tuple(
+        dict.fromkeys(
+            f"{namespace}/{ref['name']}"
+            for ref in refs
+            if isinstance(ref, dict) and isinstance(ref.get("name"), str)
+        )
+    )
+
+
+class InferenceServiceController:
+    """Informers and the worker pool of the InferenceService controller."""
+
+    def __init__(
+        self,
+        *,
+        client: KubeClient,
+        factory: InformerFactory,
+        workers: int = 1,
+        default_mode: DefaultMode = _no_default_mode,
+        namespace: str | None = None,
+        clock: Clock | None = None,
+        events: EventSink | None = None,
+    ) -> None:
+        """``events`` records the WriteRefused Warning events on InferenceServices (without
+        it a refused write is told by the log line and the condition only)."""
+        self._clock: Clock = clock or RealClock()
+        # Looked up by index, not by a scan of the namespace: every replica event and every
+        # pass would otherwise read all InferenceServices or replicas (quadratic in a fleet).
+        self.services = factory.informer(
+            INFERENCE_SERVICES, namespace=namespace, indexers={REPLICA_REF: replica_ref_index}
+        )
+        self.replicas = factory.informer(
+            INFERENCE_REPLICAS, namespace=namespace, indexers={OWNER_UID: owner_uid_index}
+        )
+        self.runtimes = factory.informer(SERVING_RUNTIMES, namespace=namespace)
+        self.cluster_runtimes = factory.informer(CLUSTER_SERVING_RUNTIMES)
+        self.reconciler = InferenceServiceReconciler(
+            client=client,
+            services=self.services,
+            replicas=self.replicas,
+            runtimes=self.runtimes,
+            cluster_runtimes=self.cluster_runtimes,
+            default_mode=default_mode,
+            clock=self._clock,
+            busy=lambda: self.controller.busy(),  # noqa: PLW0108 - made below
+            events=events,
+            requeues=lambda key: self.controller.queue.num_requeues(key),  # noqa: PLW0108 - below
+        )
+        self.controller = Controller(
+            name=CONTROLLER_NAME,
+            reconciler=self.reconciler,
+            workers=workers,
+            clock=self._clock,
+            busy_window=BUSY_WINDOW,
+        )
+        enqueue = self.controller.queue.add
+        self._registrations = [
+            (
+                self.services,
+                self.services.add_event_handler(
+                    Handlers(
+                        on_add=lambda o: enqueue(object_key(o)),
+                        on_update=lambda _o, n: enqueue(object_key(n)),
+                        on_delete=lambda o: enqueue(object_key(o)),
+                    )
+                ),
+            ),
+            (
+                self.replicas,
+                self.replicas.add_event_handler(
+                    Handlers(
+                        on_add=self._replica_event,
+                        on_update=lambda _o, n: self._replica_event(n),
+                        on_delete=self._replica_event,
+                    )
+                ),
+            ),
+            (
+                self.runtimes,
+                self.runtimes.add_event_handler(
+                    Handlers(
+                        on_add=self._runtime_event,
+                        on_update=lambda _o, n: self._runtime_event(n),
+                        on_delete=self._runtime_event,
+                    )
+                ),
+            ),
+            (
+                self.cluster_runtimes,
+                self.cluster_runtimes.add_event_handler(
+                    Handlers(
+                        on_add=self._runtime_event,
+                        on_update=lambda _o, n: self._runtime_event(n),
+                        on_delete=self._runtime_event,
+                    )
+                ),
+            ),
+        ]
+
+    def _replica_event(self, irep: Obj) -> None:
+        parent = _parent_of(irep)
+        if parent is not None:
+            self.controller.queue.add(parent)
+        # Standalone replicas may be fronted through spec.replicaRefs.
+        meta = irep.get("metadata") or {}
+        ref = f"{meta.get('namespace')}/{meta.get('name')}"
+        for isvc in self.services.store.by_index(REPLICA_REF, ref):
+            self.controller.queue.add(object_key(isvc))
+
+    def _runtime_event(self, runtime: Obj) -> None:
+        meta = runtime.get("metadata") or {}
+        name, namespace = meta.get("name"), meta.get("namespace")
+        candidates: Any = (
+            self.services.store.by_index(NAMESPACE, str(namespace))
+            if namespace
+            else self.services.store.list()
+        )
+        for isvc in candidates:
+            if ((isvc.get("spec") or {}).get("runtime") or {}).get("name") == name:
+                self.controller.queue.add(object_key(isvc))
+
+    async def run(self) -> None:
+        await self.controller.run()
+
+    async def shutdown(self, *, drain: bool = True) -> None:
+        await self.controller.shutdown(drain=drain)
+
+    def close(self) -> None:
+        for informer, registration in self._registrations:
+            informer.remove_event_handler(registration)

@@ -1,0 +1,183 @@
+"""One pass of the InferenceService controller: read the caches into models, ask the core,
+do what it decided, and again with the outcomes until it says the pass is over.
+
+It is the only writer of InferenceReplica specs (the InferenceReplica controller writes their
+status); each replica carries ``spec.parentRef``, the ``ome.io/inferenceservice`` label, a
+controller owner reference and ``ome.io/controller-write: "true"``. Level-triggered: each pass
+starts from the caches as they are, and a pass that changes nothing writes nothing.
+
+Deletion beside the garbage collector (docs/controllers.md, "Deletion and the garbage
+collector"): the finalizer ``ome.io/inferenceservice-cleanup`` holds the InferenceService
+until its replicas are gone, and this controller deletes them itself rather than leave them
+to the collector's background deletion, which would start only once the InferenceService is
+gone: the service stays visible (Terminating) while its pods drain, its name isn't taken
+again over replicas still draining, and the teardown doesn't wait on the collector's
+timing. Under ``propagationPolicy: Orphan`` no replica is deleted and an InferenceService
+created again adopts them; under ``Foreground`` the collector deletes them itself.
+
+A write the API server refuses for good (:mod:`omed.controllers.refusals`) doesn't stop the
+other components' writes; the pass reports it (a Warning ``WriteRefused`` event on the
+InferenceService, a WARNING line), the status it writes at its end shows it as condition
+``WriteRefused``, and the key goes back through the workqueue's rate limiter.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Final
+
+from omed.api.constants import KIND_CLUSTER_SERVING_RUNTIME
+from omed.api.inferencereplica import InferenceReplica, inference_replica_name
+from omed.api.inferenceservice import InferenceService
+from omed.clock import Clock
+from omed.controllers.inferenceservice.core.actions import ReportRefusals
+from omed.controllers.inferenceservice.core.decide import decide
+from omed.controllers.inferenceservice.core.model import (
+    DecideInput,
+    Moment,
+    Observed,
+    Progress,
+    Settings,
+)
+from omed.controllers.inferenceservice.core.names import DELETION_POLL
+from omed.controllers.inferenceservice.core.pacing import Pace, PaceMemory
+from omed.controllers.inferenceservice.shell.executor import Executor
+from omed.controllers.inferenceservice.shell.read import (
+    read_replica,
+    read_runtime_spec,
+    read_service,
+)
+from omed.controllers.pacing import STATUS_PACE, STATUS_PACE_BUSY
+from omed.controllers.refusals import RefusedWrite, report
+from omed.events import EventSink
+from omed.informers import OWNER_UID, SharedInformer
+from omed.informers.transform import Obj
+from omed.kube.client import KubeClient
+from omed.workqueue import Result
+
+log = logging.getLogger("omed.controllers.inferenceservice")
+
+DefaultMode = Callable[[], Awaitable[str | None]]
+
+MAX_STEPS: Final = 8
+"""More decisions than a pass makes (four at most): a guard against a core that never ends."""
+
+SETTINGS: Final = Settings(
+    pace=Pace(quiet=STATUS_PACE, busy=STATUS_PACE_BUSY), deletion_poll=DELETION_POLL
+)
+
+
+class InferenceServiceReconciler:
+    def __init__(
+        self,
+        *,
+        client: KubeClient,
+        services: SharedInformer,
+        replicas: SharedInformer,
+        runtimes: SharedInformer,
+        cluster_runtimes: SharedInformer,
+        default_mode: DefaultMode,
+        clock: Clock,
+        busy: Callable[[], bool] = lambda: False,
+        events: EventSink | None = None,
+        requeues: Callable[[str], int] = lambda _key: 0,
+        settings: Settings = SETTINGS,
+    ) -> None:
+        self._executor = Executor(client=client)
+        self._events = events
+        self._requeues = requeues
+        """The key's back-off step in the workqueue's rate limiter (for the refusal log)."""
+        self._busy = busy
+        self._services = services.store
+        self._replicas = replicas.store
+        self._runtimes = runtimes.store
+        self._cluster_runtimes = cluster_runtimes.store
+        self._default_mode = default_mode
+        self._clock = clock
+        self._settings = settings
+        self._memory: dict[str, PaceMemory] = {}
+        """Per key, what the pacing remembers between passes (the core's, kept as it left it)."""
+
+    def _runtime(self, service: InferenceService) -> Obj | None:
+        ref = service.spec.runtime
+        if ref is None or not ref.name:
+            return None
+        if ref.kind != KIND_CLUSTER_SERVING_RUNTIME:
+            found = self._runtimes.get(f"{service.metadata.namespace}/{ref.name}")
+            if found is not None or ref.kind:
+                return found
+        return self._cluster_runtimes.get(ref.name)
+
+    async def _observe(self, raw: Obj) -> Observed:
+        service = read_service(raw)
+        namespace, name = service.metadata.namespace, str(service.metadata.name)
+        runtime = self._runtime(service)
+        by_name: dict[str, InferenceReplica] = {}
+        wanted = [inference_replica_name(name, c) for c in service.spec.components()]
+        fronted = [ref.name for ref in service.spec.replica_refs or ()]
+        for replica_name in dict.fromkeys([*wanted, *fronted]):
+            found = self._replicas.get(f"{namespace}/{replica_name}")
+            if found is not None:
+                by_name[replica_name] = read_replica(found)
+        owned = tuple(
+            read_replica(o) for o in self._replicas.by_index(OWNER_UID, str(service.metadata.uid))
+        )
+        return Observed(
+            service=service,
+            runtime_name=service.spec.runtime.name if service.spec.runtime else None,
+            runtime=read_runtime_spec(runtime),
+            replicas=by_name,
+            owned=owned,
+            # A deletion doesn't depend on the mode: it doesn't wait on the ConfigMap.
+            default_mode=None
+            if service.metadata.deletion_timestamp is not None
+            else await self._default_mode(),
+        )
+
+    async def reconcile(self, key: str) -> Result:
+        raw = self._services.get(key)
+        if raw is None:
+            self._memory.pop(key, None)  # gone: nothing is left to pace
+            return Result()
+        observed = await self._observe(raw)
+        moment = Moment(now=self._clock.now(), monotonic=self._clock.monotonic(), busy=self._busy())
+        progress = Progress()
+        memory = self._memory.get(key, PaceMemory())
+        for _ in range(MAX_STEPS):
+            decision = decide(
+                DecideInput(
+                    observed=observed,
+                    settings=self._settings,
+                    moment=moment,
+                    memory=memory,
+                    progress=progress,
+                )
+            )
+            memory = decision.memory
+            if decision.final:
+                break
+            progress = await self._executor.run(decision.actions, progress)
+        else:
+            msg = f"the InferenceService core made more than {MAX_STEPS} decisions for {key}"
+            raise RuntimeError(msg)
+        if memory.last_write is None:
+            self._memory.pop(key, None)
+        else:
+            self._memory[key] = memory
+        for action in decision.actions:
+            if isinstance(action, ReportRefusals):
+                refusals = [r for r in action.refusals if isinstance(r, RefusedWrite)]
+                report(
+                    refusals,
+                    key=key,
+                    involved=raw,
+                    events=self._events,
+                    logger=log,
+                    requeues=self._requeues(key),
+                )
+        if decision.requeue:
+            return Result(requeue=True)  # the rate limiter's back-off, not the pace's timer
+        if decision.requeue_after:
+            return Result(requeue_after=decision.requeue_after)
+        return Result()
