@@ -48,6 +48,7 @@ from typing import Any, Protocol, TypeVar
 import aiohttp
 from prometheus_client import Counter
 
+from omed.api.events import EVENT_TYPES, MAX_MESSAGE_BYTES, NORMAL, WARNING, truncate_message
 from omed.clock import Clock, RealClock, rfc3339, within
 from omed.kube.errors import AlreadyExists, ApiError, NotFound, ServerError, TooManyRequests
 from omed.kube.resources import EVENTS
@@ -56,9 +57,6 @@ from omed.metrics import REGISTRY
 
 log = logging.getLogger("omed.events")
 
-NORMAL = "Normal"
-WARNING = "Warning"
-EVENT_TYPES = (NORMAL, WARNING)
 DEFAULT_COMPONENT = "ome-controller-manager"
 DEFAULT_BURST = 25
 """client-go's burst for one object's events, used when the eventRecorder entry has none."""
@@ -69,7 +67,6 @@ DEFAULT_QUEUE_SIZE = 10_000
 burst (800 Instances created at once make 1,600 events) must fit: at 1,000, bench/converge.py
 saw 10-13% of such a burst dropped for a full queue rather than by the per-object budget."""
 DEFAULT_CACHE_SIZE = 4096
-MAX_MESSAGE_BYTES = 1024
 WRITE_ATTEMPTS = 3
 RETRY_DELAY = 1.0
 
@@ -249,14 +246,6 @@ class _Written:
     namespace: str
     count: int
     first: str
-
-
-def truncate_message(message: str, limit: int = MAX_MESSAGE_BYTES) -> str:
-    """Cut ``message`` to at most ``limit`` UTF-8 bytes without splitting a character."""
-    raw = message.encode()
-    if len(raw) <= limit:
-        return message
-    return raw[:limit].decode(errors="ignore")
 
 
 def event_name(object_name: str) -> str:

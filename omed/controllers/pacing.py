@@ -31,6 +31,15 @@ BUSY_WINDOW: Final = 5.0
 for a moment in the middle of a fleet's convergence doesn't end the busy pace."""
 
 
+def pace_wait(last: float | None, now: float, *, busy: bool) -> float:
+    """Seconds an informational status write must still wait at ``now`` (0: none), the
+    object's last status write by this manager having been at ``last`` (None: never), both
+    on the same monotonic clock. The rule itself, without memory, for the pure cores."""
+    if last is None:
+        return 0.0
+    return max(0.0, last + (STATUS_PACE_BUSY if busy else STATUS_PACE) - now)
+
+
 class StatusPacer:
     """This manager's last status write per object, and how long an informational write of
     it must still wait: :data:`STATUS_PACE` after the last one, :data:`STATUS_PACE_BUSY`
@@ -62,6 +71,4 @@ class StatusPacer:
             return 0.0
         if busy is None:
             busy = self.busy()
-        return max(
-            0.0, last + (STATUS_PACE_BUSY if busy else STATUS_PACE) - self._clock.monotonic()
-        )
+        return pace_wait(last, self._clock.monotonic(), busy=busy)

@@ -28,20 +28,19 @@ log and record refusals, so they read the same.
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Final
 
-from omed.events import WARNING, EventSink, truncate_message
+from omed.controllers.refusedwrite import (
+    CONDITION_WRITE_REFUSED,
+    REASON_WRITE_REFUSED,
+    RefusedWrite,
+    first_of_each_kind,
+)
+from omed.events import WARNING, EventSink
 from omed.kube.errors import ApiError, BadRequest, Forbidden, Invalid, Unauthorized
 from omed.log import kv
 
-REASON_WRITE_REFUSED: Final = "WriteRefused"
-"""Warning event reason: a write this reconcile needed was refused by the API server."""
-CONDITION_WRITE_REFUSED: Final = "WriteRefused"
-"""Condition type: True while a write of the last pass was refused (reason: the API
-server's, such as Forbidden); absent once a pass completes without a refusal."""
 MSG_WRITE_REFUSED: Final = "Write refused by the API server; retrying with back-off"
 """The WARNING log line, once per refused kind of write per pass."""
 
@@ -50,44 +49,7 @@ FAILED_TEST_MESSAGE: Final = "the server rejected our request due to an error in
 a missing path): it keeps the patch library's own text out of the answer."""
 
 _METHOD_NOT_ALLOWED: Final = 405
-_REASON_TOKEN = re.compile(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
 _REFUSALS: Final = (Unauthorized, Forbidden, BadRequest, Invalid)
-
-
-@dataclass(frozen=True, slots=True)
-class RefusedWrite:
-    """One write the API server refused: what was sent, to what, and its answer."""
-
-    verb: str
-    """The Kubernetes verb: create, update, patch or delete."""
-    resource: str
-    """The resource with its subresource: ``pods``, ``pods/status``,
-    ``inferencereplicas/status``."""
-    name: str
-    """The object written (for a create, the name it asked for)."""
-    status: int
-    reason: str
-    """The API server's reason, such as Forbidden."""
-    error: str
-    """The API server's message."""
-
-    @property
-    def kind(self) -> tuple[str, str]:
-        """What a report groups by: the verb and the resource."""
-        return (self.verb, self.resource)
-
-    @property
-    def condition_reason(self) -> str:
-        """The reason a condition can carry: the API server's, when it is a CamelCase token."""
-        return self.reason if _REASON_TOKEN.match(self.reason) else REASON_WRITE_REFUSED
-
-    def message(self) -> str:
-        """``patch pods "chat-engine-0-default-0" refused by the API server (403 Forbidden):
-        <the API server's message>``, cut to an event message's size."""
-        return truncate_message(
-            f'{self.verb} {self.resource} "{self.name}" refused by the API server '
-            f"({self.status} {self.reason}): {self.error}"
-        )
 
 
 def refused_write(
@@ -120,15 +82,6 @@ def uid_changed(err: BaseException) -> bool:
     """A patch carrying ``metadata.uid`` that met another pod of the name (the uid is
     immutable, so the API server answers 422 naming the field)."""
     return isinstance(err, Invalid) and "metadata.uid" in err.message
-
-
-def first_of_each_kind(refusals: Sequence[RefusedWrite]) -> list[RefusedWrite]:
-    """One refusal per (verb, resource), the first by name, in a stable order: what a pass
-    reports, so a pass that refuses 40 gate patches says so once, not 40 times."""
-    firsts: dict[tuple[str, str], RefusedWrite] = {}
-    for refusal in sorted(refusals, key=lambda r: (r.verb, r.resource, r.name)):
-        firsts.setdefault(refusal.kind, refusal)
-    return list(firsts.values())
 
 
 def report(

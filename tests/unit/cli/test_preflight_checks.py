@@ -549,8 +549,8 @@ async def manager_events(obj: dict[str, Any]) -> Events:
     from omed.clock import FakeClock
     from omed.controllers.inferencereplica.core.encoding import StatusEncodingSettings
     from omed.controllers.inferencereplica.core.model import PlanSettings
-    from omed.controllers.inferencereplica.shell.controller import InferenceReplicaReconciler
     from omed.controllers.inferencereplica.shell.expectations import Expectations
+    from omed.controllers.inferencereplica.shell.reconciler import InferenceReplicaReconciler
 
     clock = FakeClock()
     events = Events()

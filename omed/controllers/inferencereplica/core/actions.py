@@ -13,12 +13,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 from omed.api.inferencereplica import InferenceReplicaStatus, InstanceStatus
 from omed.config import BatchSize
 
 T = TypeVar("T")
+
+
+RETRY_SOON: Final = 1.0
+"""Seconds before looking again after a step was skipped for safety or lost a race, or
+after a change the next pass must write (a refusal to record, a condition to remove)."""
+REFUSED_RETRY: Final = 5.0
+"""Seconds between pod creates refused by quota or an unreachable webhook (no watch event
+tells when the quota or the webhook comes back)."""
 
 
 @dataclass(frozen=True, slots=True)

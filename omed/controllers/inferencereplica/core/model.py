@@ -20,15 +20,14 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from omed.api.inferencereplica import InferenceReplicaStatus, InstanceStatus
+from omed.api.lifecycle import ReadyPolicy
 from omed.config import BatchSize, LifecycleScaleConfig
 from omed.controllers.inferencereplica.core.names import RUNNER_ORDER, pod_name
 from omed.controllers.inferencereplica.core.policy import UpdatePolicy
-from omed.controllers.refusals import RefusedWrite
-
-ReadyPolicy = Literal["AllPodReady", "None"]
+from omed.controllers.refusedwrite import RefusedWrite
 
 DEFAULT_SCALE_UP_REQUEUE: float = 1.0
 """Seconds before the next scale-up batch is looked at when no pod event comes first."""

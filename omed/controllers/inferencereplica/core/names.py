@@ -163,11 +163,27 @@ BLOCKED_IN_PLACE_IMPOSSIBLE: Final = "InPlaceUpdateImpossible"
 BLOCKED_REVISION_HELD: Final = "RevisionHeld"
 BLOCKED_RETRY_BACKOFF: Final = "RetryBackoff"
 
+# -- Reasons of the ome.io/serving gate (the pod condition's reason) --------------------------
+
+GATE_INSTANCE_READY: Final = "InstanceReady"
+"""Gate True: the Instance (or, under readyPolicy None, the pod) may serve."""
+GATE_INSTANCE_NOT_READY: Final = "InstanceNotReady"
+"""Gate False: it may not serve any more."""
+GATE_DRAINING: Final = "Draining"
+"""Gate False ahead of a delete: the pod is being drained."""
+GATE_UPDATING: Final = "Updating"
+"""Gate False ahead of an Update's or a Restart's rebuild."""
+
+# -- Reasons of a row's Ready condition -------------------------------------------------------
+
 INSTANCE_READY: Final = "InstanceReady"
 INSTANCE_PODS_NOT_READY: Final = "PodsNotReady"
 INSTANCE_PODS_MISSING: Final = "PodsMissing"
 INSTANCE_PODS_FAILING: Final = "PodsFailing"
 INSTANCE_DELETING: Final = "Deleting"
+
+RESOURCE_STATUS: Final = "inferencereplicas/status"
+"""The status subresource, as a refused write names it (verb and resource)."""
 
 # -- Log lines ----------------------------------------------------------------------------------
 

@@ -94,7 +94,7 @@ class Drain:
         return bool(self.live) and not self.routed
 
 
-def drain(pods: Sequence[PodView]) -> Drain:
+def drain_state(pods: Sequence[PodView]) -> Drain:
     live = tuple(pod for pod in pods if not pod.terminating)
     return Drain(
         gate_off=tuple(
@@ -109,7 +109,7 @@ def delete_step(pods: Sequence[PodView]) -> str | None:
     """The step a Delete is at for these pods; None when none is left (done)."""
     if not pods:
         return None
-    state = drain(pods)
+    state = drain_state(pods)
     if not state.live:
         return names.STEP_WAIT_PODS_GONE
     return names.STEP_DELETE_PODS if state.deletable else names.STEP_DRAIN

@@ -35,30 +35,20 @@ Invariants (checked by the property tests):
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping, Sequence
-from typing import Final
+from collections.abc import Sequence
 
 from omed.api.base import Condition
-from omed.api.inferencereplica import InferenceReplicaStatus, InstanceStatus, Operation
+from omed.api.inferencereplica import InferenceReplicaStatus, InstanceStatus
 from omed.controllers.inferencereplica.core import names, operations, steps, waiting
 from omed.controllers.inferencereplica.core.actions import (
     Action,
     AddFinalizer,
-    CreatePods,
-    DeletePods,
     Plan,
     PodRef,
-    PodToCreate,
     RemoveFinalizer,
     ScaleDownWave,
     SetServingGate,
     WriteStatus,
-)
-from omed.controllers.inferencereplica.core.batching import (
-    Candidate,
-    budget_of,
-    delete_cost,
-    take_batch,
 )
 from omed.controllers.inferencereplica.core.model import (
     ObservedState,
@@ -66,8 +56,9 @@ from omed.controllers.inferencereplica.core.model import (
     PodView,
     ReplicaTarget,
 )
-from omed.controllers.inferencereplica.core.ops import update
-from omed.controllers.inferencereplica.core.podtemplate import render_pod
+from omed.controllers.inferencereplica.core.ops import createdelete, update
+from omed.controllers.inferencereplica.core.orphans import let_go
+from omed.controllers.inferencereplica.core.pacing import paceable
 from omed.controllers.inferencereplica.core.rows import (
     build_row,
     condition,
@@ -79,7 +70,7 @@ from omed.controllers.inferencereplica.core.summary import summarize
 from omed.controllers.inferencereplica.core.transitions import transition_events
 from omed.controllers.inferencereplica.core.work import InstanceWork as _Instance
 from omed.controllers.inferencereplica.core.work import PassWork as _Pass
-from omed.controllers.refusals import CONDITION_WRITE_REFUSED
+from omed.controllers.refusedwrite import CONDITION_WRITE_REFUSED
 
 
 def plan(
@@ -87,7 +78,7 @@ def plan(
 ) -> Plan:
     """Decide one pass for one InferenceReplica; see the module docstring."""
     if target.orphaning:
-        return _let_go_of_orphaned(target, observed)
+        return let_go(target, observed)
     wanted = 0 if target.deleting else target.replicas
     work = _Pass(target, settings, now, act=target.deleting or not target.paused)
     surges = update.surge_indexes({i: row.operation for i, row in observed.rows.items()})
@@ -96,17 +87,17 @@ def plan(
     for inst in instances:
         inst.surge_of = surges.get(inst.index)
 
-    wave = _scale_down(work, instances)
+    wave = createdelete.scale_down(work, instances)
     for inst in instances:
         if operations.is_delete(inst.op):
-            _drive_delete(work, inst)
+            createdelete.drive_delete(work, inst)
     if target.deleting and observed.stray_pods:
-        _drain_strays(work, observed.stray_pods)
-    deferred_up = _scale_up(work, instances, wanted)
+        createdelete.drain_strays(work, observed.stray_pods)
+    deferred_up = createdelete.scale_up(work, instances, wanted)
     update.plan_updates(work, instances, observed.status)
     for inst in instances:
         if inst.keep and operations.is_create(inst.op):
-            _drive_create(work, inst)
+            createdelete.drive_create(work, inst)
         if inst.keep and not operations.is_delete(inst.op) and not inst.draining and work.act:
             _serving_gates(work, inst)
     waiting.mark(work, instances, observed.refused)
@@ -167,14 +158,16 @@ def plan(
         # Gates need no record ahead of them (each pass sets them from the pods alone);
         # creations, deletions, image patches and a release do.
         recorded_ahead = bool(work.creates or work.patches or work.deletes or work.release)
-        paceable = (
-            not recorded_ahead
-            # InstanceCreated is read off the stored rows, so a later write still reports it
-            and all(event.reason == names.EVENT_INSTANCE_CREATED for event in work.events)
-            and target.has_finalizer
-            and only_observation_moved(observed.status, status, observed.rows, rows)
+        may_wait = paceable(
+            recorded_ahead=recorded_ahead,
+            events=work.events,
+            has_finalizer=target.has_finalizer,
+            before=observed.status,
+            after=status,
+            rows_before=observed.rows,
+            rows_after=rows,
         )
-        actions.append(WriteStatus(status=status, rows=rows, paceable=paceable))
+        actions.append(WriteStatus(status=status, rows=rows, paceable=may_wait))
         actions.extend(work.events)
     if work.release is not None:
         actions.append(work.release)
@@ -225,19 +218,6 @@ def _unchanged(
     return True
 
 
-def _let_go_of_orphaned(target: ReplicaTarget, observed: ObservedState) -> Plan:
-    """Deleted with ``propagationPolicy: Orphan``: the user asked for the pods to stay.
-
-    Nothing is drained (a drain would race the collector, which takes the owner references
-    off at once, and leave some pods gated off and unowned); the rows stay as stored; the
-    finalizer goes, which the executor does only once a fresh list shows no pod still
-    owned by this InferenceReplica, that is, once the collector has orphaned them all.
-    """
-    rows = tuple(sorted(observed.rows.values(), key=lambda row: row.index))
-    actions: tuple[Action, ...] = (RemoveFinalizer(),) if target.has_finalizer else ()
-    return Plan(actions=actions, rows=rows, status=observed.status)
-
-
 def _instance(target: ReplicaTarget, observed: ObservedState, index: int, wanted: int) -> _Instance:
     previous = observed.rows.get(index)
     pods = observed.pods_of(index)
@@ -254,182 +234,7 @@ def _instance(target: ReplicaTarget, observed: ObservedState, index: int, wanted
     )
 
 
-# -- scale-down -----------------------------------------------------------------------------
-
-
-def _scale_down(work: _Pass, instances: list[_Instance]) -> ScaleDownWave | None:
-    """Start this pass's Delete operations; describe the wave (None when none runs)."""
-    in_flight = [inst for inst in instances if operations.is_delete(inst.op)]
-    victims = [
-        inst
-        for inst in instances
-        if not inst.wanted and not operations.is_delete(inst.op) and inst.surge_of is None
-    ]
-    for inst in victims:
-        if not inst.facts.pods:
-            inst.keep = False  # nothing to drain: the row (and any Create) simply ends
-    waiting = sorted((inst for inst in victims if inst.facts.pods), key=lambda inst: -inst.index)
-    footprint = sum(
-        delete_cost(len(inst.facts.pods), cleanup_running=operations.is_delete(inst.op))
-        for inst in instances
-    )
-    configured = work.settings.scale_down_pod_batch_size
-    budget = budget_of(configured, footprint)
-    # The next batch starts when the current one is done: when no Delete in flight has a
-    # pod left. A Delete whose pods are gone ends in this pass (its cleanup, costing 1 in
-    # the footprint), and the next batch starts in the same pass, recorded in one write.
-    unfinished = [inst for inst in in_flight if inst.facts.pods]
-    if work.act and not unfinished:
-        queue = [Candidate(inst.index, len(inst.facts.pods)) for inst in waiting]
-        batch, deferred = take_batch(queue, budget)
-    else:
-        batch, deferred = (), tuple(Candidate(inst.index, 0) for inst in waiting)
-    started = {candidate.index for candidate in batch}
-    reason = names.OP_REASON_TEARDOWN if work.target.deleting else names.OP_REASON_SCALE_DOWN
-    for inst in waiting:
-        if inst.index in started:
-            inst.op = operations.start(
-                type="Delete",
-                index=inst.index,
-                incarnation=inst.incarnation,
-                step=names.STEP_DRAIN,
-                reason=reason,
-                target_revision=None,
-                now=work.now,
-            )
-    active = tuple(sorted({inst.index for inst in in_flight} | started))
-    if not active and not deferred:
-        return None
-    return ScaleDownWave(
-        configured_pod_budget=configured,
-        pod_budget=budget,
-        pod_footprint=footprint,
-        active_instances=active,
-        deferred_instances=tuple(sorted(c.index for c in deferred)),
-        started_instances=tuple(sorted(started)),
-    )
-
-
-def _drive_delete(work: _Pass, inst: _Instance) -> None:
-    assert inst.op is not None
-    pods = inst.facts.pods
-    step = operations.delete_step(pods)
-    if step is None:  # every pod is gone: the operation is done
-        inst.op = None
-        if inst.wanted:  # wanted again meanwhile: it comes back as a new incarnation
-            inst.incarnation += 1
-        else:
-            inst.keep = False
-        return
-    steps.queue_drain(
-        work, inst, operations.drain(pods), reason="Draining", operation_id=inst.op.id or ""
-    )
-    if work.act or step == names.STEP_WAIT_PODS_GONE:
-        inst.op = operations.at_step(inst.op, step, work.now)
-
-
-def _drain_strays(work: _Pass, pods: tuple[PodView, ...]) -> None:
-    for action in drain_orphans(pods):
-        if isinstance(action, SetServingGate):
-            work.gates.append(action)
-        else:
-            work.deletes.append(action)
-
-
-def drain_orphans(pods: Sequence[PodView]) -> tuple[SetServingGate | DeletePods, ...]:
-    """Drain pods that no row owns, one by one: pods left by a deleted InferenceReplica, or
-    a deleted InferenceReplica's pods without a usable index.
-
-    Their state lives on the pods themselves: gate False first, delete once not routed.
-    Such actions carry index -1 and no operation id.
-    """
-    actions: list[SetServingGate | DeletePods] = []
-    for pod in pods:
-        state = operations.drain([pod])
-        ref = PodRef(pod.name, pod.uid)
-        if state.gate_off:
-            actions.append(SetServingGate(index=-1, pod=ref, serving=False, reason="Draining"))
-        if state.deletable:
-            actions.append(DeletePods(index=-1, operation_id="", pods=(ref,)))
-    return tuple(actions)
-
-
-# -- scale-up -------------------------------------------------------------------------------
-
-
-def _scale_up(work: _Pass, instances: list[_Instance], wanted: int) -> int:
-    """Start this pass's creations; return how many Instances wait for a later batch."""
-    target = work.target
-    eligible = [
-        inst
-        for inst in instances
-        if inst.wanted and inst.keep and not operations.is_delete(inst.op) and inst.facts.missing
-    ]
-    if not eligible:
-        return 0
-    if not work.act:
-        return 0
-    resumed = [inst for inst in eligible if operations.is_create(inst.op)]
-    fresh = [inst for inst in eligible if inst.op is None]
-    footprint = max(
-        sum(len(inst.facts.pods) for inst in instances), wanted * target.pods_per_instance
-    )
-    budget = budget_of(work.settings.scale_up_pod_batch_size, footprint)
-    queue = [Candidate(inst.index, len(inst.facts.missing)) for inst in resumed + fresh]
-    batch, deferred = take_batch(queue, budget)
-    chosen = {candidate.index for candidate in batch}
-    for inst in resumed + fresh:
-        if inst.index not in chosen:
-            continue
-        if inst.op is None:
-            inst.op = operations.start(
-                type="Create",
-                index=inst.index,
-                incarnation=inst.incarnation,
-                step=names.STEP_CREATE_PODS,
-                reason=names.OP_REASON_PODS_MISSING
-                if inst.facts.pods
-                else names.OP_REASON_SCALE_UP,
-                target_revision=target.update_revision,
-                now=work.now,
-            ).model_copy(update={"deadline": steps.deadline(work)})
-        op_id = (inst.op.id if inst.op is not None else None) or ""
-        work.creates.append(
-            CreatePods(
-                index=inst.index,
-                operation_id=op_id,
-                pods=tuple(
-                    PodToCreate(
-                        slot.name,
-                        render_pod(
-                            target,
-                            index=inst.index,
-                            incarnation=inst.incarnation,
-                            slot=slot,
-                            operation_id=op_id,
-                        ),
-                    )
-                    for slot in inst.facts.missing
-                ),
-            )
-        )
-        inst.created_now = True
-    return len(deferred)
-
-
-def _drive_create(work: _Pass, inst: _Instance) -> None:
-    """CreatePods -> WaitReady -> done; failed at instanceReadyTimeout (while not paused: a
-    paused replica's Create fails when it resumes, its deadline having kept running)."""
-    assert inst.op is not None
-    if inst.facts.ready:
-        inst.op = None
-        return
-    if work.act and steps.expired(work, inst, inst.index):
-        inst.op = None  # the pods stay; the row and a condition say the Create failed
-        inst.deadline_failed = True
-        return
-    step = names.STEP_CREATE_PODS if inst.facts.missing else names.STEP_WAIT_READY
-    inst.op = operations.at_step(inst.op, step, work.now)
+# -- gates ---------------------------------------------------------------------------------
 
 
 def _serving_gates(work: _Pass, inst: _Instance) -> None:
@@ -448,9 +253,9 @@ def _serving_gates(work: _Pass, inst: _Instance) -> None:
     for pod in live:
         serve = may_serve(pod)
         if serve and pod.serving is not True:
-            reason = "InstanceReady"
+            reason = names.GATE_INSTANCE_READY
         elif not serve and pod.serving is True:
-            reason = "InstanceNotReady"
+            reason = names.GATE_INSTANCE_NOT_READY
         else:
             continue
         work.gates.append(
@@ -521,47 +326,3 @@ def _may_remove_finalizer(
     if observed.stray_pods:
         return False
     return not any(inst.keep or inst.facts.pods for inst in instances)
-
-
-_READINESS_FIELDS: Final = (
-    "observed_generation",
-    "ready_replicas",
-    "available_replicas",
-    "serving_replicas",
-    "current_revision",
-    "update_revision",
-    "retry_blocks",
-)
-
-
-def only_observation_moved(
-    before: InferenceReplicaStatus,
-    after: InferenceReplicaStatus,
-    rows_before: Mapping[int, InstanceStatus],
-    rows_after: Sequence[InstanceStatus],
-) -> bool:
-    """Whether a status change only moves what observation shows: the same Instances with the
-    same operations (their steps may move), the same readiness counts and revisions, the same
-    conditions (type, status, reason; messages may move). Such a write may wait a moment."""
-    if any(getattr(before, f) != getattr(after, f) for f in _READINESS_FIELDS):
-        return False
-
-    def flags(status: InferenceReplicaStatus) -> set[tuple[str, str, str | None]]:
-        return {(c.type, c.status, c.reason) for c in status.conditions or ()}
-
-    if flags(before) != flags(after):
-        return False
-    if set(rows_before) != {row.index for row in rows_after}:
-        return False
-    for row in rows_after:
-        old_op, new_op = rows_before[row.index].operation, row.operation
-        if _op_identity(old_op) != _op_identity(new_op):
-            return False
-        if rows_before[row.index].phase != row.phase and row.phase in ("Ready", "Failed"):
-            return False
-    return True
-
-
-def _op_identity(op: Operation | None) -> tuple[str | None, str | None, str | None] | None:
-    """An operation's id, type and waiting token: what a paced write must not move."""
-    return None if op is None else (op.id, op.type, op.waiting)

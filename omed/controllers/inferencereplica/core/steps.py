@@ -71,7 +71,13 @@ def drain(work: PassWork, inst: InstanceWork, op: Operation) -> bool:
         return True
     if inst.surge_of is None and inst.op is not None:
         inst.op = operations.at_step(inst.op, step, work.now)
-    queue_drain(work, inst, operations.drain(pods), reason="Updating", operation_id=op.id or "")
+    queue_drain(
+        work,
+        inst,
+        operations.drain_state(pods),
+        reason=names.GATE_UPDATING,
+        operation_id=op.id or "",
+    )
     return False
 
 

@@ -17,7 +17,7 @@ planner's teardown (:func:`~.plan.plan` with every Instance unwanted) from them:
 * a new batch starts only when no Delete in flight has a pod left: whole Instances, highest
   index first, under ``scaleDownPodBatchSize`` resolved against the footprint (every pod,
   Terminating ones too), the first alone if it exceeds it (:mod:`.batching`);
-* an Instance is drained as the planner drains it (:func:`.operations.drain`): gates False,
+* an Instance is drained as the planner drains it (:func:`.operations.drain_state`): gates False,
   then its live pods deleted together once none is routed (the executor re-reads each pod
   and deletes only the same, unrouted pod, with uid and resourceVersion preconditions);
 * the finalizer goes once no pod of the replica is left (the executor confirms it with a
@@ -33,7 +33,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 from omed.api.inferencereplica import InferenceReplicaStatus
-from omed.controllers.inferencereplica.core import operations
+from omed.controllers.inferencereplica.core import names, operations
 from omed.controllers.inferencereplica.core.actions import (
     Action,
     DeletePods,
@@ -45,9 +45,9 @@ from omed.controllers.inferencereplica.core.actions import (
 )
 from omed.controllers.inferencereplica.core.batching import Candidate, budget_of, take_batch
 from omed.controllers.inferencereplica.core.model import PlanSettings, PodView
-from omed.controllers.inferencereplica.core.plan import drain_orphans
+from omed.controllers.inferencereplica.core.orphans import drain_orphans
 
-DRAIN_REASON = "Draining"
+DRAIN_REASON = names.GATE_DRAINING
 """The reason of the gate writes, as the planner's teardown writes it."""
 
 
@@ -90,7 +90,7 @@ def teardown_from_pods(
     gates: list[SetServingGate] = []
     deletes: list[DeletePods] = []
     for index in sorted({*flying, *started}):
-        state = operations.drain(instances[index])
+        state = operations.drain_state(instances[index])
         gates.extend(
             SetServingGate(
                 index=index, pod=PodRef(pod.name, pod.uid), serving=False, reason=DRAIN_REASON

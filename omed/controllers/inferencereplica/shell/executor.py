@@ -84,7 +84,6 @@ log = logging.getLogger("omed.controllers.inferencereplica")
 WRITE_CONCURRENCY = 16
 """Pod writes one pass keeps in flight at once (the client's limiter paces them further)."""
 
-RESOURCE_STATUS: Final = f"{INFERENCE_REPLICAS.plural}/status"
 """The resource of the status write, as a :class:`RefusedWrite` names it."""
 
 WRITE_STATUS: Final = "status write"
@@ -263,7 +262,7 @@ class Executor:
                 current,
                 self._write_status(outcome, current, write),
                 verb="update",
-                resource=RESOURCE_STATUS,
+                resource=names.RESOURCE_STATUS,
             )
             if outcome.stopped:
                 return outcome
@@ -660,4 +659,4 @@ def _routed(pod: Mapping[str, Any]) -> bool:
     return False
 
 
-__all__ = ["RESOURCE_STATUS", "Executor", "KubeApi", "Outcome", "event_object"]
+__all__ = ["Executor", "KubeApi", "Outcome", "event_object"]

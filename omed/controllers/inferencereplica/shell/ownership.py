@@ -1,28 +1,12 @@
-"""Pods that carry an InferenceReplica's name but not its ownership: adopt them, or drain them.
+"""The reads and writes behind adoption and the draining of left-over pods.
 
-Why: beside omed runs kube-controller-manager's garbage collector, and it, not omed, decides
-some pods' owner references (docs/controllers.md, "Deletion and the garbage collector"):
-
-* An InferenceReplica deleted with ``propagationPolicy: Orphan`` leaves its pods running:
-  the collector takes their owner references off. Such a pod belongs to no controller and
-  keeps serving. When an InferenceReplica of the same name exists again (the InferenceService
-  controller recreates a missing replica at once; a user re-applies a standalone one), it
-  *adopts* the pods named and labelled as its own, as a ReplicaSet or StatefulSet adopts
-  its orphans: the Instances go on serving, and the planner takes them from there (scale,
-  update, drain) under the usual rules.
-* A pod whose controller reference names an InferenceReplica of this name with another uid,
-  or one that is gone, was left by a deletion that bypassed omed's finalizer (removed by
-  hand). The collector deletes such pods as soon as it sees them, routed or not; omed drains
-  and deletes the ones it finds first, which is what happens while the collector lags (up to
-  its discovery interval after the CRDs are installed, a backlog, deletes it can't make) or
-  where there is none. Such a pod is garbage, never adopted.
+Why: which pods an InferenceReplica adopts, and which left-over pods it drains, is the
+core's decision (:mod:`..core.orphans`), made from the cache; acting on it needs the API
+server's word first, because the garbage collector changes owner references behind the
+cache (docs/controllers.md, "Deletion and the garbage collector").
 
 Invariants:
 
-* a pod that any controller owns is never adopted; a pod is adopted only when it is not
-  Terminating, its ``ome.io/inferenceservice`` and ``component`` labels are the
-  InferenceReplica's, and its name is one of the InferenceReplica's pod names for its
-  ``ome.io/instance-index`` label (``<replica>-<index>-<runner>-<ordinal>``);
 * a fresh read of the InferenceReplica comes first: one that is being deleted (or was
   replaced meanwhile) adopts nothing, so an adopted pod is never torn down by an owner that
   was already going away;
@@ -37,20 +21,12 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from omed.api.constants import (
-    KIND_INFERENCE_REPLICA,
-    LABEL_COMPONENT,
-    LABEL_INFERENCE_SERVICE,
-    LABEL_INSTANCE_INDEX,
-)
-from omed.controllers.deletion import controller_ref
 from omed.controllers.inferencereplica.core.model import ReplicaTarget
-from omed.controllers.inferencereplica.core.names import label_selector, parse_pod_name
-from omed.controllers.inferencereplica.core.podtemplate import owner_reference
+from omed.controllers.inferencereplica.core.orphans import adoption_patch, selectors_of, still_held
 from omed.controllers.inferencereplica.shell.executor import KubeApi
 from omed.controllers.refusals import RefusedWrite, refused_write, uid_changed
 from omed.kube.errors import ApiError, Conflict, NotFound
@@ -58,65 +34,6 @@ from omed.kube.resources import INFERENCE_REPLICAS, PODS
 
 WRITE_CONCURRENCY: Final = 16
 """Adoption patches one pass keeps in flight at once (the client's limiter paces them)."""
-
-
-def unowned(pod: Mapping[str, Any]) -> bool:
-    """No controller owns ``pod`` (of any kind)."""
-    return controller_ref(pod) is None
-
-
-def adoptable(target: ReplicaTarget, pods: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """The pods of ``pods`` that ``target`` may adopt (see the module's invariants), by name."""
-    found: list[Mapping[str, Any]] = []
-    for pod in pods:
-        meta = pod.get("metadata") or {}
-        if meta.get("deletionTimestamp") or not unowned(pod):
-            continue
-        if meta.get("namespace") != target.namespace:
-            continue
-        labels = meta.get("labels") or {}
-        if labels.get(LABEL_INFERENCE_SERVICE) != target.isvc:
-            continue
-        if labels.get(LABEL_COMPONENT) != target.component:
-            continue
-        index = labels.get(LABEL_INSTANCE_INDEX)
-        if not isinstance(index, str) or not index.isdigit():
-            continue
-        name = str(meta.get("name") or "")
-        if parse_pod_name(name, replica=target.name, index=int(index)) is None:
-            continue
-        found.append(pod)
-    return sorted(found, key=lambda pod: str(pod["metadata"].get("name")))
-
-
-def adoption_patch(target: ReplicaTarget, pod: Mapping[str, Any]) -> dict[str, Any]:
-    """A merge patch that makes ``target`` the controller of ``pod``, as it stood in the
-    cache (its uid and resourceVersion are preconditions; other owner references stay)."""
-    meta = pod.get("metadata") or {}
-    others = [dict(ref) for ref in meta.get("ownerReferences") or () if not ref.get("controller")]
-    return {
-        "metadata": {
-            "ownerReferences": [owner_reference(target), *others],
-            "uid": meta.get("uid"),
-            "resourceVersion": meta.get("resourceVersion"),
-        }
-    }
-
-
-def candidate_keys(pod: Mapping[str, Any]) -> tuple[str, ...]:
-    """``namespace/name`` of the InferenceReplicas that could adopt an unowned ``pod``: the
-    replica an InferenceService names ``<isvc>-<component>``, and a standalone one named as
-    the ``ome.io/inferenceservice`` label."""
-    meta = pod.get("metadata") or {}
-    labels = meta.get("labels") or {}
-    namespace = meta.get("namespace")
-    isvc = labels.get(LABEL_INFERENCE_SERVICE)
-    if not namespace or not isvc:
-        return ()
-    component = labels.get(LABEL_COMPONENT)
-    keys = [f"{namespace}/{isvc}-{component}"] if component else []
-    keys.append(f"{namespace}/{isvc}")
-    return tuple(keys)
 
 
 @dataclass
@@ -194,43 +111,12 @@ async def leftovers(
     """Of ``pods`` (cached pods whose controller reference names the InferenceReplica
     ``replica``), those a fresh list still shows controlled by an InferenceReplica of that
     name whose uid isn't ``current_uid`` (``None``: the InferenceReplica is gone, any uid)."""
-    selectors: dict[str, None] = {}
-    for pod in pods:
-        labels = (pod.get("metadata") or {}).get("labels") or {}
-        isvc, component = labels.get(LABEL_INFERENCE_SERVICE), labels.get(LABEL_COMPONENT)
-        if isvc and component:
-            selectors[label_selector(isvc, component)] = None
-        elif isvc:
-            selectors[f"{LABEL_INFERENCE_SERVICE}={isvc}"] = None
     fresh: dict[str, Mapping[str, Any]] = {}
-    for selector in selectors:
+    for selector in selectors_of(pods):
         for pod in await client.list_all(PODS, namespace, labelSelector=selector):
             fresh[str((pod.get("metadata") or {}).get("uid"))] = pod
-    kept: list[Mapping[str, Any]] = []
-    orphaned = False
-    for pod in pods:
-        now = fresh.get(str((pod.get("metadata") or {}).get("uid")))
-        if now is None:
-            continue  # gone, or another pod holds the name now
-        ref = controller_ref(now)
-        if ref is None:
-            orphaned = True
-        elif (
-            ref.get("kind") == KIND_INFERENCE_REPLICA
-            and ref.get("name") == replica
-            and ref.get("uid") != current_uid
-        ):
-            kept.append(now)
-    return Leftovers(pods=tuple(kept), unowned=orphaned)
+    kept, orphaned = still_held(pods, fresh, replica=replica, current_uid=current_uid)
+    return Leftovers(pods=kept, unowned=orphaned)
 
 
-__all__ = [
-    "Adoption",
-    "Leftovers",
-    "adopt",
-    "adoptable",
-    "adoption_patch",
-    "candidate_keys",
-    "leftovers",
-    "unowned",
-]
+__all__ = ["Adoption", "Leftovers", "adopt", "leftovers"]

@@ -32,9 +32,9 @@ from omed.controllers.inferencereplica.core.status import (
     observed_rows,
 )
 from omed.controllers.inferencereplica.shell import statusmetrics
-from omed.controllers.inferencereplica.shell.controller import InferenceReplicaReconciler
 from omed.controllers.inferencereplica.shell.executor import Executor
 from omed.controllers.inferencereplica.shell.expectations import Expectations
+from omed.controllers.inferencereplica.shell.reconciler import InferenceReplicaReconciler
 from omed.informers.transform import Obj
 from omed.kube.errors import TooLarge
 from omed.metrics import REGISTRY

@@ -13,16 +13,12 @@ from irep_world import World, instance, target
 
 from omed.api.constants import LABEL_COMPONENT, LABEL_INFERENCE_SERVICE, LABEL_INSTANCE_INDEX
 from omed.clock import FakeClock
-from omed.controllers.inferencereplica.core import names
-from omed.controllers.inferencereplica.core.actions import RemoveFinalizer
+from omed.controllers.inferencereplica.core import names, orphans
+from omed.controllers.inferencereplica.core.actions import RETRY_SOON, RemoveFinalizer
 from omed.controllers.inferencereplica.core.model import PlanSettings
 from omed.controllers.inferencereplica.core.observe import replica_target
-from omed.controllers.inferencereplica.shell import ownership
-from omed.controllers.inferencereplica.shell.controller import (
-    RETRY_SOON,
-    InferenceReplicaReconciler,
-)
 from omed.controllers.inferencereplica.shell.expectations import Expectations
+from omed.controllers.inferencereplica.shell.reconciler import InferenceReplicaReconciler
 from omed.informers import INFERENCE_SERVICE, NAMESPACE, OWNER_UID
 from omed.informers.transform import Obj
 from omed.kube.client import Resource
@@ -229,7 +225,7 @@ def test_only_unowned_live_pods_named_and_labelled_as_the_replicas_are_adoptable
         api_pod("chat-engine-9-default-0", index=None),
         api_pod("chat-engine-x-0-default-0"),  # another replica's name
     ]
-    adoptable = ownership.adoptable(spec, pods)
+    adoptable = orphans.adoptable(spec, pods)
     assert [p["metadata"]["name"] for p in adoptable] == [
         "chat-engine-0-default-0",
         "chat-engine-1-default-0",
@@ -240,8 +236,8 @@ def test_a_pod_whose_owner_reference_is_not_a_controller_is_adoptable_and_keeps_
     spec = replica_target(replica())
     other = {"apiVersion": "v1", "kind": "ConfigMap", "name": "cm", "uid": "cm-uid"}
     pod = api_pod("chat-engine-0-default-0", owner=other)
-    assert ownership.adoptable(spec, [pod]) == [pod]
-    patch = ownership.adoption_patch(spec, pod)
+    assert orphans.adoptable(spec, [pod]) == [pod]
+    patch = orphans.adoption_patch(spec, pod)
     assert patch == {
         "metadata": {
             "ownerReferences": [
@@ -263,8 +259,8 @@ def test_a_pod_whose_owner_reference_is_not_a_controller_is_adoptable_and_keeps_
 
 def test_an_unowned_pod_maps_to_the_replicas_that_could_adopt_it() -> None:
     pod = api_pod("chat-engine-0-default-0", isvc="chat")
-    assert ownership.candidate_keys(pod) == ("prod/chat-engine", "prod/chat")
-    assert ownership.candidate_keys({"metadata": {"name": "x"}}) == ()
+    assert orphans.candidate_keys(pod) == ("prod/chat-engine", "prod/chat")
+    assert orphans.candidate_keys({"metadata": {"name": "x"}}) == ()
 
 
 # -- propagationPolicy: Orphan (pure) -----------------------------------------------------------

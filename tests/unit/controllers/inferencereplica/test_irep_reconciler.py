@@ -11,12 +11,10 @@ from test_irep_execute import Events, FakeKube
 
 from omed.clock import FakeClock
 from omed.controllers.inferencereplica.core import names
+from omed.controllers.inferencereplica.core.actions import RETRY_SOON
 from omed.controllers.inferencereplica.core.model import PlanSettings
-from omed.controllers.inferencereplica.shell.controller import (
-    RETRY_SOON,
-    InferenceReplicaReconciler,
-)
 from omed.controllers.inferencereplica.shell.expectations import Expectations
+from omed.controllers.inferencereplica.shell.reconciler import InferenceReplicaReconciler
 from omed.informers.transform import Obj
 from omed.kube.errors import Conflict
 from omed.workqueue import Result

@@ -30,8 +30,8 @@ from omed.controllers.inferencereplica.core.status import (
     decode_rows_from_status,
 )
 from omed.controllers.inferencereplica.shell import statusmetrics
-from omed.controllers.inferencereplica.shell.controller import InferenceReplicaReconciler
 from omed.controllers.inferencereplica.shell.expectations import Expectations
+from omed.controllers.inferencereplica.shell.reconciler import InferenceReplicaReconciler
 from omed.metrics import REGISTRY
 from omed.statuscodec import COLUMNAR_V2, encode_columnar
 from omed.workqueue import Result

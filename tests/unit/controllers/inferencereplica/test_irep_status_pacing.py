@@ -15,6 +15,8 @@ from omed.controllers.inferencereplica.core.actions import (
     SetServingGate,
     WriteStatus,
 )
+from omed.controllers.inferencereplica.core.memory import EMPTY
+from omed.controllers.inferencereplica.core.pacing import pace
 from omed.controllers.pacing import STATUS_PACE, STATUS_PACE_BUSY
 
 
@@ -68,22 +70,20 @@ def _plan(*, paceable: bool, requeue_after: float | None = None) -> Plan:
     )
 
 
-def test_the_reconciler_holds_a_paceable_write_back_for_the_rest_of_the_pace() -> None:
-    run, _, _ = reconciler(FakeKube())
+def test_a_paceable_write_is_held_back_for_the_rest_of_the_pace() -> None:
     paceable = _plan(paceable=True)
-    assert run._paced(KEY, paceable) is paceable  # no write by this manager yet
-    run._pacer.written(KEY, at=run._clock.monotonic() - 1.0)
-    held = run._paced(KEY, paceable)
+    now = 100.0
+    assert pace(paceable, last_write=None, now=now, busy=False) is paceable  # none written yet
+    held = pace(paceable, last_write=now - 1.0, now=now, busy=False)
     assert held.of_type(WriteStatus) == []
     assert held.of_type(RecordEvent) == []  # reported by the pass that writes, not twice
     assert len(held.of_type(SetServingGate)) == 1
     assert held.requeue_after == STATUS_PACE - 1.0
-    sooner = run._paced(KEY, _plan(paceable=True, requeue_after=0.5))
+    sooner = pace(_plan(paceable=True, requeue_after=0.5), last_write=now - 1, now=now, busy=False)
     assert sooner.requeue_after == 0.5
     news = _plan(paceable=False)
-    assert run._paced(KEY, news) is news
-    run._pacer.written(KEY, at=run._clock.monotonic() - STATUS_PACE)
-    assert run._paced(KEY, paceable) is paceable
+    assert pace(news, last_write=now - 1.0, now=now, busy=False) is news
+    assert pace(paceable, last_write=now - STATUS_PACE, now=now, busy=False) is paceable
 
 
 def test_held_back_writes_still_end_in_the_ready_rows() -> None:
@@ -105,17 +105,28 @@ def test_held_back_writes_still_end_in_the_ready_rows() -> None:
 
 
 def test_a_busy_controller_holds_a_paceable_write_for_the_busy_pace() -> None:
-    busy = [True]
-    run, _, _ = reconciler(FakeKube(), busy=lambda: busy[0])
     paceable = _plan(paceable=True)
-    run._pacer.written(KEY, at=run._clock.monotonic() - STATUS_PACE)
-    held = run._paced(KEY, paceable)
+    now = 100.0
+    last = now - STATUS_PACE
+    held = pace(paceable, last_write=last, now=now, busy=True)
     assert held.of_type(WriteStatus) == []
     assert held.requeue_after == STATUS_PACE_BUSY - STATUS_PACE
     news = _plan(paceable=False)
-    assert run._paced(KEY, news) is news  # news never waits, busy or not
-    busy[0] = False  # the fleet is done: the write goes out on the next pass
-    assert run._paced(KEY, paceable) is paceable
+    assert pace(news, last_write=last, now=now, busy=True) is news  # news never waits
+    # The fleet is done: the write goes out on the next pass.
+    assert pace(paceable, last_write=last, now=now, busy=False) is paceable
+
+
+async def test_the_reconciler_paces_with_the_busy_flag_it_reads() -> None:
+    from test_irep_reconciler import IREP
+
+    busy = [True]
+    kube = FakeKube()
+    run, _, _ = reconciler(kube, IREP, busy=lambda: busy[0])
+    await run.reconcile(KEY)
+    last = run.memory[KEY].last_status_write
+    assert last is not None  # the first write starts the pace
+    assert run.memory[KEY].last_status_write == run._clock.monotonic()
 
 
 async def test_a_refused_status_write_does_not_start_the_pace() -> None:
@@ -128,7 +139,8 @@ async def test_a_refused_status_write_does_not_start_the_pace() -> None:
     run, _, _ = reconciler(kube, IREP)
     await run.reconcile(KEY)
     assert ("status", IREP["metadata"]["name"]) in kube.calls
-    assert run._pacer.wait(KEY) == 0.0  # the next write may go out at once
+    # The next write may go out at once.
+    assert run.memory.get(KEY, EMPTY).last_status_write is None
     del kube.fail[("status", IREP["metadata"]["name"])]
     await run.reconcile(KEY)
-    assert run._pacer.wait(KEY) > 0.0  # an accepted write starts it
+    assert run.memory[KEY].last_status_write is not None  # an accepted write starts it

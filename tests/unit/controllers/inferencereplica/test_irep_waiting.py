@@ -14,13 +14,18 @@ from test_irep_reconciler import IREP, KEY, Cache, reconciler
 from test_irep_update import UpdateWorld, converged, spec
 
 from omed.controllers.inferencereplica.core import names
-from omed.controllers.inferencereplica.core.actions import CreatePods, Plan
+from omed.controllers.inferencereplica.core.actions import (
+    REFUSED_RETRY,
+    RETRY_SOON,
+    CreatePods,
+    Plan,
+)
+from omed.controllers.inferencereplica.core.memory import EMPTY
 from omed.controllers.inferencereplica.core.model import CreateRefusal, ObservedState
 from omed.controllers.inferencereplica.core.observe import pod_view
 from omed.controllers.inferencereplica.core.plan import plan
 from omed.controllers.inferencereplica.core.status import decode_rows_from_status
 from omed.controllers.inferencereplica.core.waiting import refusal_token
-from omed.controllers.inferencereplica.shell.controller import REFUSED_RETRY, RETRY_SOON
 from omed.kube.errors import Forbidden, ServerError
 from omed.kube.resources import Resource
 from omed.workqueue import Result
@@ -221,4 +226,5 @@ async def test_a_refused_create_is_a_hold_recorded_in_the_next_pass() -> None:
     kube.calls.clear()
     await again()
     assert ("create", POD0) in kube.calls
-    assert not run._refused  # the create went through: nothing holds it any more
+    # The create went through: nothing holds it any more.
+    assert not run.memory.get(KEY, EMPTY).refused

@@ -25,6 +25,7 @@ from omed.api.inferencereplica import InferenceReplicaStatus
 from omed.clock import FakeClock
 from omed.controllers.inferencereplica.core import names
 from omed.controllers.inferencereplica.core.actions import (
+    RETRY_SOON,
     DeletePods,
     Plan,
     PodRef,
@@ -34,12 +35,9 @@ from omed.controllers.inferencereplica.core.actions import (
 )
 from omed.controllers.inferencereplica.core.model import ObservedState, PlanSettings
 from omed.controllers.inferencereplica.core.plan import plan
-from omed.controllers.inferencereplica.shell.controller import (
-    RETRY_SOON,
-    InferenceReplicaReconciler,
-)
 from omed.controllers.inferencereplica.shell.executor import Outcome
 from omed.controllers.inferencereplica.shell.expectations import Expectations
+from omed.controllers.inferencereplica.shell.reconciler import InferenceReplicaReconciler
 from omed.controllers.refusals import (
     CONDITION_WRITE_REFUSED,
     FAILED_TEST_MESSAGE,

@@ -1,0 +1,195 @@
+"""Create and Delete operations: scale-ups and scale-downs in batches of whole Instances.
+
+Why: the two operations that change how many Instances exist share their batch rules
+(:mod:`..batching`): whole Instances under a pod budget against the footprint, the next
+batch only once the previous one is done. Every operation is recorded in the Instance's row
+(:mod:`..operations`) in the pass that starts it, before its pods are created or deleted.
+
+Create: ``CreatePods`` -> ``WaitReady`` -> done when the Instance is Ready; failed at
+``instanceReadyTimeout`` (the pods stay). Delete: ``Drain`` -> ``DeletePods`` ->
+``WaitPodsGone`` -> done when no pod is left; never abandoned (an Instance wanted again
+meanwhile comes back as the next incarnation).
+
+Invariants: a pod is deleted only when no pod of its Instance is routed (Ready not True and
+gate not True on every live pod); no pod is created for an index >= ``replicas`` nor where a
+pod of that name exists; a scale-down batch starts only when no Delete in flight still has a
+pod; paused, nothing starts and no pod is written.
+"""
+
+from __future__ import annotations
+
+from omed.controllers.inferencereplica.core import names, operations, steps
+from omed.controllers.inferencereplica.core.actions import (
+    CreatePods,
+    PodToCreate,
+    ScaleDownWave,
+    SetServingGate,
+)
+from omed.controllers.inferencereplica.core.batching import (
+    Candidate,
+    budget_of,
+    delete_cost,
+    take_batch,
+)
+from omed.controllers.inferencereplica.core.model import PodView
+from omed.controllers.inferencereplica.core.orphans import drain_orphans
+from omed.controllers.inferencereplica.core.podtemplate import render_pod
+from omed.controllers.inferencereplica.core.work import InstanceWork, PassWork
+
+
+def scale_down(work: PassWork, instances: list[InstanceWork]) -> ScaleDownWave | None:
+    """Start this pass's Delete operations; describe the wave (None when none runs)."""
+    in_flight = [inst for inst in instances if operations.is_delete(inst.op)]
+    victims = [
+        inst
+        for inst in instances
+        if not inst.wanted and not operations.is_delete(inst.op) and inst.surge_of is None
+    ]
+    for inst in victims:
+        if not inst.facts.pods:
+            inst.keep = False  # nothing to drain: the row (and any Create) simply ends
+    waiting = sorted((inst for inst in victims if inst.facts.pods), key=lambda inst: -inst.index)
+    footprint = sum(
+        delete_cost(len(inst.facts.pods), cleanup_running=operations.is_delete(inst.op))
+        for inst in instances
+    )
+    configured = work.settings.scale_down_pod_batch_size
+    budget = budget_of(configured, footprint)
+    # The next batch starts when the current one is done: when no Delete in flight has a
+    # pod left. A Delete whose pods are gone ends in this pass (its cleanup, costing 1 in
+    # the footprint), and the next batch starts in the same pass, recorded in one write.
+    unfinished = [inst for inst in in_flight if inst.facts.pods]
+    if work.act and not unfinished:
+        queue = [Candidate(inst.index, len(inst.facts.pods)) for inst in waiting]
+        batch, deferred = take_batch(queue, budget)
+    else:
+        batch, deferred = (), tuple(Candidate(inst.index, 0) for inst in waiting)
+    started = {candidate.index for candidate in batch}
+    reason = names.OP_REASON_TEARDOWN if work.target.deleting else names.OP_REASON_SCALE_DOWN
+    for inst in waiting:
+        if inst.index in started:
+            inst.op = operations.start(
+                type="Delete",
+                index=inst.index,
+                incarnation=inst.incarnation,
+                step=names.STEP_DRAIN,
+                reason=reason,
+                target_revision=None,
+                now=work.now,
+            )
+    active = tuple(sorted({inst.index for inst in in_flight} | started))
+    if not active and not deferred:
+        return None
+    return ScaleDownWave(
+        configured_pod_budget=configured,
+        pod_budget=budget,
+        pod_footprint=footprint,
+        active_instances=active,
+        deferred_instances=tuple(sorted(c.index for c in deferred)),
+        started_instances=tuple(sorted(started)),
+    )
+
+
+def drive_delete(work: PassWork, inst: InstanceWork) -> None:
+    assert inst.op is not None
+    pods = inst.facts.pods
+    step = operations.delete_step(pods)
+    if step is None:  # every pod is gone: the operation is done
+        inst.op = None
+        if inst.wanted:  # wanted again meanwhile: it comes back as a new incarnation
+            inst.incarnation += 1
+        else:
+            inst.keep = False
+        return
+    steps.queue_drain(
+        work,
+        inst,
+        operations.drain_state(pods),
+        reason=names.GATE_DRAINING,
+        operation_id=inst.op.id or "",
+    )
+    if work.act or step == names.STEP_WAIT_PODS_GONE:
+        inst.op = operations.at_step(inst.op, step, work.now)
+
+
+def drain_strays(work: PassWork, pods: tuple[PodView, ...]) -> None:
+    for action in drain_orphans(pods):
+        if isinstance(action, SetServingGate):
+            work.gates.append(action)
+        else:
+            work.deletes.append(action)
+
+
+def scale_up(work: PassWork, instances: list[InstanceWork], wanted: int) -> int:
+    """Start this pass's creations; return how many Instances wait for a later batch."""
+    target = work.target
+    eligible = [
+        inst
+        for inst in instances
+        if inst.wanted and inst.keep and not operations.is_delete(inst.op) and inst.facts.missing
+    ]
+    if not eligible:
+        return 0
+    if not work.act:
+        return 0
+    resumed = [inst for inst in eligible if operations.is_create(inst.op)]
+    fresh = [inst for inst in eligible if inst.op is None]
+    footprint = max(
+        sum(len(inst.facts.pods) for inst in instances), wanted * target.pods_per_instance
+    )
+    budget = budget_of(work.settings.scale_up_pod_batch_size, footprint)
+    queue = [Candidate(inst.index, len(inst.facts.missing)) for inst in resumed + fresh]
+    batch, deferred = take_batch(queue, budget)
+    chosen = {candidate.index for candidate in batch}
+    for inst in resumed + fresh:
+        if inst.index not in chosen:
+            continue
+        if inst.op is None:
+            inst.op = operations.start(
+                type="Create",
+                index=inst.index,
+                incarnation=inst.incarnation,
+                step=names.STEP_CREATE_PODS,
+                reason=names.OP_REASON_PODS_MISSING
+                if inst.facts.pods
+                else names.OP_REASON_SCALE_UP,
+                target_revision=target.update_revision,
+                now=work.now,
+            ).model_copy(update={"deadline": steps.deadline(work)})
+        op_id = (inst.op.id if inst.op is not None else None) or ""
+        work.creates.append(
+            CreatePods(
+                index=inst.index,
+                operation_id=op_id,
+                pods=tuple(
+                    PodToCreate(
+                        slot.name,
+                        render_pod(
+                            target,
+                            index=inst.index,
+                            incarnation=inst.incarnation,
+                            slot=slot,
+                            operation_id=op_id,
+                        ),
+                    )
+                    for slot in inst.facts.missing
+                ),
+            )
+        )
+        inst.created_now = True
+    return len(deferred)
+
+
+def drive_create(work: PassWork, inst: InstanceWork) -> None:
+    """CreatePods -> WaitReady -> done; failed at instanceReadyTimeout (while not paused: a
+    paused replica's Create fails when it resumes, its deadline having kept running)."""
+    assert inst.op is not None
+    if inst.facts.ready:
+        inst.op = None
+        return
+    if work.act and steps.expired(work, inst, inst.index):
+        inst.op = None  # the pods stay; the row and a condition say the Create failed
+        inst.deadline_failed = True
+        return
+    step = names.STEP_CREATE_PODS if inst.facts.missing else names.STEP_WAIT_READY
+    inst.op = operations.at_step(inst.op, step, work.now)

@@ -1,0 +1,508 @@
+"""One reconcile of one InferenceReplica: read the caches, let the core decide, carry it out.
+
+Why: this is the imperative shell around :func:`..core.decide.decide`. It reads what the
+core needs (the replica and its pods from the caches, the clock, whether the controller is
+busy, the key's :class:`~..core.memory.KeyMemory`), hands it over as one
+:class:`~..core.decide.PassInput`, executes the plan it gets back (:mod:`.executor`), folds
+the outcome back through :func:`~..core.decide.settle`, and tells what happened in events,
+log lines and metrics. Nothing here chooses what to do with an InferenceReplica.
+
+Level-triggered: a reconcile reads the whole state of one InferenceReplica from the caches,
+never the event that woke it. A key whose writes aren't observed yet is not planned for
+(:mod:`.expectations`); it is looked at again when they are, or when they expire.
+
+The per-key memory is held here, one value per key, and only between passes: the workqueue
+never gives one key to two workers, so a pass reads and replaces its key's memory alone.
+
+A write the API server refuses for good (:mod:`omed.controllers.refusals`) is reported once
+per kind of write per pass (a Warning ``WriteRefused`` event on the InferenceReplica, a
+WARNING line), shown as condition ``WriteRefused`` from the next status write on, and the key
+goes back through the workqueue's rate limiter (``Result(requeue=True)``), so its attempts
+back off exponentially instead of coming every second.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any, Final, Protocol
+
+from omed.api.constants import KIND_INFERENCE_REPLICA, LABEL_INFERENCE_SERVICE
+from omed.clock import Clock
+from omed.controllers.deletion import orphaning
+from omed.controllers.inferencereplica.core import names, orphans
+from omed.controllers.inferencereplica.core.actions import (
+    RETRY_SOON,
+    DeletePods,
+    Plan,
+    SetServingGate,
+)
+from omed.controllers.inferencereplica.core.conversion import StoredForm
+from omed.controllers.inferencereplica.core.decide import (
+    PassInput,
+    PassReport,
+    decide,
+    settle,
+)
+from omed.controllers.inferencereplica.core.encoding import (
+    STATUS_SIZE_LIMIT,
+    StatusEncodingSettings,
+)
+from omed.controllers.inferencereplica.core.memory import EMPTY, KeyMemory
+from omed.controllers.inferencereplica.core.model import PlanSettings, ReplicaTarget
+from omed.controllers.inferencereplica.core.observe import (
+    InvalidReplica,
+    controller_uid,
+    observe,
+    pod_view,
+)
+from omed.controllers.inferencereplica.core.status import (
+    RowsUnreadable,
+    StatusDecodeFailed,
+    in_list_form,
+)
+from omed.controllers.inferencereplica.core.teardown import teardown_from_pods
+from omed.controllers.inferencereplica.shell import ownership, statusmetrics
+from omed.controllers.inferencereplica.shell.executor import (
+    MSG_WRITE_TOO_LARGE,
+    REASON_WRITE_SIZE_EXCEEDED,
+    Executor,
+    KubeApi,
+    Outcome,
+    write_size_exceeded_message,
+)
+from omed.controllers.inferencereplica.shell.expectations import Expectations
+from omed.controllers.refusals import RefusedWrite, report
+from omed.events import NORMAL, WARNING, EventSink
+from omed.informers import INFERENCE_SERVICE, NAMESPACE, OWNER_UID, split_key
+from omed.informers.transform import Obj
+from omed.kube.errors import NotFound
+from omed.kube.resources import INFERENCE_REPLICAS
+from omed.log import kv
+from omed.statuscodec import (
+    REASON_DECODE_FAILED,
+    REASON_SIZE_EXCEEDED,
+    DecodeError,
+    Encoding,
+    decode_failed_message,
+    size_exceeded_message,
+    stored_encoding,
+)
+from omed.workqueue import Result
+
+log = logging.getLogger("omed.controllers.inferencereplica")
+
+MIN_EXPECTATION_WAIT: Final = 0.05
+
+
+class ObjectCache(Protocol):
+    """The part of :class:`omed.informers.IndexedStore` a reconcile reads."""
+
+    def get(self, key: str) -> Obj | None: ...
+
+    def by_index(self, index: str, value: str) -> list[Obj]: ...
+
+
+class InferenceReplicaReconciler:
+    """One reconcile: observe the caches, decide, execute. Implements the ``Reconciler``."""
+
+    def __init__(
+        self,
+        *,
+        client: KubeApi,
+        replicas: ObjectCache,
+        pods: ObjectCache,
+        events: EventSink,
+        settings: PlanSettings,
+        expectations: Expectations,
+        clock: Clock,
+        status_encoding: StatusEncodingSettings | None = None,
+        status_size_limit: int = STATUS_SIZE_LIMIT,
+        busy: Callable[[], bool] = lambda: False,
+        requeues: Callable[[str], int] = lambda _key: 0,
+    ) -> None:
+        self._client = client
+        self._requeues = requeues
+        """The key's back-off step in the workqueue's rate limiter (for the refusal log)."""
+        self._busy = busy
+        self._replicas = replicas
+        self._pods = pods
+        self._events = events
+        self._settings = settings
+        self._expectations = expectations
+        self._clock = clock
+        self._encoding = status_encoding or StatusEncodingSettings()
+        self._size_limit = status_size_limit
+        self._executor = Executor(
+            client=client,
+            events=events,
+            expectations=expectations,
+            clock=clock,
+            status_encoding=self._encoding,
+            status_size_limit=status_size_limit,
+        )
+        self.memory: dict[str, KeyMemory] = {}
+        """key -> what the core remembers of it between passes (the one holder)."""
+
+    def _remember(self, key: str, memory: KeyMemory) -> None:
+        if memory == EMPTY:
+            self.memory.pop(key, None)
+        else:
+            self.memory[key] = memory
+
+    async def reconcile(self, key: str) -> Result:
+        irep = self._replicas.get(key)
+        if irep is None:
+            return await self._gone(key)
+        # Under an Orphan deletion no pod is written: writes still unobserved (the collector
+        # took the pods, and their events, away from this key) need no waiting for.
+        if not self._expectations.satisfied(key) and not orphaning(irep):
+            log.debug(
+                names.MSG_WAITING_FOR_CACHE,
+                extra=kv(key=key, pending=self._expectations.pending(key)),
+            )
+            return Result(
+                requeue_after=max(self._expectations.remaining(key), MIN_EXPECTATION_WAIT)
+            )
+        meta = irep.get("metadata") or {}
+        version = str(meta.get("resourceVersion") or "")
+        if not self._expectations.replica_current(key, version):
+            return Result(requeue_after=RETRY_SOON)  # its update event comes first, usually
+        uid = str(meta.get("uid") or "")
+        statusmetrics.stored(key, _stored_encoding(irep))
+        memory = self.memory.get(key, EMPTY)
+        try:
+            listed = in_list_form(irep, max_rows=self._encoding.bound)
+            target, observed = observe(listed, self._pods.by_index(OWNER_UID, uid))
+        except StatusDecodeFailed as err:
+            self._decode_failed(key, irep, err, memory)
+            return await self._teardown_from_pods(key, irep)
+        except (InvalidReplica, RowsUnreadable) as err:
+            self._unreadable(key, irep, err, memory)
+            return await self._teardown_from_pods(key, irep)
+        memory = dataclasses.replace(memory, reported=None)
+        self._remember(key, memory)
+        adoptable = self._adoptable(target)
+        adoption_refused: list[RefusedWrite] = []
+        if adoptable and target.has_finalizer:
+            adoption = await ownership.adopt(self._client, target=target, pods=adoptable)
+            if adoption.errors:
+                raise adoption.errors[0]
+            if adoption.adopted:
+                self._adopted(key, irep, adoption.adopted)
+            if adoption.adopted or adoption.retry:
+                # Plan once the cache shows them as ours (their update events wake the key).
+                return Result(requeue_after=RETRY_SOON)
+            adoption_refused = adoption.refused
+        decision = decide(
+            PassInput(
+                target=target,
+                observed=observed,
+                settings=self._settings,
+                now=self._clock.now(),
+                monotonic=self._clock.monotonic(),
+                busy=self._busy(),
+                memory=memory,
+                stored=StoredForm(
+                    version=version,
+                    status=irep.get("status"),
+                    settings=self._encoding,
+                    size_limit=self._size_limit,
+                ),
+                adoptable=bool(adoptable),
+            )
+        )
+        decided, memory = decision.plan, decision.memory
+        self._log_wave(decided, namespace=target.namespace, name=target.name)
+        outcome = await self._executor.execute(key=key, irep=irep, target=target, plan=decided)
+        outcome.write_refused[:0] = adoption_refused
+        self._expectations.expect_replica_past(key, outcome.superseded)
+        if outcome.stopped == "too_large":
+            settled = settle(memory, decided, self._report(key, irep, outcome))
+            self._remember(key, self._too_large(key, irep, outcome, settled.memory))
+            return Result(requeue=True)  # with the key's backoff, until the status fits
+        memory = dataclasses.replace(memory, size_reported=None)
+        if outcome.names_taken:
+            await self._free_names(key, target.uid, outcome)
+        settled = settle(memory, decided, self._report(key, irep, outcome))
+        self._remember(key, settled.memory)
+        result = self._result(key, outcome, settled.requeue_after)
+        if settled.backoff:
+            return Result(requeue=True)  # the rate limiter's back-off, not the plan's timers
+        return result
+
+    def _report(self, key: str, irep: Mapping[str, Any] | None, outcome: Outcome) -> PassReport:
+        """What the pass came to, for :func:`~..core.decide.settle`; its refused writes
+        reported first: one WARNING line and one Warning event (on the InferenceReplica,
+        through the budgeted recorder, which aggregates repeats) per kind of write, naming
+        the first object refused."""
+        firsts: list[RefusedWrite] = []
+        if outcome.write_refused:
+            firsts = report(
+                outcome.write_refused,
+                key=key,
+                involved=irep,
+                events=self._events,
+                logger=log,
+                requeues=self._requeues(key),
+            )
+        return PassReport(
+            stopped=outcome.stopped,
+            status_stored=outcome.status_stored,
+            refused=dict(outcome.refused),
+            write_refused=tuple(firsts),
+            retry_soon=outcome.retry_soon,
+            monotonic=self._clock.monotonic(),
+        )
+
+    def _log_wave(self, decided: Plan, *, namespace: Any, name: Any) -> None:
+        if decided.wave_log is not None:
+            log.info(
+                names.MSG_SCALE_DOWN_WAVE,
+                extra=kv(
+                    namespace=namespace, inferenceReplica=name, **decided.wave_log.log_values()
+                ),
+            )
+
+    def _adoptable(self, target: ReplicaTarget) -> list[Mapping[str, Any]]:
+        """Cached pods no controller owns that ``target`` may adopt (:mod:`..core.orphans`)."""
+        if target.deleting or target.paused:
+            return []  # the core adopts none then; the cache needn't be read
+        cached = self._pods.by_index(INFERENCE_SERVICE, f"{target.namespace}/{target.isvc}")
+        return orphans.adoptable(target, cached)
+
+    def _adopted(self, key: str, irep: Mapping[str, Any], pods: list[str]) -> None:
+        log.info(names.MSG_PODS_ADOPTED, extra=kv(key=key, pods=len(pods), first=pods[0]))
+        message = names.pods_adopted_message(pods)
+        self._events.event(irep, type=NORMAL, reason=names.EVENT_PODS_ADOPTED, message=message)
+
+    async def _free_names(self, key: str, uid: str, outcome: Outcome) -> None:
+        """Drain the pods the core found holding our pod names for an earlier
+        InferenceReplica of this name (:func:`..core.orphans.earlier_holders`), once a fresh
+        list confirms each; look again soon either way."""
+        namespace, name = split_key(key)
+        cached = {taken: self._pods.get(f"{namespace}/{taken}") for taken in outcome.names_taken}
+        holders = orphans.earlier_holders(outcome.names_taken, cached, key=key, uid=uid)
+        if holders.look_again:
+            outcome.retry_soon = True
+        if not holders.earlier:
+            return
+        left = await ownership.leftovers(
+            self._client,
+            namespace=namespace or "",
+            replica=name,
+            pods=holders.earlier,
+            current_uid=uid,
+        )
+        if not left.pods:
+            return
+        log.info(
+            names.MSG_DRAINING_LEFTOVERS,
+            extra=kv(key=key, pods=len(left.pods), first=left.pods[0]["metadata"]["name"]),
+        )
+        drained = orphans.drain_left_over([pod_view(pod, replica=name) for pod in left.pods])
+        await self._executor.run_pod_actions(
+            outcome, key=key, namespace=namespace or "", plan=drained
+        )
+
+    def _result(self, key: str, outcome: Outcome, requeue_after: float | None) -> Result:
+        if outcome.stopped == "conflict":
+            log.debug(names.MSG_STATUS_CONFLICT, extra=kv(key=key))
+            return Result(requeue=True)
+        if outcome.stopped in ("gone", "refused"):
+            # A refused pass is reported and requeued with back-off by the caller.
+            return Result()
+        if outcome.errors:
+            first = outcome.errors[0]
+            if len(outcome.errors) > 1:
+                first.add_note(f"and {len(outcome.errors) - 1} more failed write(s) in this pass")
+            raise first
+        return Result(requeue_after=requeue_after) if requeue_after is not None else Result()
+
+    def _decode_failed(
+        self, key: str, irep: Mapping[str, Any], err: StatusDecodeFailed, memory: KeyMemory
+    ) -> None:
+        version = str((irep.get("metadata") or {}).get("resourceVersion") or "")
+        after = memory.report_once(version)
+        if after is None:
+            return  # said once for this version; pod events would repeat it endlessly
+        self._remember(key, after)
+        namespace, name = split_key(key)
+        statusmetrics.decode_failed(err.reason)
+        log.error(
+            names.MSG_STATUS_DECODE_FAILED,
+            extra=kv(key=key, reason=err.reason, detail=err.detail[:1000]),
+        )
+        message = decode_failed_message(
+            namespace=namespace or "", name=name, reason=err.reason, detail=err.detail
+        )
+        self._events.event(irep, type=WARNING, reason=REASON_DECODE_FAILED, message=message)
+
+    def _too_large(
+        self, key: str, irep: Mapping[str, Any], outcome: Outcome, memory: KeyMemory
+    ) -> KeyMemory:
+        """A write rejected as too large: the status write is StatusSizeExceeded (its own
+        bytes and encoding, and the metric); any other write is a WriteSizeExceeded that
+        names it. Logged and recorded once per resourceVersion and write."""
+        rejected = outcome.too_large
+        assert rejected is not None, "stopped as too_large without the rejected write"
+        encoding = rejected.encoding
+        if encoding is not None:
+            statusmetrics.size_exceeded(encoding)
+        version = str((irep.get("metadata") or {}).get("resourceVersion") or "")
+        after = memory.report_too_large_once(rejected.write, version)
+        if after is None:
+            return memory
+        namespace, name = split_key(key)
+        if encoding is not None:
+            log.error(
+                names.MSG_STATUS_TOO_LARGE,
+                extra=kv(key=key, bytes=rejected.size, encoding=encoding, error=rejected.error),
+            )
+            message = size_exceeded_message(
+                namespace=namespace or "", name=name, size=rejected.size, encoding=encoding
+            )
+            self._events.event(irep, type=WARNING, reason=REASON_SIZE_EXCEEDED, message=message)
+            return after
+        log.error(
+            MSG_WRITE_TOO_LARGE,
+            extra=kv(
+                key=key,
+                write=rejected.write,
+                bytes=rejected.size,
+                objectBytes=rejected.object_size,
+                error=rejected.error,
+            ),
+        )
+        message = write_size_exceeded_message(
+            namespace=namespace or "", name=name, rejected=rejected
+        )
+        self._events.event(irep, type=WARNING, reason=REASON_WRITE_SIZE_EXCEEDED, message=message)
+        return after
+
+    def _unreadable(
+        self, key: str, irep: Mapping[str, Any], err: Exception, memory: KeyMemory
+    ) -> None:
+        version = str((irep.get("metadata") or {}).get("resourceVersion") or "")
+        after = memory.report_once(version)
+        if after is None:
+            return  # said once for this version; pod events would repeat it endlessly
+        self._remember(key, after)
+        spec = isinstance(err, InvalidReplica)
+        log.error(
+            names.MSG_SPEC_INVALID if spec else names.MSG_STATUS_UNREADABLE,
+            extra=kv(key=key, error=str(err)),
+        )
+        reason = names.EVENT_SPEC_INVALID if spec else names.EVENT_STATUS_UNREADABLE
+        self._events.event(irep, type=WARNING, reason=reason, message=str(err)[:1000])
+
+    async def _teardown_from_pods(self, key: str, irep: Mapping[str, Any]) -> Result:
+        """A replica that can't be read is left alone, unless it is deleted: then its pods are
+        drained in the teardown's waves from what they show (:mod:`..core.teardown`) and the
+        finalizer comes off, or the replica, its pods and its InferenceService would wait for
+        a repair for ever."""
+        meta = irep.get("metadata") or {}
+        finalizers = meta.get("finalizers") or ()
+        if not meta.get("deletionTimestamp") or names.FINALIZER not in finalizers:
+            return Result()
+        uid = str(meta.get("uid") or "")
+        pods = [
+            pod_view(pod, replica=str(meta.get("name") or ""))
+            for pod in self._pods.by_index(OWNER_UID, uid)
+            if controller_uid(pod, kind=KIND_INFERENCE_REPLICA) == uid
+        ]
+        decided = teardown_from_pods(pods, settings=self._settings, orphaning=orphaning(irep))
+        self._log_wave(decided, namespace=meta.get("namespace"), name=meta.get("name"))
+        gates, deletions = len(decided.of_type(SetServingGate)), len(decided.of_type(DeletePods))
+        if gates or deletions:
+            log.info(
+                names.MSG_TEARDOWN_FROM_PODS,
+                extra=kv(key=key, pods=len(pods), gates=gates, deletions=deletions),
+            )
+        outcome = await self._executor.execute_from_pods(
+            key=key, irep=irep, plan=decided, selector=_pods_selector(irep)
+        )
+        memory = self.memory.get(key, EMPTY)
+        if outcome.stopped == "too_large":
+            self._remember(key, self._too_large(key, irep, outcome, memory))
+            return Result(requeue=True)
+        settled = settle(memory, decided, self._report(key, irep, outcome))
+        self._remember(key, settled.memory)
+        if settled.backoff:
+            return Result(requeue=True)
+        return self._result(key, outcome, settled.requeue_after)
+
+    async def _gone(self, key: str) -> Result:
+        """Drain the pods of an InferenceReplica that no longer exists (its finalizer was
+        removed by hand; the garbage collector deletes such pods too, at once, and omed
+        drains those it finds first: while the collector lags, or where there is none)."""
+        namespace, name = split_key(key)
+        pods = [
+            pod
+            for pod in self._pods.by_index(NAMESPACE, namespace or "")
+            if orphans.owner_key(pod) == key
+        ]
+        if not pods:
+            self._expectations.forget(key)
+            self.memory.pop(key, None)
+            statusmetrics.stored(key, None)
+            return Result()
+        if not self._expectations.satisfied(key):
+            return Result(
+                requeue_after=max(self._expectations.remaining(key), MIN_EXPECTATION_WAIT)
+            )
+        try:
+            await self._client.get(INFERENCE_REPLICAS, name, namespace)
+        except NotFound:
+            pass
+        else:  # the cache hasn't seen it yet: not an orphan
+            return Result(requeue_after=RETRY_SOON)
+        # The collector may have taken the references off meanwhile (an Orphan deletion):
+        # only pods the API server still shows controlled by the gone replica are drained.
+        left = await ownership.leftovers(
+            self._client, namespace=namespace or "", replica=name, pods=pods, current_uid=None
+        )
+        if not left.pods:
+            return Result(requeue_after=RETRY_SOON)  # the cache catches up, then forgets
+        drained = orphans.drain_left_over([pod_view(pod, replica=name) for pod in left.pods])
+        outcome = Outcome()
+        await self._executor.run_pod_actions(
+            outcome, key=key, namespace=namespace or "", plan=drained
+        )
+        if outcome.errors:
+            raise outcome.errors[0]
+        # No object is left to carry an event or a condition.
+        settled = settle(self.memory.get(key, EMPTY), drained, self._report(key, None, outcome))
+        self._remember(key, settled.memory)
+        if settled.backoff:
+            return Result(requeue=True)
+        return Result(requeue_after=settled.requeue_after)
+
+
+def _pods_selector(irep: Mapping[str, Any]) -> str:
+    """The selector of a replica's pods read off its raw spec (the models may refuse it): its
+    parent's name (else its own) and its component; only the first when the component isn't
+    a string, and any pod omed labels when neither is usable (the list is filtered by the
+    replica's uid)."""
+    meta = irep.get("metadata") or {}
+    spec = irep.get("spec")
+    spec = spec if isinstance(spec, Mapping) else {}
+    parent = spec.get("parentRef")
+    isvc = parent.get("name") if isinstance(parent, Mapping) else meta.get("name")
+    component = spec.get("component")
+    if not isinstance(isvc, str) or not isvc:
+        return LABEL_INFERENCE_SERVICE
+    if not isinstance(component, str) or not component:
+        return f"{LABEL_INFERENCE_SERVICE}={isvc}"
+    return names.label_selector(isvc, component)
+
+
+def _stored_encoding(irep: Mapping[str, Any]) -> Encoding | None:
+    try:
+        return stored_encoding(irep.get("status"))
+    except DecodeError:
+        return None
+
+
+__all__ = ["InferenceReplicaReconciler", "ObjectCache"]
