@@ -6,11 +6,15 @@ all expire, and a manager or a ``kubectl ome wait`` that kept the first one got 
 rest of its life. Each kind here gives the ``Authorization`` value for the next request and
 refreshes it the way client-go does:
 
-- :class:`ExecCredentials`: the kubeconfig's ``exec`` plugin (run by kubernetes-asyncio's
-  ``ExecProvider``). Its token is kept until shortly before its ``status.expirationTimestamp``
+- :class:`ExecCredentials`: the kubeconfig's ``exec`` plugin (its command, args and env as
+  kubernetes-asyncio's ``ExecProvider`` reads them; :func:`run_exec_plugin` runs it). Its
+  token is kept until shortly before its ``status.expirationTimestamp``
   (:func:`refresh_margin`), then the plugin runs again; a token without an expiry is kept
   until the API server answers 401. client-go waits for the expiry itself; the margin keeps
   a request in flight, or a clock a little behind the plugin's, from carrying a dead token.
+  A plugin that doesn't answer within :data:`EXEC_TIMEOUT` is killed and the refresh fails
+  (client-go has no bound: a hung plugin there holds every request that waits for the
+  token); one that runs interactively, on a terminal, is not bounded, as a person answers it.
 - :class:`TokenFile`: a bearer token file (a kubeconfig's ``tokenFile``, the in-cluster
   ServiceAccount token) read again every 60 s, client-go's ``cachingTokenSource`` period;
   a read that fails keeps the last token (kubelet swaps the file as a whole).
@@ -37,8 +41,10 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime as dt
+import json
 import logging
 import os
+import sys
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final, Protocol
 
@@ -55,6 +61,8 @@ AUTH_PROVIDER_PERIOD: Final = 10.0
 """Seconds between asking an auth-provider whether its token needs refreshing."""
 EXEC_REFRESH_MARGIN: Final = 10.0
 """The most seconds before its expiry that an exec plugin's token is replaced."""
+EXEC_TIMEOUT: Final = 30.0
+"""Seconds a non-interactive exec plugin may take to answer before it is killed."""
 FAILED_REFRESH_PAUSE: Final = 1.0
 """Seconds a plugin that failed isn't run again while its last token is still valid (the
 requests meanwhile use that token, instead of each waiting for a run that fails)."""
@@ -356,8 +364,9 @@ def from_kubeconfig(loader: Any, user: Any, *, clock: Clock | None = None) -> Cr
         provider = ExecProvider(exec_config)
 
         async def run() -> Mapping[str, Any]:
-            status: Mapping[str, Any] = await provider.run()
-            return status
+            return await run_exec_plugin(
+                provider.args, env=provider.env, api_version=str(provider.api_version)
+            )
 
         expiry = getattr(loader, "exec_plugin_expiry", None)
         initial = {"token": token.removeprefix("Bearer "), "expirationTimestamp": expiry}
@@ -383,3 +392,71 @@ __all__ = [
     "from_kubeconfig",
     "refresh_margin",
 ]
+
+
+async def run_exec_plugin(
+    args: list[str],
+    *,
+    env: Mapping[str, str],
+    api_version: str,
+    timeout: float = EXEC_TIMEOUT,
+    interactive: bool | None = None,
+) -> Mapping[str, Any]:
+    """The ``status`` of the ExecCredential the plugin ``args`` prints, checked as
+    kubernetes-asyncio's ``ExecProvider.run`` checks it (exit code, JSON, apiVersion, the
+    keys), with ``KUBERNETES_EXEC_INFO`` set the same way.
+
+    Invariant: no plugin process outlives the call. A non-interactive run that takes longer
+    than ``timeout`` seconds, or whose caller is cancelled, is killed and reaped; the timeout
+    raises :class:`CredentialsError`. ``interactive`` defaults to whether stdout is a
+    terminal (the plugin may prompt there, and the run is then not bounded)."""
+    if interactive is None:
+        interactive = sys.stdout.isatty()
+    info = {
+        "apiVersion": api_version,
+        "kind": "ExecCredential",
+        "spec": {"interactive": interactive},
+    }
+    proc = await asyncio.create_subprocess_exec(
+        *args,
+        env={**env, "KUBERNETES_EXEC_INFO": json.dumps(info)},
+        stdin=None if interactive else asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        stdout, stderr = await asyncio.wait_for(
+            proc.communicate(), timeout=None if interactive else timeout
+        )
+    except TimeoutError:
+        raise CredentialsError(
+            f"exec plugin {args[0]} gave no answer within {timeout:g}s and was stopped"
+        ) from None
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await asyncio.shield(proc.wait())
+    if proc.returncode != 0:
+        detail = stderr.decode(errors="replace").strip()
+        raise CredentialsError(
+            f"exec plugin {args[0]} exited with {proc.returncode}"
+            + (f": {detail}" if detail else "")
+        )
+    try:
+        data = json.loads(stdout)
+    except ValueError as exc:
+        raise CredentialsError(f"exec plugin {args[0]} printed no JSON: {exc}") from None
+    if not isinstance(data, Mapping) or any(
+        k not in data for k in ("apiVersion", "kind", "status")
+    ):
+        raise CredentialsError(
+            f"exec plugin {args[0]} printed no ExecCredential (apiVersion, kind and status)"
+        )
+    if data["apiVersion"] != api_version:
+        raise CredentialsError(
+            f"exec plugin {args[0]} answered apiVersion {data['apiVersion']}, not {api_version}"
+        )
+    status = data["status"]
+    if not isinstance(status, Mapping):
+        raise CredentialsError(f"exec plugin {args[0]} printed a status that is not an object")
+    return status

@@ -32,6 +32,7 @@ from omed.kube.credentials import (
     StaticCredentials,
     TokenFile,
     refresh_margin,
+    run_exec_plugin,
 )
 
 START = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
@@ -427,3 +428,102 @@ async def test_load_config_has_kubernetes_asyncio_refresh_an_expiring_oidc_token
     assert json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))["sub"] == (
         f"new-{len(refreshed)}"
     )
+
+
+# -- the plugin process itself ----------------------------------------------------------------
+
+HUNG_PLUGIN = """#!{python}
+import os, sys, time
+open(os.environ["PLUGIN_PID"], "w").write(str(os.getpid()))
+time.sleep(3600)
+"""
+
+
+def script(tmp_path: Path, name: str, body: str) -> str:
+    path = tmp_path / name
+    path.write_text(body.format(python=sys.executable))
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return str(path)
+
+
+def alive(pid: int) -> bool:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return False
+    return "\nState:\tZ" not in status
+
+
+async def test_a_plugin_that_never_answers_is_killed_at_the_timeout(tmp_path: Path) -> None:
+    pid_file = tmp_path / "pid"
+    hung = script(tmp_path, "hung", HUNG_PLUGIN)
+    started = time.monotonic()
+    with pytest.raises(CredentialsError, match=r"gave no answer within 0\.5s and was stopped"):
+        await run_exec_plugin(
+            [hung],
+            env={"PLUGIN_PID": str(pid_file)},
+            api_version="client.authentication.k8s.io/v1",
+            timeout=0.5,
+            interactive=False,
+        )
+    assert time.monotonic() - started < 3
+    assert not alive(int(pid_file.read_text()))
+
+
+async def test_a_cancelled_refresh_leaves_no_plugin_running(tmp_path: Path) -> None:
+    pid_file = tmp_path / "pid"
+    hung = script(tmp_path, "hung", HUNG_PLUGIN)
+    run = asyncio.create_task(
+        run_exec_plugin(
+            [hung],
+            env={"PLUGIN_PID": str(pid_file)},
+            api_version="client.authentication.k8s.io/v1",
+            interactive=False,
+        )
+    )
+    for _ in range(500):  # the plugin has started once it wrote its pid
+        if pid_file.exists() and pid_file.read_text():
+            break
+        await asyncio.sleep(0.02)
+    run.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await run
+    assert not alive(int(pid_file.read_text()))
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ("import sys; sys.stderr.write('no network\\n'); sys.exit(3)", "exited with 3: no network"),
+        ("print('hello')", "printed no JSON"),
+        ('print(\'{{"kind": "ExecCredential"}}\')', "printed no ExecCredential"),
+        (
+            'print(\'{{"apiVersion": "v0", "kind": "ExecCredential", "status": {{}}}}\')',
+            "answered apiVersion v0, not client.authentication.k8s.io/v1",
+        ),
+    ],
+)
+async def test_a_plugin_answer_that_is_no_credential_is_an_error(
+    tmp_path: Path, body: str, message: str
+) -> None:
+    plugin = script(tmp_path, "plugin", "#!{python}\n" + body + "\n")
+    with pytest.raises(CredentialsError, match=message):
+        await run_exec_plugin(
+            [plugin], env={}, api_version="client.authentication.k8s.io/v1", interactive=False
+        )
+
+
+async def test_the_plugin_is_told_what_kubernetes_asyncio_tells_it(tmp_path: Path) -> None:
+    echo = script(
+        tmp_path,
+        "echo",
+        "#!{python}\nimport json, os\n"
+        "info = json.loads(os.environ['KUBERNETES_EXEC_INFO'])\n"
+        "print(json.dumps({{'apiVersion': info['apiVersion'], 'kind': 'ExecCredential',"
+        " 'status': {{'token': 'interactive-' + str(info['spec']['interactive']),"
+        " 'extra': os.environ['EXTRA']}}}}))\n",
+    )
+    status = await run_exec_plugin(
+        [echo], env={"EXTRA": "x"}, api_version="client.authentication.k8s.io/v1", interactive=False
+    )
+    assert status == {"token": "interactive-False", "extra": "x"}
