@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import Final, Protocol
 
 from aiohttp import hdrs, web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from omed.log import kv
 from omed.webhooks import metrics
@@ -123,6 +124,30 @@ BACKLOG: Final = 4096
 flood of connections doesn't leave the API server's SYN waiting for a retransmit."""
 
 log = logging.getLogger("webhooks")
+
+
+class _ServerLog(logging.LoggerAdapter[logging.Logger]):
+    """aiohttp's per-connection logger, with a request it could not parse (a malformed head,
+    too many or too long header fields) logged at DEBUG in one line, without a traceback.
+
+    Why: aiohttp logs each such request at ERROR with a traceback of its parser, so any
+    client that reaches the webhook Service could flood the manager's log, one ERROR a
+    request. The request is the client's fault and is answered 400 (431 where aiohttp says
+    so); Go's net/http answers it and logs nothing. Anything else aiohttp reports stays an
+    ERROR with its traceback (the handlers catch their own errors, so that is aiohttp's)."""
+
+    def exception(self, msg: object, *args: object, **kwargs: object) -> None:
+        exc = kwargs.get("exc_info")
+        if isinstance(exc, HttpProcessingError):
+            self.logger.debug(
+                "Refused a request that could not be parsed",
+                extra=kv(remote=args[0] if args else "", error=str(exc).strip()[:200]),
+            )
+            return
+        self.logger.exception(msg, *args, **kwargs)  # type: ignore[arg-type]
+
+
+SERVER_LOG: Final = _ServerLog(logging.getLogger("webhooks.http"), {})
 
 
 class AdmissionHandler(Protocol):
@@ -566,6 +591,7 @@ class WebhookServer:
         runner = web.AppRunner(
             self._app(),
             access_log=None,
+            logger=SERVER_LOG,
             handle_signals=False,
             shutdown_timeout=SHUTDOWN_TIMEOUT,
             keepalive_timeout=self._idle_timeout,

@@ -11,6 +11,7 @@ connections in a memory-limited process: tests/integration/webhooks/test_webhook
 from __future__ import annotations
 
 import asyncio
+import logging
 import ssl
 import time
 from collections.abc import AsyncIterator, Callable
@@ -309,6 +310,34 @@ async def test_the_head_is_bounded(connect: Callable[..., Any], extra: str, stat
     got, _, _ = await answer(reader)
     assert got == status
     writer.close()
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"POST /validate HTTP/1.1\r\nHost: x\r\nNo colon here\r\n\r\n",
+        b"POST /validate HTTP/9.9\r\nHost: x\r\n\r\n",
+        b"POST /validate HTTP/1.1\r\nContent-Length: -5\r\n\r\n",
+        head(10, extra="".join(f"X-Field-{n}: v\r\n" for n in range(MAX_HEADERS))),
+    ],
+    ids=["no-colon", "version", "negative-length", "too-many-fields"],
+)
+async def test_a_malformed_request_is_400_and_one_debug_line_not_an_error_traceback(
+    connect: Callable[..., Any], caplog: pytest.LogCaptureFixture, raw: bytes
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="webhooks")
+    for _ in range(3):
+        reader, writer = await connect()
+        writer.write(raw)
+        got, _, _ = await answer(reader)
+        assert got == 400
+        writer.close()
+    server = [r for r in caplog.records if r.name.startswith("webhooks")]
+    assert [r.levelno for r in server if r.levelno >= logging.WARNING] == []
+    refused = [r for r in server if r.getMessage() == "Refused a request that could not be parsed"]
+    assert len(refused) == 3
+    assert all(r.levelno == logging.DEBUG and r.exc_info is None for r in refused)
+    assert all(not r.exc_info for r in caplog.records if r.levelno >= logging.ERROR)
 
 
 # -- Memory for bodies ---------------------------------------------------------------------
