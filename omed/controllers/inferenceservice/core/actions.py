@@ -11,74 +11,68 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from omed.controllers.inferenceservice.core.model import Refusal
 from omed.controllers.inferenceservice.core.pacing import PaceMemory
+from omed.controllers.refusedwrite import RefusedWrite
 
 
 @dataclasses.dataclass(frozen=True)
-class AddFinalizer:
-    """A JSON patch of the finalizers, guarded by a ``test`` of the resourceVersion read."""
+class _Written:
+    """The object a write is sent to (an InferenceService or an InferenceReplica)."""
 
     namespace: str
     name: str
+
+
+@dataclasses.dataclass(frozen=True)
+class AddFinalizer(_Written):
+    """A JSON patch of the finalizers, guarded by a ``test`` of the resourceVersion read."""
+
     patch: list[dict[str, Any]]
 
 
 @dataclasses.dataclass(frozen=True)
-class RemoveFinalizer:
+class RemoveFinalizer(_Written):
     """The same patch without the finalizer, sent only when a fresh list of the replicas
     labelled ``label_selector`` shows none controlled by ``uid``."""
 
-    namespace: str
-    name: str
     patch: list[dict[str, Any]]
     uid: str
     label_selector: str
 
 
 @dataclasses.dataclass(frozen=True)
-class CreateReplica:
-    namespace: str
-    name: str
+class CreateReplica(_Written):
     body: dict[str, Any]
 
 
 @dataclasses.dataclass(frozen=True)
-class PatchReplica:
+class PatchReplica(_Written):
     """A JSON merge patch of what the controller owns, carrying the resourceVersion read."""
 
-    namespace: str
-    name: str
     patch: dict[str, Any]
 
 
 @dataclasses.dataclass(frozen=True)
-class AdoptReplica:
+class AdoptReplica(_Written):
     """:class:`PatchReplica` of a replica no controller owns, sent only when a fresh read of
     the InferenceService shows it with ``service_uid`` and not being deleted."""
 
-    namespace: str
-    name: str
     patch: dict[str, Any]
     service_name: str
     service_uid: str
 
 
 @dataclasses.dataclass(frozen=True)
-class DeleteReplica:
+class DeleteReplica(_Written):
     """A delete with a uid precondition (a replica created again under the name stays)."""
 
-    namespace: str
-    name: str
     uid: str | None
 
 
 @dataclasses.dataclass(frozen=True)
-class WriteStatus:
-    """A status replace carrying the resourceVersion read."""
+class WriteStatus(_Written):
+    """A status replace carrying the resourceVersion read (``body``: the whole object)."""
 
-    namespace: str
-    name: str
     body: dict[str, Any]
 
 
@@ -87,7 +81,7 @@ class ReportRefusals:
     """The pass's refused writes: a Warning event and a WARNING line per kind; the key goes
     back through the workqueue's rate limiter."""
 
-    refusals: tuple[Refusal, ...]
+    refusals: tuple[RefusedWrite, ...]
 
 
 Write = (

@@ -50,11 +50,7 @@ from omed.controllers.inferenceservice.core.actions import (
     WriteStatus,
 )
 from omed.controllers.inferenceservice.core.model import DecideInput, first_refusal
-from omed.controllers.inferenceservice.core.names import (
-    FINALIZER,
-    REASON_REPLICA_CONFLICT,
-    REASON_WRITE_REFUSED,
-)
+from omed.controllers.inferenceservice.core.names import FINALIZER, REASON_REPLICA_CONFLICT
 from omed.controllers.inferenceservice.core.pacing import PaceMemory, decide_pace
 from omed.controllers.inferenceservice.core.project import (
     Projection,
@@ -76,6 +72,7 @@ from omed.controllers.inferenceservice.core.status import (
     stored_status,
     with_write_refused,
 )
+from omed.controllers.refusedwrite import REASON_WRITE_REFUSED
 
 
 def decide(given: DecideInput) -> Decision:

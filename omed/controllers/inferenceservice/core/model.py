@@ -13,39 +13,20 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 from collections.abc import Mapping
-from typing import Literal, Protocol
+from typing import Literal
 
 from omed.api.inferencereplica import InferenceReplica
 from omed.api.inferenceservice import InferenceService
 from omed.api.servingruntime import ServingRuntimeSpec
 from omed.controllers.inferenceservice.core.pacing import Pace, PaceMemory
+from omed.controllers.refusedwrite import RefusedWrite, first_of_each_kind
 
 
-class Refusal(Protocol):
-    """A write the API server refused for good, as the core needs it: what it was, and the
-    condition it makes (:class:`omed.controllers.refusals.RefusedWrite` is one)."""
-
-    @property
-    def verb(self) -> str: ...
-
-    @property
-    def resource(self) -> str: ...
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def condition_reason(self) -> str: ...
-
-    def message(self) -> str: ...
-
-
-def first_refusal(refusals: tuple[Refusal, ...]) -> Refusal | None:
-    """The refusal a condition shows: the first by verb, resource and name (so a repeat of the
-    same pass shows the same one)."""
-    if not refusals:
-        return None
-    return min(refusals, key=lambda r: (r.verb, r.resource, r.name))
+def first_refusal(refusals: tuple[RefusedWrite, ...]) -> RefusedWrite | None:
+    """The refusal a condition shows: the first of the first kind (by verb, resource and
+    name, so a repeat of the same pass shows the same one)."""
+    shown = first_of_each_kind(refusals)
+    return shown[0] if shown else None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,10 +34,9 @@ class Observed:
     """The caches' view of one InferenceService at the start of a pass."""
 
     service: InferenceService
-    runtime_name: str | None
-    """The runtime ``spec.runtime`` names, if any."""
     runtime: ServingRuntimeSpec | None
-    """Its spec, when the caches have it (its metadata is never read)."""
+    """The spec of the runtime ``spec.runtime`` names, when the caches have it (its metadata
+    is never read)."""
     replicas: Mapping[str, InferenceReplica]
     """InferenceReplicas by name: those of the projected names and the fronted ones the
     caches have."""
@@ -110,7 +90,7 @@ class Progress:
     stop: Stop | None = None
     deletes_done: bool = False
     status: StatusOutcome | None = None
-    refusals: tuple[Refusal, ...] = ()
+    refusals: tuple[RefusedWrite, ...] = ()
     """Refused writes, in the order met."""
 
 

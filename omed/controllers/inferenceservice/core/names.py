@@ -13,13 +13,6 @@ propagationPolicy Orphan, no longer owned)."""
 DELETION_POLL: Final = 1.0
 """Seconds between looks at replicas being drained during a deletion (events drive it too)."""
 
-CONDITION_WRITE_REFUSED: Final = "WriteRefused"
-"""Condition type of a write the API server refused for good; the same string as
-:data:`omed.controllers.refusals.CONDITION_WRITE_REFUSED` (a test holds them equal: the
-refusals module logs and records events, so this package can't import it)."""
-REASON_WRITE_REFUSED: Final = "WriteRefused"
-"""Ready's reason while the finalizer can't be added (nothing may be created before it)."""
-
 REASON_REPLICA_CONFLICT: Final = "InferenceReplicaConflict"
 REASON_RUNTIME_UNRESOLVED: Final = "RuntimeUnresolved"
 REASON_INVALID_TEMPLATE: Final = "InvalidTemplate"

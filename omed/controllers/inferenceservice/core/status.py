@@ -18,8 +18,7 @@ from omed.api.base import format_time
 from omed.api.constants import COMPONENT_READY_CONDITIONS, CONDITION_READY
 from omed.api.inferencereplica import InferenceReplica
 from omed.api.inferenceservice import InferenceService
-from omed.controllers.inferenceservice.core.model import Refusal
-from omed.controllers.inferenceservice.core.names import CONDITION_WRITE_REFUSED
+from omed.controllers.refusedwrite import CONDITION_WRITE_REFUSED, RefusedWrite
 
 _READY_CONDITION: Final[Mapping[str, str]] = {
     str(k): v for k, v in COMPONENT_READY_CONDITIONS.items()
@@ -86,18 +85,38 @@ def stored_status(service: InferenceService) -> dict[str, Any] | None:
     return service.status.to_dict() if service.status is not None else None
 
 
+@dataclasses.dataclass(frozen=True)
+class _Conditions:
+    """What every condition a status write sets is built against: the generation it is
+    computed from, the stored conditions by type (whose transition times stay while their
+    status does), and the time of the write."""
+
+    generation: int | None
+    previous: Mapping[str, Mapping[str, Any]]
+    now: dt.datetime
+
+    @classmethod
+    def of(cls, isvc: InferenceService, now: dt.datetime) -> _Conditions:
+        stored = (stored_status(isvc) or {}).get("conditions") or ()
+        previous = {str(c.get("type")): c for c in stored if isinstance(c, dict)}
+        return cls(generation=isvc.metadata.generation, previous=previous, now=now)
+
+    def refused(self, refusal: RefusedWrite) -> dict[str, Any]:
+        """Condition WriteRefused for ``refusal``: True, the API server's reason."""
+        return self.condition(
+            CONDITION_WRITE_REFUSED, True, refusal.condition_reason, refusal.message()
+        )
+
+    def condition(self, kind: str, ready: bool, reason: str, message: str) -> dict[str, Any]:
+        return _condition(kind, ready, reason, message, self)
+
+
 def _condition(
-    *,
-    kind: str,
-    ready: bool,
-    reason: str,
-    message: str,
-    generation: int | None,
-    previous: Mapping[str, Mapping[str, Any]],
-    now: dt.datetime,
+    kind: str, ready: bool, reason: str, message: str, at: _Conditions
 ) -> dict[str, Any]:
+    generation, now = at.generation, at.now
     status = "True" if ready else "False"
-    before = previous.get(kind)
+    before = at.previous.get(kind)
     changed = before is None or before.get("status") != status
     condition: dict[str, Any] = {
         "type": kind,
@@ -119,7 +138,7 @@ def build_status(
     components: Sequence[ComponentReadiness],
     fronted: Sequence[ComponentReadiness] = (),
     failure: tuple[str, str] | None = None,
-    refused: Refusal | None = None,
+    refused: RefusedWrite | None = None,
     now: dt.datetime,
 ) -> dict[str, Any]:
     """The status to store: conditions keep their transition time while unchanged.
@@ -127,27 +146,14 @@ def build_status(
     ``refused`` is a write of this pass the API server refused for good: it is shown as
     condition WriteRefused (True, the API server's reason, the event's message); without
     one the condition is left out, which removes it."""
-    generation = isvc.metadata.generation
-    old_status = stored_status(isvc) or {}
-    previous: dict[str, Mapping[str, Any]] = {
-        str(c.get("type")): c for c in old_status.get("conditions") or [] if isinstance(c, dict)
-    }
+    at = _Conditions.of(isvc, now)
+    generation = at.generation
     conditions = []
     for item in components:
         kind = _READY_CONDITION.get(item.component)
         if kind is None:
             continue
-        conditions.append(
-            _condition(
-                kind=kind,
-                ready=item.ready,
-                reason=item.reason,
-                message=item.message,
-                generation=generation,
-                previous=previous,
-                now=now,
-            )
-        )
+        conditions.append(at.condition(kind, item.ready, item.reason, item.message))
     if failure is not None:
         ready, reason, message = False, failure[0], failure[1]
     elif fronted:
@@ -168,21 +174,9 @@ def build_status(
         ready = not not_ready
         reason = REASON_COMPONENTS_READY if ready else REASON_COMPONENTS_NOT_READY
         message = "all components ready" if ready else "not ready: " + ", ".join(not_ready)
-    conditions.append(
-        _condition(
-            kind=CONDITION_READY,
-            ready=ready,
-            reason=reason,
-            message=message,
-            generation=generation,
-            previous=previous,
-            now=now,
-        )
-    )
+    conditions.append(at.condition(CONDITION_READY, ready, reason, message))
     if refused is not None:
-        conditions.append(
-            _refused_condition(refused, generation=generation, previous=previous, now=now)
-        )
+        conditions.append(at.refused(refused))
     status: dict[str, Any] = {"conditions": conditions}
     if generation is not None:
         status["observedGeneration"] = generation
@@ -192,40 +186,17 @@ def build_status(
     return status
 
 
-def _refused_condition(
-    refused: Refusal,
-    *,
-    generation: int | None,
-    previous: Mapping[str, Mapping[str, Any]],
-    now: dt.datetime,
-) -> dict[str, Any]:
-    return _condition(
-        kind=CONDITION_WRITE_REFUSED,
-        ready=True,
-        reason=refused.condition_reason,
-        message=refused.message(),
-        generation=generation,
-        previous=previous,
-        now=now,
-    )
-
-
 def with_write_refused(
-    isvc: InferenceService, refused: Refusal | None, *, now: dt.datetime
+    isvc: InferenceService, refused: RefusedWrite | None, *, now: dt.datetime
 ) -> list[dict[str, Any]]:
     """The stored conditions with WriteRefused set from ``refused`` (its transition time
     kept while it stays True), or without it: what a pass that writes no other status (a
     deletion) stores."""
     old = [dict(c) for c in (stored_status(isvc) or {}).get("conditions") or ()]
-    previous = {str(c.get("type")): c for c in old}
     kept = [c for c in old if c.get("type") != CONDITION_WRITE_REFUSED]
     if refused is None:
         return kept
-    generation = isvc.metadata.generation
-    return [
-        *kept,
-        _refused_condition(refused, generation=generation, previous=previous, now=now),
-    ]
+    return [*kept, _Conditions.of(isvc, now).refused(refused)]
 
 
 def status_changed(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> bool:

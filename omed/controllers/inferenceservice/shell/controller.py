@@ -8,7 +8,7 @@ pass would otherwise read all InferenceServices or replicas (quadratic in a flee
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from omed.api.constants import KIND_INFERENCE_SERVICE, LABEL_INFERENCE_SERVICE
@@ -25,6 +25,7 @@ from omed.informers import (
     OWNER_UID,
     Handlers,
     InformerFactory,
+    SharedInformer,
     object_key,
     owner_uid_index,
 )
@@ -41,6 +42,11 @@ from omed.workqueue import Controller
 
 async def _no_default_mode() -> str | None:
     return None
+
+
+def _each_event(handle: Callable[[Obj], None]) -> Handlers:
+    """``handle`` called with the object of every add, update (the new one) and delete."""
+    return Handlers(on_add=handle, on_update=lambda _old, new: handle(new), on_delete=handle)
 
 
 def _parent_of(irep: Mapping[str, Any]) -> str | None:
@@ -102,13 +108,13 @@ class InferenceServiceController:
             client=client,
             services=self.services,
             replicas=self.replicas,
+            busy=lambda: self.controller.busy(),  # noqa: PLW0108 - made below
             runtimes=self.runtimes,
             cluster_runtimes=self.cluster_runtimes,
+            requeues=lambda key: self.controller.queue.num_requeues(key),  # noqa: PLW0108 - below
             default_mode=default_mode,
             clock=self._clock,
-            busy=lambda: self.controller.busy(),  # noqa: PLW0108 - made below
             events=events,
-            requeues=lambda key: self.controller.queue.num_requeues(key),  # noqa: PLW0108 - below
         )
         self.controller = Controller(
             name=CONTROLLER_NAME,
@@ -117,49 +123,19 @@ class InferenceServiceController:
             clock=self._clock,
             busy_window=BUSY_WINDOW,
         )
-        enqueue = self.controller.queue.add
-        self._registrations = [
-            (
-                self.services,
-                self.services.add_event_handler(
-                    Handlers(
-                        on_add=lambda o: enqueue(object_key(o)),
-                        on_update=lambda _o, n: enqueue(object_key(n)),
-                        on_delete=lambda o: enqueue(object_key(o)),
-                    )
-                ),
-            ),
-            (
-                self.replicas,
-                self.replicas.add_event_handler(
-                    Handlers(
-                        on_add=self._replica_event,
-                        on_update=lambda _o, n: self._replica_event(n),
-                        on_delete=self._replica_event,
-                    )
-                ),
-            ),
-            (
-                self.runtimes,
-                self.runtimes.add_event_handler(
-                    Handlers(
-                        on_add=self._runtime_event,
-                        on_update=lambda _o, n: self._runtime_event(n),
-                        on_delete=self._runtime_event,
-                    )
-                ),
-            ),
-            (
-                self.cluster_runtimes,
-                self.cluster_runtimes.add_event_handler(
-                    Handlers(
-                        on_add=self._runtime_event,
-                        on_update=lambda _o, n: self._runtime_event(n),
-                        on_delete=self._runtime_event,
-                    )
-                ),
-            ),
+        watched: list[tuple[SharedInformer, Callable[[Obj], None]]] = [
+            (self.services, self._service_event),
+            (self.replicas, self._replica_event),
+            (self.runtimes, self._runtime_event),
+            (self.cluster_runtimes, self._runtime_event),
         ]
+        self._registrations = [
+            (informer, informer.add_event_handler(_each_event(handle)))
+            for informer, handle in watched
+        ]
+
+    def _service_event(self, isvc: Obj) -> None:
+        self.controller.queue.add(object_key(isvc))
 
     def _replica_event(self, irep: Obj) -> None:
         parent = _parent_of(irep)

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Final
 
 from omed.controllers.inferenceservice.core import names
 from omed.controllers.inferenceservice.core.actions import (
@@ -25,7 +25,6 @@ from omed.controllers.inferenceservice.core.actions import (
     DeleteReplica,
     PatchReplica,
     RemoveFinalizer,
-    ReportRefusals,
     WriteStatus,
 )
 from omed.controllers.inferenceservice.core.model import Progress
@@ -52,44 +51,45 @@ def _refusal(err: ApiError, *, verb: str, resource: str, name: str) -> RefusedWr
     return refusal
 
 
+_REPLICA_WRITES: Final = (CreateReplica, AdoptReplica, PatchReplica, DeleteReplica)
+
+
 class Executor:
     def __init__(self, *, client: KubeClient) -> None:
         self._client = client
 
     async def run(self, actions: tuple[Action, ...], progress: Progress) -> Progress:
         """Do ``actions`` in order; the progress after them."""
-        replicas = False
+        handlers: dict[type, Callable[[Any, Progress], Awaitable[Progress]]] = {
+            AddFinalizer: self._add_finalizer,
+            RemoveFinalizer: self._remove_finalizer,
+            CreateReplica: self._create,
+            AdoptReplica: self._adopt,
+            PatchReplica: self._patch,
+            DeleteReplica: self._delete,
+            WriteStatus: self._write_status,
+        }
         for action in actions:
-            if isinstance(action, AddFinalizer):
-                progress = await self._add_finalizer(action, progress)
-            elif isinstance(action, RemoveFinalizer):
-                progress = await self._remove_finalizer(action, progress)
-            elif isinstance(action, CreateReplica):
-                replicas = True
-                progress = await self._create(action, progress)
-            elif isinstance(action, AdoptReplica):
-                replicas = True
-                progress = await self._adopt(action, progress)
-            elif isinstance(action, PatchReplica):
-                replicas = True
-                progress = await self._patch(action, progress)
-            elif isinstance(action, DeleteReplica):
-                replicas = True
-                progress = await self._delete(action, progress)
-                progress = dataclasses.replace(progress, deletes_done=True)
-            elif isinstance(action, WriteStatus):
-                progress = await self._write_status(action, progress)
-            elif isinstance(action, ReportRefusals):
-                pass  # the reconciler reports, once the pass is over
+            handle = handlers.get(type(action))
+            if handle is None:
+                continue  # ReportRefusals: the reconciler reports, once the pass is over
+            progress = await handle(action, progress)
             if progress.stop is not None:
                 break
-        if replicas:
+        if any(isinstance(a, _REPLICA_WRITES) for a in actions):
             progress = dataclasses.replace(progress, replicas_done=True)
         return progress
 
     @staticmethod
     def _refused(progress: Progress, refusal: RefusedWrite) -> Progress:
         return dataclasses.replace(progress, refusals=(*progress.refusals, refusal))
+
+    @classmethod
+    def _refused_replica(
+        cls, progress: Progress, err: ApiError, *, verb: str, name: str
+    ) -> Progress:
+        refusal = _refusal(err, verb=verb, resource=INFERENCE_REPLICAS.plural, name=name)
+        return cls._refused(progress, refusal)
 
     async def _patch_service(
         self, namespace: str, name: str, patch: list[dict[str, Any]]
@@ -141,10 +141,7 @@ class Executor:
         except AlreadyExists:
             pass  # the cache is behind; the next pass compares
         except ApiError as err:
-            return self._refused(
-                progress,
-                _refusal(err, verb="create", resource=INFERENCE_REPLICAS.plural, name=action.name),
-            )
+            return self._refused_replica(progress, err, verb="create", name=action.name)
         return progress
 
     async def _adopt(self, action: AdoptReplica, progress: Progress) -> Progress:
@@ -161,23 +158,15 @@ class Executor:
         fresh_meta = fresh.get("metadata") or {}
         if fresh_meta.get("uid") != action.service_uid or fresh_meta.get("deletionTimestamp"):
             return dataclasses.replace(progress, stop="poll")  # going away: look again
-        try:
-            adopted = await self._client.patch(
-                INFERENCE_REPLICAS, action.name, action.patch, action.namespace
-            )
-        except (Conflict, NotFound):
-            return dataclasses.replace(progress, stop="requeue")
-        except ApiError as err:
-            return self._refused(
-                progress,
-                _refusal(err, verb="patch", resource=INFERENCE_REPLICAS.plural, name=action.name),
-            )
-        log.info(
-            names.MSG_ADOPTED, extra=kv(namespace=action.namespace, inferenceReplica=action.name)
+        after = await self._patch(
+            PatchReplica(action.namespace, action.name, action.patch), progress
         )
-        return dataclasses.replace(
-            progress, written={**progress.written, action.name: read_replica(adopted)}
-        )
+        if action.name in after.written:
+            log.info(
+                names.MSG_ADOPTED,
+                extra=kv(namespace=action.namespace, inferenceReplica=action.name),
+            )
+        return after
 
     async def _patch(self, action: PatchReplica, progress: Progress) -> Progress:
         try:
@@ -188,10 +177,7 @@ class Executor:
             # Moved on, or gone meanwhile (the next pass creates it).
             return dataclasses.replace(progress, stop="requeue")
         except ApiError as err:
-            return self._refused(
-                progress,
-                _refusal(err, verb="patch", resource=INFERENCE_REPLICAS.plural, name=action.name),
-            )
+            return self._refused_replica(progress, err, verb="patch", name=action.name)
         return dataclasses.replace(
             progress, written={**progress.written, action.name: read_replica(patched)}
         )
@@ -208,11 +194,8 @@ class Executor:
         except (NotFound, Conflict):
             pass
         except ApiError as err:
-            return self._refused(
-                progress,
-                _refusal(err, verb="delete", resource=INFERENCE_REPLICAS.plural, name=action.name),
-            )
-        return progress
+            progress = self._refused_replica(progress, err, verb="delete", name=action.name)
+        return dataclasses.replace(progress, deletes_done=True)
 
     async def _write_status(self, action: WriteStatus, progress: Progress) -> Progress:
         """On Conflict a newer object is on its way through the informer, and its event

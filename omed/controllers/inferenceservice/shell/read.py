@@ -11,10 +11,10 @@ its metadata.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Iterator, Mapping
+from typing import Any, TypeVar
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from omed.api.inferencereplica import InferenceReplica
 from omed.api.inferenceservice import InferenceService
@@ -22,45 +22,57 @@ from omed.api.servingruntime import ServingRuntimeSpec
 
 _ROWS = ("instanceStatuses", "instanceStatusColumns")
 
+M = TypeVar("M", bound=BaseModel)
+
 
 def _without(obj: Mapping[str, Any], part: str) -> dict[str, Any]:
     return {k: v for k, v in obj.items() if k != part}
 
 
+def _first_readable(model: type[M], candidates: Iterator[dict[str, Any]]) -> M:
+    """The first of ``candidates`` (each reads less than the one before) that ``model``
+    validates; the last one's error when none does."""
+    error: ValidationError | None = None
+    for candidate in candidates:
+        try:
+            return model.model_validate(candidate)
+        except ValidationError as err:
+            error = err
+    assert error is not None
+    raise error
+
+
+def _replica_readings(obj: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+    trimmed: dict[str, Any] = dict(obj)
+    status = obj.get("status")
+    if isinstance(status, Mapping):
+        trimmed["status"] = {k: v for k, v in status.items() if k not in _ROWS}
+    yield trimmed
+    trimmed = _without(trimmed, "status")
+    yield trimmed
+    spec = trimmed.get("spec")
+    if isinstance(spec, Mapping):
+        yield {**trimmed, "spec": _without(spec, "lifecycle")}
+
+
 def read_replica(obj: Mapping[str, Any]) -> InferenceReplica:
     """``obj`` (an InferenceReplica from the cache or the API server) as a model, rows left
     out."""
-    status = obj.get("status")
-    trimmed: dict[str, Any] = dict(obj)
-    if isinstance(status, Mapping):
-        trimmed["status"] = {k: v for k, v in status.items() if k not in _ROWS}
-    try:
-        return InferenceReplica.model_validate(trimmed)
-    except ValidationError:
-        trimmed = _without(trimmed, "status")
-    try:
-        return InferenceReplica.model_validate(trimmed)
-    except ValidationError:
-        spec = trimmed.get("spec")
-        if not isinstance(spec, Mapping):
-            raise
-        trimmed["spec"] = _without(spec, "lifecycle")
-        return InferenceReplica.model_validate(trimmed)
+    return _first_readable(InferenceReplica, _replica_readings(obj))
+
+
+def _service_readings(obj: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+    yield dict(obj)
+    trimmed = _without(obj, "status")
+    yield trimmed
+    if (obj.get("metadata") or {}).get("deletionTimestamp"):
+        yield {**trimmed, "spec": {}}
 
 
 def read_service(obj: Mapping[str, Any]) -> InferenceService:
     """``obj`` as a model; a status the models refuse is read as absent, and a deleted
     service's spec as empty when the models refuse it."""
-    try:
-        return InferenceService.model_validate(obj)
-    except ValidationError:
-        trimmed = _without(obj, "status")
-    try:
-        return InferenceService.model_validate(trimmed)
-    except ValidationError:
-        if not (obj.get("metadata") or {}).get("deletionTimestamp"):
-            raise
-        return InferenceService.model_validate({**trimmed, "spec": {}})
+    return _first_readable(InferenceService, _service_readings(obj))
 
 
 def read_runtime_spec(obj: Mapping[str, Any] | None) -> ServingRuntimeSpec | None:

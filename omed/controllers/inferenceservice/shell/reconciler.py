@@ -23,6 +23,7 @@ InferenceService, a WARNING line), the status it writes at its end shows it as c
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Final
@@ -49,7 +50,7 @@ from omed.controllers.inferenceservice.shell.read import (
     read_service,
 )
 from omed.controllers.pacing import STATUS_PACE, STATUS_PACE_BUSY
-from omed.controllers.refusals import RefusedWrite, report
+from omed.controllers.refusals import report
 from omed.events import EventSink
 from omed.informers import OWNER_UID, SharedInformer
 from omed.informers.transform import Obj
@@ -85,7 +86,8 @@ class InferenceServiceReconciler:
         settings: Settings = SETTINGS,
     ) -> None:
         self._executor = Executor(client=client)
-        self._events = events
+        self._report = functools.partial(report, events=events, logger=log)
+        """:func:`omed.controllers.refusals.report` to this controller's events and log."""
         self._requeues = requeues
         """The key's back-off step in the workqueue's rate limiter (for the refusal log)."""
         self._busy = busy
@@ -125,7 +127,6 @@ class InferenceServiceReconciler:
         )
         return Observed(
             service=service,
-            runtime_name=service.spec.runtime.name if service.spec.runtime else None,
             runtime=read_runtime_spec(runtime),
             replicas=by_name,
             owned=owned,
@@ -167,15 +168,7 @@ class InferenceServiceReconciler:
             self._memory[key] = memory
         for action in decision.actions:
             if isinstance(action, ReportRefusals):
-                refusals = [r for r in action.refusals if isinstance(r, RefusedWrite)]
-                report(
-                    refusals,
-                    key=key,
-                    involved=raw,
-                    events=self._events,
-                    logger=log,
-                    requeues=self._requeues(key),
-                )
+                self._report(action.refusals, key=key, involved=raw, requeues=self._requeues(key))
         if decision.requeue:
             return Result(requeue=True)  # the rate limiter's back-off, not the pace's timer
         if decision.requeue_after:

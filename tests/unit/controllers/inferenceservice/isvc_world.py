@@ -144,7 +144,6 @@ class World:
         uid = str(svc.metadata.uid)
         return Observed(
             service=svc,
-            runtime_name="srt",
             runtime=read_runtime_spec(self.runtime),
             replicas={name: read_replica(r) for name, r in self.replicas.items()},
             owned=tuple(read_replica(r) for r in self._owned(uid)),
@@ -263,14 +262,16 @@ class World:
     def advance(self, seconds: float) -> None:
         self.monotonic += seconds
 
-    def tick(self) -> None:
+    def tick(self) -> bool:
         """The other controllers: each live replica reports its wanted Instances Ready for its
         generation, a deleted one is drained and goes; under Orphan the collector takes the
-        owner references off and lets the service go on."""
+        owner references off and lets the service go on. Whether anything moved."""
+        moved = False
         for name, irep in list(self.replicas.items()):
             meta = irep["metadata"]
             if meta.get("deletionTimestamp"):
                 del self.replicas[name]
+                moved = True
                 continue
             count = irep["spec"]["replicas"]
             status = {
@@ -283,8 +284,10 @@ class World:
             if irep.get("status") != status:
                 irep["status"] = status
                 self._bump(irep)
+                moved = True
         svc = self.service_obj
         if svc is not None and FINALIZER_ORPHAN in (svc["metadata"].get("finalizers") or ()):
+            moved = True
             for irep in self._owned(str(svc["metadata"]["uid"])):
                 irep["metadata"].pop("ownerReferences")
                 self._bump(irep)
@@ -293,6 +296,7 @@ class World:
             ]
             self._bump(svc)
             self._gone_when_released()
+        return moved
 
     # -- what a user does -------------------------------------------------------------------
 

@@ -47,9 +47,10 @@ def _converge(world: World) -> None:
     """Passes and ticks, with time enough for any pace, until nothing changes."""
     for _ in range(12):
         world.advance(PACE.busy)
+        writes = len(world.trace)
         world.reconcile()
-        world.tick()
-        if world.service_obj is None:
+        moved = world.tick()
+        if world.service_obj is None or (not moved and len(world.trace) == writes):
             return
 
 

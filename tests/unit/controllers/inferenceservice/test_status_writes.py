@@ -87,7 +87,6 @@ class Pacing:
         nothing to write)."""
         observed = Observed(
             service=service,
-            runtime_name=None,
             runtime=None,
             replicas={"chat-engine": _irep(ready)},
             owned=(_irep(ready),),
