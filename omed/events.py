@@ -50,6 +50,7 @@ from prometheus_client import Counter
 
 from omed.api.events import EVENT_TYPES, MAX_MESSAGE_BYTES, NORMAL, WARNING, truncate_message
 from omed.clock import Clock, RealClock, rfc3339, within
+from omed.kube.api import Patcher
 from omed.kube.errors import AlreadyExists, ApiError, NotFound, ServerError, TooManyRequests
 from omed.kube.resources import EVENTS
 from omed.log import kv
@@ -102,15 +103,11 @@ class EventSink(Protocol):
         ...
 
 
-class EventClient(Protocol):
+class EventClient(Patcher, Protocol):
     """The part of :class:`omed.kube.client.KubeClient` the recorder uses."""
 
     async def create(
         self, resource: Any, body: Mapping[str, Any], namespace: str | None = None
-    ) -> Any: ...
-
-    async def patch(
-        self, resource: Any, name: str, patch: Any, namespace: str | None = None
     ) -> Any: ...
 
 

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from typing import Annotated, Any, Final, Literal
+from collections.abc import Iterable
+from typing import Annotated, Any, Final, Literal, Protocol
 
 from pydantic import (
     AfterValidator,
@@ -275,6 +276,49 @@ class Condition(ApiModel):
     """A CamelCase token for the condition's last transition."""
     message: str = Field(default="", max_length=32768)
     """A human-readable message about the transition."""
+
+
+def json_type(value: object, *, other: str = "object") -> str:
+    """The JSON type name of a decoded value, for messages: null, boolean, number, string,
+    object (a dict) or array (a list); ``other`` for anything JSON doesn't decode to."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, dict):
+        return "object"
+    if isinstance(value, list):
+        return "array"
+    return other
+
+
+class _Transitioned(Protocol):
+    """A condition of any shape: an object's, or an Instance row's."""
+
+    @property
+    def type(self) -> str | None: ...
+
+    @property
+    def status(self) -> str | None: ...
+
+    @property
+    def last_transition_time(self) -> dt.datetime | None: ...
+
+
+def transition_time(
+    previous: Iterable[_Transitioned] | None, *, type: str, status: str, now: dt.datetime
+) -> dt.datetime:
+    """When a condition of ``type``, now at ``status``, last transitioned: the previous
+    condition's time while its status stays the same (and the time is known), else ``now``.
+    The one rule of ``lastTransitionTime``: it moves only when the status flips."""
+    old = next((c for c in previous or () if c.type == type), None)
+    if old is not None and old.status == status and old.last_transition_time:
+        return old.last_transition_time
+    return now
 
 
 class OwnerReference(ApiModel):

@@ -11,7 +11,7 @@ used, through the ``effective_*`` properties here, never written back into the o
 
 from __future__ import annotations
 
-from typing import Final, Literal
+from typing import Final, Literal, get_args
 
 from pydantic import Field
 
@@ -22,12 +22,7 @@ UpdateStrategyType = Literal["SurgeThenDrain", "RecreatePod", "InPlaceIfPossible
 ReadyPolicy = Literal["AllPodReady", "None"]
 MigrationMode = Literal["Auto", "Surge", "Never"]
 
-UPDATE_STRATEGY_TYPES: Final[tuple[UpdateStrategyType, ...]] = (
-    "SurgeThenDrain",
-    "RecreatePod",
-    "InPlaceIfPossible",
-    "InPlaceOnly",
-)
+UPDATE_STRATEGY_TYPES: Final[tuple[UpdateStrategyType, ...]] = get_args(UpdateStrategyType)
 DEFAULT_UPDATE_STRATEGY_TYPE: Final[UpdateStrategyType] = "SurgeThenDrain"
 DEFAULT_MIGRATION_MODE: Final[MigrationMode] = "Auto"
 DEFAULT_UPDATE_RETRY_MAX_ATTEMPTS: Final = 3

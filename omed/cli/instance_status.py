@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from omed.api.constants import DEPLOYMENT_MODE_OME_NATIVE, READINESS_GATE_SERVING
+from omed.api.events import WARNING
+from omed.api.lifecycle import UPDATE_STRATEGY_TYPES
 from omed.cli.instances import (
     ID_REJECT,
     NOT_OBSERVED,
@@ -27,7 +29,10 @@ from omed.cli.instances import (
     Issue,
     cut,
 )
-from omed.controllers.inferencereplica.core.names import parse_pod_name
+from omed.controllers.inferencereplica.core.names import (
+    WAITING_TOKENS_SHOWN_BY_NAME,
+    parse_pod_name,
+)
 from omed.controllers.inferenceservice.core.project import resolve_mode_json as resolve_mode
 from omed.webhooks.migration import CREDENTIAL_PATTERNS
 
@@ -36,16 +41,6 @@ MAX_PODS: Final = 16
 VALUE_WIDTH: Final = 61
 """The table cuts a value to this many characters and ``...``; ``-o wide`` never does."""
 
-WAITING_TOKENS: Final = (
-    "QuotaExceeded",
-    "NodeUnknown",
-    "SourceUnrouted",
-    "Unschedulable",
-    "PodGroupTerminating",
-    "Paused",
-)
-"""The ``waiting`` tokens the CLI recognises; any other shows as ``Unknown``."""
-STRATEGIES: Final = ("SurgeThenDrain", "RecreatePod", "InPlaceIfPossible", "InPlaceOnly")
 
 REPORTED: Final = "Reported"
 NOT_OME_NATIVE: Final = "NotOMENative"
@@ -170,7 +165,7 @@ def warning_counts(
     counts: dict[tuple[str, str], int] = {}
     for event in events:
         involved = event.get("involvedObject") or event.get("regarding") or {}
-        if event.get("type") != "Warning" or involved.get("kind") != "Pod":
+        if event.get("type") != WARNING or involved.get("kind") != "Pod":
             continue
         name = involved.get("name")
         if name not in wanted:
@@ -318,7 +313,7 @@ def _normalised(row: Mapping[str, Any]) -> dict[str, Any]:
     operation = out.get("operation")
     if isinstance(operation, Mapping):
         waiting = operation.get("waiting")
-        if waiting and waiting not in WAITING_TOKENS:
+        if waiting and waiting not in WAITING_TOKENS_SHOWN_BY_NAME:
             out["operation"] = {**operation, "waiting": "Unknown"}
     return out
 
@@ -397,7 +392,7 @@ def _row_rows(
             strategy = (
                 (lifecycle.get("updateStrategy") or {}) if isinstance(lifecycle, Mapping) else {}
             ).get("type") or "SurgeThenDrain"
-            if strategy not in STRATEGIES:
+            if strategy not in UPDATE_STRATEGY_TYPES:
                 issues.append(
                     Issue(
                         "OperationStrategyUnknown",
@@ -409,7 +404,7 @@ def _row_rows(
             rows.append(Row("op strategy", [("", strategy)]))
         waiting = operation.get("waiting")
         if waiting:
-            if waiting not in WAITING_TOKENS:
+            if waiting not in WAITING_TOKENS_SHOWN_BY_NAME:
                 issues.append(
                     Issue(
                         "OperationWaitingUnknown",

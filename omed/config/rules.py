@@ -22,6 +22,7 @@ from typing import Any, Final, TypeVar
 import orjson
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from omed.api.base import json_type
 from omed.config.duration import DurationError, parse_duration_ns
 from omed.config.gostrconv import go_quote
 
@@ -99,21 +100,6 @@ def resolve_budget(configured: BatchSize | None, footprint: int) -> int | None:
         share = -(-configured.value * max(0, footprint) // 100)  # ceiling division
         return max(1, share)
     return configured
-
-
-def json_type(value: object) -> str:
-    """The JSON type name of a decoded value, for messages."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object"
 
 
 def render(value: object) -> str:

@@ -24,6 +24,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
+from omed.controllers.owners import controller_ref
+
 FINALIZER_ORPHAN: Final = "orphan"
 """metav1.FinalizerOrphanDependents: deleted with ``propagationPolicy: Orphan``."""
 FINALIZER_FOREGROUND: Final = "foregroundDeletion"
@@ -36,14 +38,6 @@ def orphaning(obj: Mapping[str, Any]) -> bool:
     return bool(meta.get("deletionTimestamp")) and FINALIZER_ORPHAN in (
         meta.get("finalizers") or ()
     )
-
-
-def controller_ref(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """``obj``'s controller owner reference (of any kind), if it has one."""
-    for ref in (obj.get("metadata") or {}).get("ownerReferences") or ():
-        if ref.get("controller"):
-            return ref  # type: ignore[no-any-return]
-    return None
 
 
 __all__ = ["FINALIZER_FOREGROUND", "FINALIZER_ORPHAN", "controller_ref", "orphaning"]

@@ -65,21 +65,6 @@ def show(value: Any) -> str:
     return text
 
 
-def json_type(value: Any) -> str:
-    """The JSON type of ``value`` (object, array, string, number, boolean, null)."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, dict):
-        return "object"
-    return "array"
-
-
 def lookup(obj: Any, loc: Loc) -> Any:
     """The value at ``loc`` in ``obj``, or a private sentinel when any step is missing."""
     current = obj

@@ -31,6 +31,7 @@ from typing import Any, Final
 
 import orjson
 
+from omed.api.base import json_type
 from omed.api.constants import ANNOTATION_MIGRATION_REQUEST_PREFIX, COMPONENTS
 from omed.api.names import is_dns1123_subdomain
 from omed.webhooks.findings import (
@@ -38,7 +39,6 @@ from omed.webhooks.findings import (
     Findings,
     Loc,
     is_int,
-    json_type,
     show,
 )
 
@@ -227,7 +227,7 @@ def _judge(key: str, value: str) -> _Verdict:
     reason = doc.get("reason")
     if reason is not None:
         if not isinstance(reason, str):
-            error("reason", text=f"must be a string, got {json_type(reason)}")
+            error("reason", text=f"must be a string, got {json_type(reason, other='array')}")
         elif len(reason) > MAX_REASON_LENGTH:
             error(
                 "reason", text=f"must be at most {MAX_REASON_LENGTH} characters, got {len(reason)}"
@@ -242,7 +242,10 @@ def _judge(key: str, value: str) -> _Verdict:
     requested_by = doc.get("requestedBy")
     if requested_by is not None:
         if not isinstance(requested_by, str) or not requested_by:
-            error("requestedBy", text=f"must be a non-empty string, got {json_type(requested_by)}")
+            error(
+                "requestedBy",
+                text=f"must be a non-empty string, got {json_type(requested_by, other='array')}",
+            )
         elif len(requested_by) > MAX_REQUESTED_BY_LENGTH:
             error(
                 "requestedBy",

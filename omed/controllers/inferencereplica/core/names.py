@@ -95,11 +95,28 @@ WAITING_UNSCHEDULABLE: Final = "Unschedulable"
 """operation.waiting: a pod of the Instance has PodScheduled False, reason Unschedulable."""
 WAITING_ADMISSION: Final = "AdmissionUnavailable"
 """operation.waiting: a pod create failed because an admission webhook couldn't be called."""
-WAITING_TOKENS: Final = frozenset(
+WAITING_SOURCE_UNROUTED: Final = "SourceUnrouted"
+"""operation.waiting: a migration's source still receives traffic (migrations; not set yet)."""
+WAITING_POD_GROUP_TERMINATING: Final = "PodGroupTerminating"
+"""operation.waiting: the Instance's PodGroup is still going (PodGroups; not set yet)."""
+WAITING_CAPACITY_PROVISIONING: Final = "CapacityProvisioning"
+"""operation.waiting: capacity for the Instance is being provisioned (TPU slices; not set yet)."""
+WAITING_TOKENS_SET: Final = frozenset(
     {WAITING_PAUSED, WAITING_QUOTA, WAITING_NODE_UNKNOWN, WAITING_UNSCHEDULABLE, WAITING_ADMISSION}
 )
-"""The tokens omed sets (and so clears). SourceUnrouted, PodGroupTerminating and
-CapacityProvisioning belong to migrations, PodGroups and TPU slices, which omed doesn't run."""
+"""The tokens omed sets (and so clears). The others belong to migrations, PodGroups and TPU
+slices, which omed doesn't run; a token omed doesn't set is left alone."""
+WAITING_TOKENS_SHOWN_BY_NAME: Final = (
+    WAITING_QUOTA,
+    WAITING_NODE_UNKNOWN,
+    WAITING_SOURCE_UNROUTED,
+    WAITING_UNSCHEDULABLE,
+    WAITING_POD_GROUP_TERMINATING,
+    WAITING_PAUSED,
+)
+"""The tokens ``kubectl ome instance`` shows by name; it shows any other as ``Unknown``.
+AdmissionUnavailable and CapacityProvisioning are left out on purpose: the plugin's output
+vocabulary, which scripts parse, has no word for them."""
 
 # -- Events -----------------------------------------------------------------------------------
 
@@ -157,6 +174,8 @@ PROGRESS_UPDATE_BLOCKED: Final = "UpdateBlocked"
 
 CONDITION_UPDATE_BLOCKED: Final = "UpdateBlocked"
 CONDITION_RETRY_BLOCK_MALFORMED: Final = "RetryBlockMalformed"
+REASON_RETRY_BLOCK_MALFORMED: Final = "Malformed"
+"""The reason of condition RetryBlockMalformed."""
 CONDITION_PROGRESS_DEADLINE: Final = "ProgressDeadlineExceeded"
 REASON_PROGRESS_DEADLINE: Final = "ProgressDeadlineExceeded"
 BLOCKED_IN_PLACE_IMPOSSIBLE: Final = "InPlaceUpdateImpossible"

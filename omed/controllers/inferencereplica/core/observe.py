@@ -62,6 +62,7 @@ from omed.controllers.inferencereplica.core.names import (
 from omed.controllers.inferencereplica.core.podtemplate import revision_of
 from omed.controllers.inferencereplica.core.policy import update_policy
 from omed.controllers.inferencereplica.core.status import observed_rows, status_summary
+from omed.controllers.owners import controller_uid
 
 FAILING_WAITING_REASONS: Final = frozenset(
     {
@@ -94,23 +95,6 @@ def _time(value: Any) -> dt.datetime | None:
         return parse_rfc3339(value)
     except ValueError:
         return None
-
-
-def controller_uid(obj: Mapping[str, Any], *, kind: str) -> str | None:
-    """The uid of ``obj``'s controller owner reference of ``kind``, if any."""
-    for ref in (obj.get("metadata") or {}).get("ownerReferences") or ():
-        if ref.get("controller") and ref.get("kind") == kind:
-            uid = ref.get("uid")
-            return str(uid) if uid else None
-    return None
-
-
-def controller_name(obj: Mapping[str, Any], *, kind: str) -> str | None:
-    for ref in (obj.get("metadata") or {}).get("ownerReferences") or ():
-        if ref.get("controller") and ref.get("kind") == kind:
-            name = ref.get("name")
-            return str(name) if name else None
-    return None
 
 
 def _failure(pod: Mapping[str, Any]) -> tuple[bool, ContainerFailure | None]:

@@ -32,7 +32,6 @@ from omed.api.constants import (
     LABEL_INSTANCE_INDEX,
 )
 from omed.api.inferencereplica import InferenceReplicaStatus
-from omed.controllers.deletion import controller_ref
 from omed.controllers.inferencereplica.core import names, operations
 from omed.controllers.inferencereplica.core.actions import (
     RETRY_SOON,
@@ -46,8 +45,8 @@ from omed.controllers.inferencereplica.core.actions import (
 )
 from omed.controllers.inferencereplica.core.model import ObservedState, PodView, ReplicaTarget
 from omed.controllers.inferencereplica.core.names import parse_pod_name
-from omed.controllers.inferencereplica.core.observe import controller_name, controller_uid
 from omed.controllers.inferencereplica.core.podtemplate import owner_reference
+from omed.controllers.owners import controller_name, controller_ref, controller_uid
 
 
 def owner_key(pod: Mapping[str, Any]) -> str | None:

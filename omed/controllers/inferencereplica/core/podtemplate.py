@@ -27,7 +27,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from omed.api.constants import (
-    API_VERSION,
     KIND_INFERENCE_REPLICA,
     LABEL_COMPONENT,
     LABEL_INCARNATION,
@@ -39,6 +38,7 @@ from omed.api.constants import (
 from omed.api.revision import MAX_REVISION_NAME_LENGTH, REVISION_HASH_LENGTH, template_hash
 from omed.controllers.inferencereplica.core.model import PodSlot, ReplicaTarget, RunnerShape
 from omed.controllers.inferencereplica.core.names import ANNOTATION_OPERATION_ID
+from omed.controllers.owners import controller_reference
 
 
 def revision_of(*, isvc: str, component: str, runners: tuple[RunnerShape, ...]) -> str:
@@ -63,14 +63,8 @@ def revision_of(*, isvc: str, component: str, runners: tuple[RunnerShape, ...]) 
 
 
 def owner_reference(target: ReplicaTarget) -> dict[str, Any]:
-    return {
-        "apiVersion": API_VERSION,
-        "kind": KIND_INFERENCE_REPLICA,
-        "name": target.name,
-        "uid": target.uid,
-        "controller": True,
-        "blockOwnerDeletion": True,
-    }
+    """The controller reference of ``target``'s pods."""
+    return controller_reference(kind=KIND_INFERENCE_REPLICA, name=target.name, uid=target.uid)
 
 
 def render_pod(

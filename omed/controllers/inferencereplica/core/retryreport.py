@@ -9,6 +9,7 @@ Invariant: pure; conditions are built with ``None`` as their previous list, and
 
 from __future__ import annotations
 
+from omed.api.events import NORMAL, WARNING
 from omed.api.inferencereplica import RetryBlock
 from omed.controllers.inferencereplica.core import names, retry
 from omed.controllers.inferencereplica.core.actions import RecordEvent, RemoveReleaseAnnotation
@@ -24,7 +25,7 @@ def release(work: PassWork, released: bool) -> None:
     if released:
         work.release_events.append(
             RecordEvent(
-                type="Normal",
+                type=NORMAL,
                 reason=names.EVENT_REVISION_RELEASED,
                 message=f"released held revision {value}: updating to it again",
             )
@@ -32,7 +33,7 @@ def release(work: PassWork, released: bool) -> None:
     else:
         work.release_events.append(
             RecordEvent(
-                type="Warning",
+                type=WARNING,
                 reason=names.EVENT_RELEASE_IGNORED,
                 message=f"ome.io/release-held-revision={value} names no Held retry block of "
                 f"the update revision {work.target.update_revision}; annotation removed",
@@ -50,13 +51,13 @@ def report_malformed(work: PassWork, why: str) -> None:
             None,
             type=names.CONDITION_RETRY_BLOCK_MALFORMED,
             status="True",
-            reason="Malformed",
+            reason=names.REASON_RETRY_BLOCK_MALFORMED,
             message=message,
             now=work.now,
         )
     )
     work.events.append(
-        RecordEvent(type="Warning", reason=names.EVENT_RETRY_BLOCK_MALFORMED, message=message)
+        RecordEvent(type=WARNING, reason=names.EVENT_RETRY_BLOCK_MALFORMED, message=message)
     )
 
 

@@ -39,7 +39,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from omed.api.base import Condition, ConditionStatus
+from omed.api.base import Condition, ConditionStatus, transition_time
 from omed.api.inferencereplica import (
     InstancePhase,
     InstanceStatus,
@@ -133,8 +133,7 @@ def condition(
     generation: int | None = None,
 ) -> Condition:
     """A condition that keeps its previous transition time while its status is unchanged."""
-    old = next((c for c in previous or () if c.type == type), None)
-    since = old.last_transition_time if old is not None and old.status == status else now
+    since = transition_time(previous, type=type, status=status, now=now)
     return Condition(
         type=type,
         status=status,
@@ -155,12 +154,7 @@ def row_condition(
     now: dt.datetime,
 ) -> RowCondition:
     """A row's condition; its transition time moves only when its status changes."""
-    old = next((c for c in previous or () if c.type == type), None)
-    since = (
-        old.last_transition_time
-        if old is not None and old.status == status and old.last_transition_time
-        else now
-    )
+    since = transition_time(previous, type=type, status=status, now=now)
     return RowCondition(
         type=type, status=status, reason=reason, message=message, last_transition_time=since
     )

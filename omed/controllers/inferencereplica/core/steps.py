@@ -16,6 +16,7 @@ import datetime as dt
 from collections.abc import Sequence
 
 from omed.api.base import Condition
+from omed.api.events import WARNING
 from omed.api.inferencereplica import InferenceReplicaStatus, InstanceStatus, Operation
 from omed.controllers.inferencereplica.core import names, operations
 from omed.controllers.inferencereplica.core.actions import (
@@ -150,7 +151,7 @@ def expired(work: PassWork, inst: InstanceWork, waiting_on: int) -> bool:
         return False
     work.events.append(
         RecordEvent(
-            type="Warning",
+            type=WARNING,
             reason=names.EVENT_PROGRESS_DEADLINE,
             message=f"Instance {waiting_on} of {work.target.component} was not Ready within "
             f"instanceReadyTimeout ({work.target.update.ready_timeout:g}s) on "

@@ -12,13 +12,10 @@ in the way the event reports.
 
 from __future__ import annotations
 
-from typing import Final
-
+from omed.api.events import NORMAL
 from omed.api.inferencereplica import InstanceStatus
 from omed.controllers.inferencereplica.core import names, operations
 from omed.controllers.inferencereplica.core.actions import RecordEvent
-
-NORMAL: Final = "Normal"
 
 
 def transition_events(

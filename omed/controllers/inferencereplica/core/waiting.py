@@ -58,7 +58,7 @@ def mark(
         found = hold(work, inst, by_index, refused)
         token, pod = found if found is not None else (None, None)
         inst.waiting_pod = pod
-        if token is None and op.waiting not in names.WAITING_TOKENS:
+        if token is None and op.waiting not in names.WAITING_TOKENS_SET:
             continue  # nothing holds it, or a token of someone else's: leave it
         if op.waiting != token:
             inst.op = op.model_copy(update={"waiting": token})

@@ -42,7 +42,6 @@ from omed.controllers.inferencereplica.core.encoding import (
 from omed.controllers.inferencereplica.core.model import PlanSettings
 from omed.controllers.inferencereplica.core.orphans import candidate_keys, owner_key, unowned
 from omed.controllers.inferencereplica.shell import statusmetrics
-from omed.controllers.inferencereplica.shell.executor import KubeApi
 from omed.controllers.inferencereplica.shell.expectations import DEFAULT_TIMEOUT, Expectations
 from omed.controllers.inferencereplica.shell.reconciler import InferenceReplicaReconciler
 from omed.controllers.pacing import BUSY_WINDOW
@@ -55,6 +54,7 @@ from omed.informers import (
     object_key,
 )
 from omed.informers.transform import Obj
+from omed.kube.api import KubeApi
 from omed.kube.resources import INFERENCE_REPLICAS
 from omed.workqueue import Controller
 from omed.workqueue.ratelimit import RateLimiter

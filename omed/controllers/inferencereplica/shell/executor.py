@@ -42,7 +42,7 @@ import datetime as dt
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 from omed.api.constants import API_VERSION, KIND_INFERENCE_SERVICE, READINESS_GATE_SERVING
 from omed.clock import Clock, rfc3339
@@ -66,14 +66,15 @@ from omed.controllers.inferencereplica.core.encoding import (
     status_write,
 )
 from omed.controllers.inferencereplica.core.model import CreateRefusal, ReplicaTarget
-from omed.controllers.inferencereplica.core.observe import controller_uid
 from omed.controllers.inferencereplica.core.status import encode_rows_into_status
 from omed.controllers.inferencereplica.core.waiting import refusal_token
 from omed.controllers.inferencereplica.shell import statusmetrics, updatewrites
 from omed.controllers.inferencereplica.shell.expectations import Expectations
+from omed.controllers.owners import controller_uid
 from omed.controllers.refusals import RefusedWrite, refused_write, uid_changed
 from omed.events import NORMAL, EventSink
-from omed.kube.client import STRATEGIC_MERGE_PATCH, Resource
+from omed.kube.api import KubeApi
+from omed.kube.client import STRATEGIC_MERGE_PATCH
 from omed.kube.errors import AlreadyExists, ApiError, Conflict, NotFound, TooLarge
 from omed.kube.resources import INFERENCE_REPLICAS, PODS
 from omed.log import kv
@@ -123,57 +124,6 @@ class _TooLarge(Exception):
     def __init__(self, rejected: RejectedWrite) -> None:
         super().__init__(rejected.write)
         self.rejected = rejected
-
-
-class KubeApi(Protocol):
-    """The part of :class:`omed.kube.client.KubeClient` the executor uses."""
-
-    async def get(self, resource: Resource, name: str, namespace: str | None = None) -> Any: ...
-
-    async def list_all(
-        self,
-        resource: Resource,
-        namespace: str | None = None,
-        *,
-        page_size: int = 500,
-        **params: Any,
-    ) -> list[Any]: ...
-
-    async def create(
-        self,
-        resource: Resource,
-        body: Mapping[str, Any],
-        namespace: str | None = None,
-        **params: Any,
-    ) -> Any: ...
-
-    async def replace_status(
-        self, resource: Resource, body: Mapping[str, Any], namespace: str | None = None
-    ) -> Any: ...
-
-    async def patch(
-        self,
-        resource: Resource,
-        name: str,
-        patch: Any,
-        namespace: str | None = None,
-        *,
-        content_type: str = ...,
-        subresource: str | None = None,
-        **params: Any,
-    ) -> Any: ...
-
-    async def delete(
-        self,
-        resource: Resource,
-        name: str,
-        namespace: str | None = None,
-        *,
-        grace_period_seconds: int | None = None,
-        uid: str | None = None,
-        resource_version: str | None = None,
-        propagation_policy: str | None = None,
-    ) -> Any: ...
 
 
 @dataclass(slots=True)
@@ -659,4 +609,4 @@ def _routed(pod: Mapping[str, Any]) -> bool:
     return False
 
 
-__all__ = ["Executor", "KubeApi", "Outcome", "event_object"]
+__all__ = ["Executor", "Outcome", "event_object"]

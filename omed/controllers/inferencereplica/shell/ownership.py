@@ -27,8 +27,8 @@ from typing import Any, Final
 
 from omed.controllers.inferencereplica.core.model import ReplicaTarget
 from omed.controllers.inferencereplica.core.orphans import adoption_patch, selectors_of, still_held
-from omed.controllers.inferencereplica.shell.executor import KubeApi
 from omed.controllers.refusals import RefusedWrite, refused_write, uid_changed
+from omed.kube.api import KubeApi
 from omed.kube.errors import ApiError, Conflict, NotFound
 from omed.kube.resources import INFERENCE_REPLICAS, PODS
 

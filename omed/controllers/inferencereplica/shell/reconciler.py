@@ -51,12 +51,7 @@ from omed.controllers.inferencereplica.core.encoding import (
 )
 from omed.controllers.inferencereplica.core.memory import EMPTY, KeyMemory
 from omed.controllers.inferencereplica.core.model import PlanSettings, ReplicaTarget
-from omed.controllers.inferencereplica.core.observe import (
-    InvalidReplica,
-    controller_uid,
-    observe,
-    pod_view,
-)
+from omed.controllers.inferencereplica.core.observe import InvalidReplica, observe, pod_view
 from omed.controllers.inferencereplica.core.status import (
     RowsUnreadable,
     StatusDecodeFailed,
@@ -68,15 +63,16 @@ from omed.controllers.inferencereplica.shell.executor import (
     MSG_WRITE_TOO_LARGE,
     REASON_WRITE_SIZE_EXCEEDED,
     Executor,
-    KubeApi,
     Outcome,
     write_size_exceeded_message,
 )
 from omed.controllers.inferencereplica.shell.expectations import Expectations
+from omed.controllers.owners import controller_uid
 from omed.controllers.refusals import RefusedWrite, report
 from omed.events import NORMAL, WARNING, EventSink
 from omed.informers import INFERENCE_SERVICE, NAMESPACE, OWNER_UID, split_key
 from omed.informers.transform import Obj
+from omed.kube.api import KubeApi
 from omed.kube.errors import NotFound
 from omed.kube.resources import INFERENCE_REPLICAS
 from omed.log import kv

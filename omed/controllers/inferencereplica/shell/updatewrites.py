@@ -18,12 +18,13 @@ A failed test, a missing object or a conflict is not an error: the next pass loo
 from __future__ import annotations
 
 import logging
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from omed.api.constants import ANNOTATION_RELEASE_HELD_REVISION, LABEL_REVISION
 from omed.controllers.inferencereplica.core.actions import PatchPodImages, RemoveReleaseAnnotation
 from omed.controllers.refusals import RefusedWrite, failed_test, refused_write
-from omed.kube.client import JSON_PATCH, Resource
+from omed.kube.api import Patcher
+from omed.kube.client import JSON_PATCH
 from omed.kube.errors import ApiError
 from omed.kube.resources import INFERENCE_REPLICAS, PODS
 
@@ -31,20 +32,6 @@ log = logging.getLogger("omed.controllers.inferencereplica")
 
 Applied = Literal["applied", "stale"] | RefusedWrite
 """What became of a patch: sent, not applied to the object as it is now, or refused."""
-
-
-class Patcher(Protocol):
-    async def patch(
-        self,
-        resource: Resource,
-        name: str,
-        patch: Any,
-        namespace: str | None = None,
-        *,
-        content_type: str = ...,
-        subresource: str | None = None,
-        **params: Any,
-    ) -> Any: ...
 
 
 def _pointer(key: str) -> str:

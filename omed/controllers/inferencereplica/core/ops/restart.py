@@ -26,6 +26,7 @@ from __future__ import annotations
 import datetime as dt
 
 from omed.api.base import resolve_int_or_percent
+from omed.api.events import NORMAL, WARNING
 from omed.api.inferencereplica import Operation
 from omed.config import resolve_budget
 from omed.controllers.inferencereplica.core import names, operations, retry
@@ -83,7 +84,7 @@ def start_restarts(work: PassWork, instances: list[InstanceWork], *, ran: bool) 
         ).model_copy(update={"deadline": deadline(work)})
         work.events.append(
             RecordEvent(
-                type="Normal",
+                type=NORMAL,
                 reason=names.EVENT_INSTANCE_RESTARTED,
                 message=f"Recreating Instance {inst.index} of {target.component}: pod "
                 + (
@@ -188,7 +189,7 @@ def _park(work: PassWork, inst: InstanceWork, *, config: bool) -> None:
     )
     work.events.append(
         RecordEvent(
-            type="Warning",
+            type=WARNING,
             reason=names.EVENT_REPAIR_PARKED,
             message=f"Instance {inst.index} of {work.target.component} failed again after "
             f"its rebuild ({cause}): {hold_message(parked)}",
@@ -225,7 +226,7 @@ def _rearm(work: PassWork, inst: InstanceWork) -> None:
     )
     work.events.append(
         RecordEvent(
-            type="Normal",
+            type=NORMAL,
             reason=names.EVENT_INSTANCE_RESTARTED,
             message=f"Recreating Instance {inst.index} of {work.target.component}: the retry "
             f"ladder re-arms its parked repair ({re_arms} of "

@@ -50,6 +50,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from omed.api.base import resolve_int_or_percent
+from omed.api.events import NORMAL, WARNING
 from omed.api.inferencereplica import InferenceReplicaStatus, Operation, RetryBlock
 from omed.controllers.inferencereplica.core import names, operations, retry, retryreport, steps
 from omed.controllers.inferencereplica.core.actions import (
@@ -99,7 +100,7 @@ def plan_updates(
         )
         work.events.append(
             RecordEvent(
-                type="Warning",
+                type=WARNING,
                 reason=names.EVENT_UPDATE_FAILED,
                 message=f"update of {target.component} to {revision} failed: retry block "
                 f"{retry.describe(block)}",
@@ -281,7 +282,7 @@ def _begin(
     running = inst.previous.running_revision if inst.previous is not None else None
     work.events.append(
         RecordEvent(
-            type="Normal",
+            type=NORMAL,
             reason=names.EVENT_UPDATE_STARTED,
             message=f"Updating Instance {inst.index} of {target.component} from "
             f"{running or '-'} to {target.update_revision} ({strategy})",
@@ -397,7 +398,7 @@ def _completed(work: PassWork, inst: InstanceWork) -> None:
     inst.op = None
     work.events.append(
         RecordEvent(
-            type="Normal",
+            type=NORMAL,
             reason=names.EVENT_UPDATE_COMPLETED,
             message=f"Instance {inst.index} of {work.target.component} runs "
             f"{work.target.update_revision}: incarnation {inst.incarnation}",
