@@ -328,7 +328,8 @@ def project(
     if runtime is None and runtime_name:
         # Never project without the runtime the service names: its part of every template
         # would go, a new revision for every Instance, and come back with it (a runtime
-        # deleted and created again rolled everything twice). The replicas stay as they are.
+        # deleted and created again would roll everything twice). The replicas stay as they
+        # are.
         raise ProjectionError(
             REASON_RUNTIME_UNRESOLVED,
             f"runtime {runtime_name} not found; the InferenceReplicas are left as they are "

@@ -4,7 +4,8 @@ An object the models refuse is read with less rather than not at all, so that a 
 status or a value stored before the webhook refused it can't stop a deletion: a replica's
 rows (the InferenceReplica controller's, and up to 20,000 of them) are never read here; a
 status that doesn't validate is read as absent; a replica spec whose ``lifecycle`` doesn't
-validate is read without it. An InferenceService that still can't be read fails the pass
+validate is read without it; a runtime's replica bounds the models refuse are left out (they
+are never projected). An InferenceService that still can't be read fails the pass
 (``Reconciler error``, with back-off), unless it is being deleted: its deletion reads only
 its metadata.
 """
@@ -21,6 +22,7 @@ from omed.api.inferenceservice import InferenceService
 from omed.api.servingruntime import ServingRuntimeSpec
 
 _ROWS = ("instanceStatuses", "instanceStatusColumns")
+_BOUNDS = ("minReplicas", "maxReplicas")
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -75,8 +77,20 @@ def read_service(obj: Mapping[str, Any]) -> InferenceService:
     return _first_readable(InferenceService, _service_readings(obj))
 
 
+def _runtime_readings(spec: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+    yield dict(spec)
+    # A runtime's replica bounds are never projected (the component's are): bounds the
+    # models refuse (maxReplicas below minReplicas; no webhook checks a runtime) are left out.
+    yield {
+        key: {k: v for k, v in value.items() if k not in _BOUNDS}
+        if key.endswith("Config") and isinstance(value, Mapping)
+        else value
+        for key, value in spec.items()
+    }
+
+
 def read_runtime_spec(obj: Mapping[str, Any] | None) -> ServingRuntimeSpec | None:
     """The runtime's spec (its metadata is never read)."""
     if obj is None:
         return None
-    return ServingRuntimeSpec.model_validate(obj.get("spec") or {})
+    return _first_readable(ServingRuntimeSpec, _runtime_readings(obj.get("spec") or {}))

@@ -114,7 +114,9 @@ class InferenceServiceReconciler:
     async def _observe(self, raw: Obj) -> Observed:
         service = read_service(raw)
         namespace, name = service.metadata.namespace, str(service.metadata.name)
-        runtime = self._runtime(service)
+        deleted = service.metadata.deletion_timestamp is not None
+        # A deletion reads neither the runtime nor the mode: it can't wait on either.
+        runtime = None if deleted else self._runtime(service)
         by_name: dict[str, InferenceReplica] = {}
         wanted = [inference_replica_name(name, c) for c in service.spec.components()]
         fronted = [ref.name for ref in service.spec.replica_refs or ()]
@@ -130,10 +132,7 @@ class InferenceServiceReconciler:
             runtime=read_runtime_spec(runtime),
             replicas=by_name,
             owned=owned,
-            # A deletion doesn't depend on the mode: it doesn't wait on the ConfigMap.
-            default_mode=None
-            if service.metadata.deletion_timestamp is not None
-            else await self._default_mode(),
+            default_mode=None if deleted else await self._default_mode(),
         )
 
     async def reconcile(self, key: str) -> Result:
