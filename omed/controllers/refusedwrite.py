@@ -1,6 +1,6 @@
 """A write the API server refused for good, as a value: what the cores decide with.
 
-Why apart from :mod:`.refusals`: the controllers' pure cores show a refusal as condition
+Why: the controllers' pure cores show a refusal as condition
 :data:`CONDITION_WRITE_REFUSED` and remember it between passes; they must not import the
 classification of API errors or the reporting (the API client's errors, the event recorder,
 the log), which :mod:`.refusals` does in the shells.

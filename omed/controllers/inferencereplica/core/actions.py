@@ -35,6 +35,7 @@ class PodRef:
 
     name: str
     uid: str
+    """A write to the pod carries it, so a newer pod of the name is never touched."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,13 +55,16 @@ class WriteStatus:
     is recorded ahead of a pod creation, deletion or image patch (gates need no record), no
     count a parent reads for readiness changed, no condition flipped, and the only events due
     are InstanceCreated (read off the stored rows, so the pass that writes reports them). The
-    controller may hold such a write back a moment (:data:`~.controller.STATUS_PACE`) and let
-    a later pass carry it."""
+    core may hold such a write back a moment (:mod:`.pacing`) and let a later pass carry
+    it."""
 
 
 @dataclass(frozen=True, slots=True)
 class PodToCreate:
+    """One pod of a :class:`CreatePods`."""
+
     name: str
+    """``<irep>-<index>-<runner>-<ordinal>``: a repeated create meets AlreadyExists."""
     body: Mapping[str, Any]
     """The full Pod object to POST."""
 
@@ -71,6 +75,7 @@ class CreatePods:
 
     index: int
     operation_id: str
+    """The Create, Update or Restart that creates them (``ome.io/operation-id`` on each)."""
     pods: tuple[PodToCreate, ...]
 
 
@@ -126,6 +131,7 @@ class RecordEvent:
     """A Kubernetes Event, on the parent InferenceService or the standalone replica."""
 
     type: str
+    """Normal or Warning (:mod:`omed.api.events`)."""
     reason: str
     message: str
 

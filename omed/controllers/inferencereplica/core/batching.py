@@ -1,8 +1,8 @@
 """Bounded batches of whole Instances ("Pace OMENative scale-ups and scale-downs").
 
-Why a module of its own: the page's rules are few and exact, and every one of them is a
-number a user can check in the wave log line. Keeping them in small pure functions lets the
-unit tests pin each rule to the page's own figures.
+Why: the batch rules are few and exact, and every one of them is a number a user can check
+in the ``OMENative scale-down wave`` log line. Small pure functions let the unit tests pin
+each rule to its figures.
 
 The rules, as implemented:
 

@@ -1,9 +1,9 @@
 """Which form an InferenceReplica's rows are written in, and whether a write converts them.
 
 Why: the ``omenativeStatus`` block (DenseV1 or ColumnarV2, and maxDecodedInstances) is read
-once at start, and the controller must store each InferenceReplica's rows by the product
-page's rules, converting the stored form on its next write after a restart with another
-block. This module is the pure decision; the executor (:mod:`.execute`) sends it, and
+once at start, and the controller must store each InferenceReplica's rows by the rules
+below, converting the stored form on its next write after a restart with another
+block. This module is the pure decision; the executor (:mod:`..shell.executor`) sends it, and
 :mod:`omed.statuscodec` owns the format and the rules' primitives (``choose_encoding``,
 ``conversion``), which are used here, never restated.
 
@@ -13,7 +13,7 @@ The rules (docs/status-encoding.md, "Controller side"):
   columns or when there are more rows than the bound.
 * DenseV1: the list. One exception: an InferenceReplica *stored* as ColumnarV2 whose list
   would make a status write larger than :data:`STATUS_SIZE_LIMIT` keeps ColumnarV2 (if its
-  rows fit the bound, so it can be read back); it is "stuck" as the product page says,
+  rows fit the bound, so it can be read back); it is "stuck",
   rather than losing every write to the API server's size limit. A DenseV1-stored
   InferenceReplica whose list grows too large is written as a list all the same, and the API
   server's refusal is the StatusSizeExceeded event that tells the operator to switch.

@@ -39,8 +39,10 @@ class ContainerFailure:
 
     container: str
     reason: str
+    """The waiting reason (CrashLoopBackOff, ImagePullBackOff, ...) or the termination's."""
     exit_code: int | None = None
     time: dt.datetime | None = None
+    """The container's ``finishedAt``, when it reports one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +109,7 @@ class RunnerShape:
 
     name: str
     size: int
+    """Pods of this runner per Instance (1 unless the spec says otherwise)."""
     template: Mapping[str, Any]
 
 
@@ -116,6 +119,7 @@ class PodSlot:
 
     runner: str
     ordinal: int
+    """The pod's place among its runner's pods, from 0."""
     name: str
 
 

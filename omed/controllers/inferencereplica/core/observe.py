@@ -10,7 +10,7 @@ Invariants:
 * only pods whose *controller* owner reference is this InferenceReplica (by uid) are its
   pods; a pod merely labelled like them is someone else's and is never touched here (one
   that no controller owns, named and labelled as this InferenceReplica's, may be adopted
-  first: :mod:`.ownership`);
+  first: :mod:`.orphans`);
 * a pod without a valid ``ome.io/instance-index`` is a stray: reported apart, never counted
   in an Instance;
 * failure facts follow the kubelet's words: a container waiting in ``CrashLoopBackOff``,
@@ -229,8 +229,7 @@ def replica_target(irep: Mapping[str, Any]) -> ReplicaTarget:
 
     Only metadata and spec are validated here: the status is read by
     :func:`~.status.observed_rows` (the rows, validated once per class and per version: a
-    refused row is ``InstanceStatusDecodeFailed`` with ``row_shape``, as the product page
-    says) and
+    refused row is ``InstanceStatusDecodeFailed`` with reason ``row_shape``) and
     :func:`~.status.status_summary` (the rest), so rows are never validated twice and a bad
     row is never reported as an unreadable object.
     """

@@ -23,6 +23,7 @@ from typing import Final
 from omed.api.inferencereplica import InferenceReplicaStatus, InstanceStatus, Operation
 from omed.controllers.inferencereplica.core import names
 from omed.controllers.inferencereplica.core.actions import Plan, RecordEvent, WriteStatus
+from omed.controllers.inferencereplica.core.model import ObservedState
 from omed.controllers.pacing import pace_wait
 
 _READINESS_FIELDS: Final = (
@@ -37,23 +38,21 @@ _READINESS_FIELDS: Final = (
 
 
 def paceable(
+    observed: ObservedState,
+    status: InferenceReplicaStatus,
+    rows: Sequence[InstanceStatus],
     *,
     recorded_ahead: bool,
     events: Sequence[RecordEvent],
-    has_finalizer: bool,
-    before: InferenceReplicaStatus,
-    after: InferenceReplicaStatus,
-    rows_before: Mapping[int, InstanceStatus],
-    rows_after: Sequence[InstanceStatus],
 ) -> bool:
-    """Whether a status write may wait: it records nothing ahead of a pod write (gates need
-    no record ahead of them), carries no event but InstanceCreated, and only moves
-    observation (:func:`only_observation_moved`)."""
+    """Whether a status write of ``status`` and ``rows`` may wait: it records nothing ahead
+    of a pod write (gates need no record ahead of them), carries no event but
+    InstanceCreated, and only moves observation (:func:`only_observation_moved`). A replica
+    without omed's finalizer gets it first and is never paced (the caller's check)."""
     return (
         not recorded_ahead
         and all(event.reason == names.EVENT_INSTANCE_CREATED for event in events)
-        and has_finalizer
-        and only_observation_moved(before, after, rows_before, rows_after)
+        and only_observation_moved(observed.status, status, observed.rows, rows)
     )
 
 

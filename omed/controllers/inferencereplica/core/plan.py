@@ -1,7 +1,7 @@
 """The InferenceReplica planner: (desired, observed, settings, now) -> actions and rows.
 
-Why: this is where the product pages' rules live, so it is a pure function: no I/O, no
-clock, no randomness. It is tested exhaustively and with hypothesis, in milliseconds, and
+Why: this is where the Instance rules live (docs/controllers.md), so it is a pure function:
+no I/O, no clock, no randomness. It is tested exhaustively and with hypothesis, in milliseconds, and
 the executor does only what a :class:`Plan` says.
 
 One pass, in order:
@@ -158,14 +158,8 @@ def plan(
         # Gates need no record ahead of them (each pass sets them from the pods alone);
         # creations, deletions, image patches and a release do.
         recorded_ahead = bool(work.creates or work.patches or work.deletes or work.release)
-        may_wait = paceable(
-            recorded_ahead=recorded_ahead,
-            events=work.events,
-            has_finalizer=target.has_finalizer,
-            before=observed.status,
-            after=status,
-            rows_before=observed.rows,
-            rows_after=rows,
+        may_wait = target.has_finalizer and paceable(
+            observed, status, rows, recorded_ahead=recorded_ahead, events=work.events
         )
         actions.append(WriteStatus(status=status, rows=rows, paceable=may_wait))
         actions.extend(work.events)

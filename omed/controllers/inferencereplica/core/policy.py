@@ -5,14 +5,14 @@ and the user's object keeps what the user wrote. The planner must never guess a 
 :mod:`.observe` resolves them here once per pass into frozen values with every default
 applied, and unit tests build them by hand.
 
-Defaults (*omed* where the product pages leave them open):
+Defaults (*omed* marks omed's own choice where the CRD leaves one open):
 
 * strategy SurgeThenDrain; partition 0;
 * maxSurge 1 and maxUnavailable 0 under SurgeThenDrain (capacity never dips); maxUnavailable
   1 and maxSurge 0 under the other strategies (one Instance at a time);
 * updateRetry: maxAttempts 3, initialDelay 10s, maxDelay 5m, multiplier 2 (*omed*);
 * parked crash-loop repairs are re-armed only by an ``updateRetry`` the user wrote (*omed*:
-  without one, "no retry ladder is configured to re-arm it", as the migration page words it).
+  without one, "no retry ladder is configured to re-arm it", as the event says).
 
 Invariant: pure data, no I/O; durations are seconds.
 """

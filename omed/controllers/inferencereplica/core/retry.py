@@ -145,5 +145,6 @@ def retrying(block: RetryBlock) -> RetryBlock:
 
 
 def describe(block: RetryBlock) -> str:
-    """``Backoff after 1 failed attempt(s): CrashLoopBackOff``, as the product pages quote."""
+    """``Backoff after 1 failed attempt(s): CrashLoopBackOff``: how events and conditions name
+    a block."""
     return f"{block.state} after {block.attempts_started or 0} failed attempt(s): {block.reason}"

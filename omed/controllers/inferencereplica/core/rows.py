@@ -4,7 +4,7 @@ Why: the row is what ``kubectl ome instance`` shows, so its fields must mean one
 module derives them, purely, from the pods the cache holds, the row's operation (decided by
 :mod:`.plan`) and the previous row (for times that must not move on every pass).
 
-Row fields (decisions the product pages leave open are marked *omed*):
+Row fields (*omed* marks omed's own choice where the CRD leaves the meaning open):
 
 * ``phase``: Deleting while a Delete operation runs; Pending while nothing of the Instance
   exists yet, or none of its pods is bound to a node; Failed while a pod fails (a container

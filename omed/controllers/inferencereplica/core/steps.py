@@ -16,15 +16,18 @@ import datetime as dt
 from collections.abc import Sequence
 
 from omed.api.base import Condition
-from omed.api.events import WARNING
-from omed.api.inferencereplica import InferenceReplicaStatus, InstanceStatus, Operation
+from omed.api.inferencereplica import (
+    InferenceReplicaStatus,
+    InstanceStatus,
+    Operation,
+    OperationType,
+)
 from omed.controllers.inferencereplica.core import names, operations
 from omed.controllers.inferencereplica.core.actions import (
     CreatePods,
     DeletePods,
     PodRef,
     PodToCreate,
-    RecordEvent,
     SetServingGate,
 )
 from omed.controllers.inferencereplica.core.podtemplate import render_pod
@@ -109,6 +112,27 @@ def queue_drain(
         )
 
 
+def start(
+    work: PassWork,
+    inst: InstanceWork,
+    type: OperationType,
+    step: str,
+    *,
+    reason: str,
+    target_revision: str | None,
+) -> Operation:
+    """A new operation of ``type`` on ``inst``'s current incarnation, at ``step``, started now."""
+    return operations.start(
+        type=type,
+        index=inst.index,
+        incarnation=inst.incarnation,
+        step=step,
+        reason=reason,
+        target_revision=target_revision,
+        now=work.now,
+    )
+
+
 def create(work: PassWork, inst: InstanceWork, op_id: str) -> None:
     if not work.act or not inst.facts.missing:
         return
@@ -149,14 +173,11 @@ def expired(work: PassWork, inst: InstanceWork, waiting_on: int) -> bool:
     if left > 0:
         work.requeue.append(left)
         return False
-    work.events.append(
-        RecordEvent(
-            type=WARNING,
-            reason=names.EVENT_PROGRESS_DEADLINE,
-            message=f"Instance {waiting_on} of {work.target.component} was not Ready within "
-            f"instanceReadyTimeout ({work.target.update.ready_timeout:g}s) on "
-            f"{work.target.update_revision}; its {op.type} operation failed",
-        )
+    work.warn(
+        names.EVENT_PROGRESS_DEADLINE,
+        f"Instance {waiting_on} of {work.target.component} was not Ready within "
+        f"instanceReadyTimeout ({work.target.update.ready_timeout:g}s) on "
+        f"{work.target.update_revision}; its {op.type} operation failed",
     )
     return True
 

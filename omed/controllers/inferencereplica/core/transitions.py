@@ -1,7 +1,7 @@
 """Events of an Instance's transitions, read off its previous and new row.
 
-Why: the product page promises an event on the InferenceService when an Instance is created
-and when it becomes ready. Deriving them from the rows (not from the requests sent) makes
+Why: users watch the InferenceService's events for an Instance being created and becoming
+ready. Deriving them from the rows (not from the requests sent) makes
 them as durable as the rows: the executor records them only after the status write that
 stores the transition, so a pass that is retried, or a manager that restarts, doesn't repeat
 them, and a transition that never got stored is reported by the pass that stores it.

@@ -1,8 +1,9 @@
 """The mutable working state of one planning pass: its Instances and what it decided.
 
-Why a module of its own: the planner (:mod:`.plan`) and the update logic (:mod:`.updates`)
-both move Instances along within one pass; they share these two records so that each stays
-a readable size. Nothing here outlives the pass, and nothing does I/O.
+Why: the planner (:mod:`.plan`) and every operation kind (:mod:`.ops`) move Instances
+along within one pass, and each must see what the others decided in it (a surge an update
+created, a Delete that took an Instance); these two records are that shared state. Nothing
+here outlives the pass, and nothing does I/O.
 
 Invariant: an :class:`InstanceWork`'s ``op`` is what the row written by this pass records;
 every pod action collected on the :class:`PassWork` belongs to such an operation.
@@ -14,6 +15,7 @@ import datetime as dt
 from dataclasses import dataclass, field
 
 from omed.api.base import Condition
+from omed.api.events import NORMAL, WARNING
 from omed.api.inferencereplica import InstanceStatus, Operation, RetryBlock
 from omed.controllers.inferencereplica.core.actions import (
     CreatePods,
@@ -24,7 +26,7 @@ from omed.controllers.inferencereplica.core.actions import (
     SetServingGate,
 )
 from omed.controllers.inferencereplica.core.model import PlanSettings, ReplicaTarget
-from omed.controllers.inferencereplica.core.rows import InstanceFacts
+from omed.controllers.inferencereplica.core.rows import InstanceFacts, condition
 
 
 @dataclass(slots=True)
@@ -73,3 +75,18 @@ class PassWork:
     release: RemoveReleaseAnnotation | None = None
     release_events: list[RecordEvent] = field(default_factory=list)
     """Events of a release: recorded with the annotation's removal, status change or not."""
+
+    def tell(self, reason: str, message: str) -> None:
+        """Record a Normal event with the pass's status write."""
+        self.events.append(RecordEvent(type=NORMAL, reason=reason, message=message))
+
+    def warn(self, reason: str, message: str) -> None:
+        """Record a Warning event with the pass's status write."""
+        self.events.append(RecordEvent(type=WARNING, reason=reason, message=message))
+
+    def flag(self, type: str, *, reason: str, message: str) -> None:
+        """Show condition ``type`` True on the InferenceReplica (set anew each pass that
+        still sees the cause; the planner keeps its transition time from the stored one)."""
+        self.conditions.append(
+            condition(None, type=type, status="True", reason=reason, message=message, now=self.now)
+        )

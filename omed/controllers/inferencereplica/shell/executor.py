@@ -6,7 +6,7 @@ each decision safe against what the cache didn't know. Order and guards:
 1. ``AddFinalizer`` (optimistic lock on the cached resourceVersion): before omed owns a
    pod, so a deleted InferenceReplica waits for its pods to be drained;
 2. ``WriteStatus`` (optimistic lock): the rows, with every new operation, are durable before
-   any side effect, in the form :mod:`.encoding` picks (a write that changes the stored form
+   any side effect, in the form :mod:`..core.encoding` picks (a write that changes the stored form
    records InstanceStatusConverted). If this write fails (Conflict: the cache was stale;
    NotFound; TooLarge: the status doesn't fit; a refusal, :mod:`omed.controllers.refusals`),
    the pass stops here and no pod is touched; the same holds for step 1, except that a
@@ -26,7 +26,7 @@ patch) is recorded as a :class:`~omed.controllers.refusals.RefusedWrite` on the
 A write of the InferenceReplica that the API server rejects as too large (steps 1, 2 and 5)
 is recorded as a :class:`RejectedWrite` on the :class:`Outcome`: which write it was, the
 bytes sent, and for a status write its encoding. Only a status write is a StatusSizeExceeded
-(the page's event, with that write's own size and encoding); the others are
+(the event users filter for, with that write's own size and encoding); the others are
 :data:`REASON_WRITE_SIZE_EXCEEDED`, whose message names the write.
 
 Destructive steps re-read what they act on: before deleting an Instance's pods, each pod is
@@ -109,6 +109,15 @@ class RejectedWrite:
     """The encoding of the rows a status write carried; ``None`` for the other writes."""
     error: str = ""
     """The API server's message."""
+
+    def log_fields(self) -> dict[str, Any]:
+        """The fields of the log line that tells of a write other than the status's."""
+        return {
+            "write": self.write,
+            "bytes": self.size,
+            "objectBytes": self.object_size,
+            "error": self.error,
+        }
 
 
 def write_size_exceeded_message(*, namespace: str, name: str, rejected: RejectedWrite) -> str:
@@ -250,7 +259,7 @@ class Executor:
     async def execute_from_pods(
         self, *, key: str, irep: Mapping[str, Any], plan: Plan, selector: str
     ) -> Outcome:
-        """Run a teardown planned from the pods alone (:mod:`.teardown`): pod actions, then
+        """Run a teardown planned from the pods alone (:mod:`..core.teardown`): pod actions, then
         ``RemoveFinalizer`` once a fresh list (``selector``, filtered by the replica's uid)
         shows no pod of it. No status write: the rows are what can't be read."""
         outcome = Outcome()

@@ -26,8 +26,8 @@ Invariants:
   may wait in the client's limiter long after it was expected). A key is satisfied once each
   of its expectations is observed or expired, so a lost watch event costs one timeout, never
   a stuck InferenceReplica, and a long pass's last writes hold the key as long as its first
-  (before, a key's expectations all expired with its oldest: the writes a pass sent 50 s in
-  held it for 10 s);
+  (were they all to expire with the oldest, the writes a pass sent 50 s in would hold it
+  for only 10 s);
 * everything runs on the event loop; no method awaits.
 """
 
@@ -172,28 +172,26 @@ class Expectations:
     # -- informer events --------------------------------------------------------------------
     def observe(self, key: str, pod: Mapping[str, Any]) -> None:
         """A pod of ``key`` was added or updated in the cache."""
-        entry = self._pending.get(key)
-        if entry is None:
-            return
-        metadata = pod.get("metadata") or {}
-        uid = str(metadata.get("uid") or "")
-        entry.creations.pop(str(metadata.get("name") or ""), None)
-        if metadata.get("deletionTimestamp"):
-            entry.deletions.pop(uid, None)
-        wanted = entry.gates.get(uid)
-        if wanted is not None and _gate(pod) == wanted[0]:
-            del entry.gates[uid]
+        self._seen(key, pod, gone=False)
 
     def observe_gone(self, key: str, pod: Mapping[str, Any]) -> None:
         """A pod of ``key`` left the cache."""
+        self._seen(key, pod, gone=True)
+
+    def _seen(self, key: str, pod: Mapping[str, Any], *, gone: bool) -> None:
+        """A created pod shows once it is in the cache; a deleted one once it is
+        Terminating or gone; a gate once the cache shows its value (or the pod gone)."""
         entry = self._pending.get(key)
         if entry is None:
             return
         metadata = pod.get("metadata") or {}
         uid = str(metadata.get("uid") or "")
         entry.creations.pop(str(metadata.get("name") or ""), None)
-        entry.deletions.pop(uid, None)
-        entry.gates.pop(uid, None)
+        if gone or metadata.get("deletionTimestamp"):
+            entry.deletions.pop(uid, None)
+        wanted = entry.gates.get(uid)
+        if gone or (wanted is not None and _gate(pod) == wanted[0]):
+            entry.gates.pop(uid, None)
 
     # -- the controller ---------------------------------------------------------------------
     def satisfied(self, key: str) -> bool:

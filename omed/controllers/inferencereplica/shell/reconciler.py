@@ -108,10 +108,10 @@ class InferenceReplicaReconciler:
         *,
         client: KubeApi,
         replicas: ObjectCache,
-        pods: ObjectCache,
         events: EventSink,
-        settings: PlanSettings,
+        pods: ObjectCache,
         expectations: Expectations,
+        settings: PlanSettings,
         clock: Clock,
         status_encoding: StatusEncodingSettings | None = None,
         status_size_limit: int = STATUS_SIZE_LIMIT,
@@ -316,14 +316,20 @@ class InferenceReplicaReconciler:
             raise first
         return Result(requeue_after=requeue_after) if requeue_after is not None else Result()
 
+    def _first_report(self, key: str, irep: Mapping[str, Any], memory: KeyMemory) -> bool:
+        """Whether this version of ``irep`` is yet to be reported unreadable (and it now
+        is): said once per version, since pod events would repeat it endlessly."""
+        version = str((irep.get("metadata") or {}).get("resourceVersion") or "")
+        after = memory.report_once(version)
+        if after is not None:
+            self._remember(key, after)
+        return after is not None
+
     def _decode_failed(
         self, key: str, irep: Mapping[str, Any], err: StatusDecodeFailed, memory: KeyMemory
     ) -> None:
-        version = str((irep.get("metadata") or {}).get("resourceVersion") or "")
-        after = memory.report_once(version)
-        if after is None:
-            return  # said once for this version; pod events would repeat it endlessly
-        self._remember(key, after)
+        if not self._first_report(key, irep, memory):
+            return
         namespace, name = split_key(key)
         statusmetrics.decode_failed(err.reason)
         log.error(
@@ -361,16 +367,7 @@ class InferenceReplicaReconciler:
             )
             self._events.event(irep, type=WARNING, reason=REASON_SIZE_EXCEEDED, message=message)
             return after
-        log.error(
-            MSG_WRITE_TOO_LARGE,
-            extra=kv(
-                key=key,
-                write=rejected.write,
-                bytes=rejected.size,
-                objectBytes=rejected.object_size,
-                error=rejected.error,
-            ),
-        )
+        log.error(MSG_WRITE_TOO_LARGE, extra=kv(key=key, **rejected.log_fields()))
         message = write_size_exceeded_message(
             namespace=namespace or "", name=name, rejected=rejected
         )
@@ -380,11 +377,8 @@ class InferenceReplicaReconciler:
     def _unreadable(
         self, key: str, irep: Mapping[str, Any], err: Exception, memory: KeyMemory
     ) -> None:
-        version = str((irep.get("metadata") or {}).get("resourceVersion") or "")
-        after = memory.report_once(version)
-        if after is None:
-            return  # said once for this version; pod events would repeat it endlessly
-        self._remember(key, after)
+        if not self._first_report(key, irep, memory):
+            return
         spec = isinstance(err, InvalidReplica)
         log.error(
             names.MSG_SPEC_INVALID if spec else names.MSG_STATUS_UNREADABLE,

@@ -35,29 +35,32 @@ _by_encoding = Gauge(
     ["encoding"],
     registry=REGISTRY,
 )
+
+
+def _counter(name: str, documentation: str, label: str) -> Counter:
+    return Counter(name.removesuffix("_total"), documentation, [label], registry=REGISTRY)
+
+
 _conversions = Counter(
     CONVERSIONS.removesuffix("_total"),
     "Status writes that converted per-Instance status from one encoding to the other.",
     ["from", "to"],
     registry=REGISTRY,
 )
-_decode_failures = Counter(
-    DECODE_FAILURES.removesuffix("_total"),
+_decode_failures = _counter(
+    DECODE_FAILURES,
     "Stored per-Instance statuses that could not be decoded, once per resourceVersion.",
-    ["reason"],
-    registry=REGISTRY,
+    "reason",
 )
-_bytes_written = Counter(
-    BYTES_WRITTEN.removesuffix("_total"),
+_bytes_written = _counter(
+    BYTES_WRITTEN,
     "Bytes of InferenceReplica status writes the API server accepted (compact JSON).",
-    ["encoding"],
-    registry=REGISTRY,
+    "encoding",
 )
-_size_exceeded = Counter(
-    SIZE_EXCEEDED.removesuffix("_total"),
+_size_exceeded = _counter(
+    SIZE_EXCEEDED,
     "InferenceReplica status writes the API server rejected as too large.",
-    ["encoding"],
-    registry=REGISTRY,
+    "encoding",
 )
 _stored: dict[str, Encoding] = {}
 """``namespace/name`` -> stored encoding, for the gauge (one controller per process)."""

@@ -1,8 +1,8 @@
 """The executor's part of updates: in-place image patches and the release annotation.
 
-Why apart from :mod:`.execute`: these two writes exist only for updates and retry blocks,
-and keeping them here keeps the executor's core small. Both are JSON patches that *test*
-before they write, so a stale plan never hits a newer object:
+Why: these two writes exist only for updates and retry blocks, and unlike every other write
+they are JSON patches that *test* before they write, so a stale plan never hits a newer
+object:
 
 * :class:`~.actions.PatchPodImages` tests the pod's uid and each container's name at its
   position, then replaces the images and the ``ome.io/revision`` label (pod name kept);

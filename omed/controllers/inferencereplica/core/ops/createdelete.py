@@ -20,8 +20,6 @@ from __future__ import annotations
 
 from omed.controllers.inferencereplica.core import names, operations, steps
 from omed.controllers.inferencereplica.core.actions import (
-    CreatePods,
-    PodToCreate,
     ScaleDownWave,
     SetServingGate,
 )
@@ -33,7 +31,6 @@ from omed.controllers.inferencereplica.core.batching import (
 )
 from omed.controllers.inferencereplica.core.model import PodView
 from omed.controllers.inferencereplica.core.orphans import drain_orphans
-from omed.controllers.inferencereplica.core.podtemplate import render_pod
 from omed.controllers.inferencereplica.core.work import InstanceWork, PassWork
 
 
@@ -68,14 +65,13 @@ def scale_down(work: PassWork, instances: list[InstanceWork]) -> ScaleDownWave |
     reason = names.OP_REASON_TEARDOWN if work.target.deleting else names.OP_REASON_SCALE_DOWN
     for inst in waiting:
         if inst.index in started:
-            inst.op = operations.start(
-                type="Delete",
-                index=inst.index,
-                incarnation=inst.incarnation,
-                step=names.STEP_DRAIN,
+            inst.op = steps.start(
+                work,
+                inst,
+                "Delete",
+                names.STEP_DRAIN,
                 reason=reason,
                 target_revision=None,
-                now=work.now,
             )
     active = tuple(sorted({inst.index for inst in in_flight} | started))
     if not active and not deferred:
@@ -145,38 +141,18 @@ def scale_up(work: PassWork, instances: list[InstanceWork], wanted: int) -> int:
         if inst.index not in chosen:
             continue
         if inst.op is None:
-            inst.op = operations.start(
-                type="Create",
-                index=inst.index,
-                incarnation=inst.incarnation,
-                step=names.STEP_CREATE_PODS,
+            inst.op = steps.start(
+                work,
+                inst,
+                "Create",
+                names.STEP_CREATE_PODS,
                 reason=names.OP_REASON_PODS_MISSING
                 if inst.facts.pods
                 else names.OP_REASON_SCALE_UP,
                 target_revision=target.update_revision,
-                now=work.now,
             ).model_copy(update={"deadline": steps.deadline(work)})
         op_id = (inst.op.id if inst.op is not None else None) or ""
-        work.creates.append(
-            CreatePods(
-                index=inst.index,
-                operation_id=op_id,
-                pods=tuple(
-                    PodToCreate(
-                        slot.name,
-                        render_pod(
-                            target,
-                            index=inst.index,
-                            incarnation=inst.incarnation,
-                            slot=slot,
-                            operation_id=op_id,
-                        ),
-                    )
-                    for slot in inst.facts.missing
-                ),
-            )
-        )
-        inst.created_now = True
+        steps.create(work, inst, op_id)
     return len(deferred)
 
 

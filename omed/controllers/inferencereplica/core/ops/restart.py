@@ -2,12 +2,12 @@
 
 Why: multi-pod Instances (a leader and its workers) often can't survive one member's
 restart; the policy asks for the whole Instance to be rebuilt as a new incarnation. A
-``Restart`` operation runs the shared drain-and-recreate steps (:mod:`.steps`); at most
+``Restart`` operation runs the shared drain-and-recreate steps (:mod:`..steps`); at most
 ``repairBatchSize`` (default 1, a count or a percentage of ``replicas``) run at once. Only
 Instances on the update revision are restarted: a stale one gets its Update instead. The
 same operation repairs an Instance that crash-loops on a revision that did run (reason
 CrashLoopRepair), whatever the restart policy. (What holds an operation, such as a pause,
-is :mod:`.waiting`'s business.)
+is :mod:`..waiting`'s business.)
 
 Parked repairs: when a repair's rebuilt pods fail again before the Instance is Ready, the
 Restart stays in the row at a parked step (``names.PARKED_STEPS``) instead of rebuilding at
@@ -15,7 +15,7 @@ once: a crash loop waits for the retry ladder (``lifecycle.updateRetry``) to re-
 (``retryCount`` counts re-arms; the next one is due ``lastProgressAt`` + the ladder's delay),
 or stays parked when every retry is spent or no ladder is configured; an image or
 configuration failure waits in place for the kubelet. :func:`hold_message` words each hold
-as the migration page quotes it.
+in the words users see in the event and in ``kubectl ome instance``.
 
 Invariant: pure; a pod of a new incarnation starts with no restarts, so a rebuilt Instance
 isn't rebuilt again until one of its containers restarts.
@@ -26,14 +26,18 @@ from __future__ import annotations
 import datetime as dt
 
 from omed.api.base import resolve_int_or_percent
-from omed.api.events import NORMAL, WARNING
 from omed.api.inferencereplica import Operation
 from omed.config import resolve_budget
 from omed.controllers.inferencereplica.core import names, operations, retry
-from omed.controllers.inferencereplica.core.actions import RecordEvent
 from omed.controllers.inferencereplica.core.model import PodView
 from omed.controllers.inferencereplica.core.policy import RetryPolicy
-from omed.controllers.inferencereplica.core.steps import deadline, expired, on_revision, recreate
+from omed.controllers.inferencereplica.core.steps import (
+    deadline,
+    expired,
+    on_revision,
+    recreate,
+    start,
+)
 from omed.controllers.inferencereplica.core.work import InstanceWork, PassWork
 
 
@@ -43,7 +47,7 @@ def start_restarts(work: PassWork, instances: list[InstanceWork], *, ran: bool) 
     else 1): parked repairs the retry ladder re-arms now
     first, then new ones: under RecreateInstanceOnPodRestart when a container restarted;
     always when a pod crash-loops on a revision that did run (one that never ran is the
-    retry ladder's business, :mod:`.retry`). Parked repairs take no room."""
+    retry ladder's business, :mod:`..retry`). Parked repairs take no room."""
     target = work.target
     own = target.update.repair_batch_size
     if own is not None:
@@ -73,26 +77,22 @@ def start_restarts(work: PassWork, instances: list[InstanceWork], *, ran: bool) 
         if inst.surge_of is not None or not on_revision(inst, target.update_revision):
             continue  # a stale Instance gets its Update instead
         room -= 1
-        inst.op = operations.start(
-            type="Restart",
-            index=inst.index,
-            incarnation=inst.incarnation,
-            step=names.STEP_DRAIN,
+        inst.op = start(
+            work,
+            inst,
+            "Restart",
+            names.STEP_DRAIN,
             reason=names.OP_REASON_CRASH_LOOP if looping else names.OP_REASON_POD_RESTARTED,
             target_revision=target.update_revision,
-            now=work.now,
         ).model_copy(update={"deadline": deadline(work)})
-        work.events.append(
-            RecordEvent(
-                type=NORMAL,
-                reason=names.EVENT_INSTANCE_RESTARTED,
-                message=f"Recreating Instance {inst.index} of {target.component}: pod "
-                + (
-                    f"{looping[0].name} crash-loops on {target.update_revision}, which ran"
-                    if looping
-                    else f"{restarted[0].name} restarted a container (RecreateInstanceOnPodRestart)"
-                ),
-            )
+        work.tell(
+            names.EVENT_INSTANCE_RESTARTED,
+            f"Recreating Instance {inst.index} of {target.component}: pod "
+            + (
+                f"{looping[0].name} crash-loops on {target.update_revision}, which ran"
+                if looping
+                else f"{restarted[0].name} restarted a container (RecreateInstanceOnPodRestart)"
+            ),
         )
         drive_restart(work, inst)
 
@@ -126,7 +126,7 @@ def drive_restart(work: PassWork, inst: InstanceWork) -> None:
 
 
 def hold_message(op: Operation | None) -> str | None:
-    """What holds a parked repair, in the migration page's words; None when not parked."""
+    """What holds a parked repair, as the event and the row say it; None when not parked."""
     if op is None or op.type != "Restart":
         return None
     if op.step == names.STEP_REPAIR_PARKED:
@@ -187,13 +187,10 @@ def _park(work: PassWork, inst: InstanceWork, *, config: bool) -> None:
         if failing is not None and failure is not None
         else "its pods fail again"
     )
-    work.events.append(
-        RecordEvent(
-            type=WARNING,
-            reason=names.EVENT_REPAIR_PARKED,
-            message=f"Instance {inst.index} of {work.target.component} failed again after "
-            f"its rebuild ({cause}): {hold_message(parked)}",
-        )
+    work.warn(
+        names.EVENT_REPAIR_PARKED,
+        f"Instance {inst.index} of {work.target.component} failed again after "
+        f"its rebuild ({cause}): {hold_message(parked)}",
     )
     _drive_parked(work, inst)
 
@@ -224,14 +221,11 @@ def _rearm(work: PassWork, inst: InstanceWork) -> None:
     inst.op = operations.at_step(op, names.STEP_DRAIN, work.now).model_copy(
         update={"retry_count": re_arms, "deadline": deadline(work)}
     )
-    work.events.append(
-        RecordEvent(
-            type=NORMAL,
-            reason=names.EVENT_INSTANCE_RESTARTED,
-            message=f"Recreating Instance {inst.index} of {work.target.component}: the retry "
-            f"ladder re-arms its parked repair ({re_arms} of "
-            f"{ladder.max_attempts if ladder else 0})",
-        )
+    work.tell(
+        names.EVENT_INSTANCE_RESTARTED,
+        f"Recreating Instance {inst.index} of {work.target.component}: the retry "
+        f"ladder re-arms its parked repair ({re_arms} of "
+        f"{ladder.max_attempts if ladder else 0})",
     )
     if recreate(work, inst):
         inst.op = None

@@ -8,7 +8,7 @@ its row, recorded before its first side effect and re-derived from the pods ever
 Which Instances move, per pass (nothing while paused or deleted):
 
 * an Instance is *stale* when a live pod runs another revision; one whose pods all run the
-  update revision but fail because of it (see :mod:`.retry`) gets another attempt when its
+  update revision but fail because of it (see :mod:`..retry`) gets another attempt when its
   retry block allows (or when no block exists, after a release);
 * Instances with an index below ``rollingUpdate.partition`` stay where they are;
 * not-Ready Instances go first (they serve nothing), then the highest index first;
@@ -18,7 +18,7 @@ Which Instances move, per pass (nothing while paused or deleted):
 * a retry block of the update revision in Backoff (not due) or Held stops new Updates; a
   due block starts exactly one attempt (RetryInProgress).
 
-Strategies (steps are names in :mod:`.names`):
+Strategies (steps are names in :mod:`..names`):
 
 * RecreatePod: Drain -> DeletePods -> WaitPodsGone -> CreatePods (a new incarnation on the
   update revision) -> WaitReady -> done;
@@ -39,7 +39,7 @@ Strategies (steps are names in :mod:`.names`):
   (InPlaceUpdateImpossible) on the InferenceReplica.
 
 An attempt fails when its pods on the revision fail for a revision cause: the operation
-ends and the revision's retry block moves up the ladder (:mod:`.retry`).
+ends and the revision's retry block moves up the ladder (:mod:`..retry`).
 
 Invariants: pure (``now`` is injected); every pod action belongs to an operation stored in
 this pass's rows; a surge index is recorded in the row before any of its pods is created.
@@ -48,14 +48,11 @@ this pass's rows; a surge index is recorded in the row before any of its pods is
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from omed.api.base import resolve_int_or_percent
-from omed.api.events import NORMAL, WARNING
 from omed.api.inferencereplica import InferenceReplicaStatus, Operation, RetryBlock
 from omed.controllers.inferencereplica.core import names, operations, retry, retryreport, steps
-from omed.controllers.inferencereplica.core.actions import (
-    RecordEvent,
-)
 from omed.controllers.inferencereplica.core.inplace import in_place_patches
 from omed.controllers.inferencereplica.core.model import PodView
 from omed.controllers.inferencereplica.core.ops import restart
@@ -93,18 +90,15 @@ def plan_updates(
         if inst.keep and inst.op is not None and inst.op.type == "Restart":
             restart.drive_restart(work, inst)
         elif inst.keep and inst.op is not None and inst.op.type == "Update":
-            failure = _drive(work, inst, by_index, instances, ran=ran) or failure
+            failure = _drive(work, inst, _Fleet(by_index, instances), ran=ran) or failure
     if failure is not None:
         block = retry.failed(
             block, revision=revision, reason=failure, policy=target.update.retry, now=work.now
         )
-        work.events.append(
-            RecordEvent(
-                type=WARNING,
-                reason=names.EVENT_UPDATE_FAILED,
-                message=f"update of {target.component} to {revision} failed: retry block "
-                f"{retry.describe(block)}",
-            )
+        work.warn(
+            names.EVENT_UPDATE_FAILED,
+            f"update of {target.component} to {revision} failed: retry block "
+            f"{retry.describe(block)}",
         )
     elif block is not None and block.state != "Held" and _ready_since(instances, block):
         block = None  # an Instance became Ready on the revision after it failed: done
@@ -242,30 +236,24 @@ def _begin(
         elif strategy == "InPlaceOnly":
             if any(c.type == names.CONDITION_UPDATE_BLOCKED for c in work.conditions):
                 return
-            work.conditions.append(
-                condition(
-                    None,
-                    type=names.CONDITION_UPDATE_BLOCKED,
-                    status="True",
-                    reason=names.BLOCKED_IN_PLACE_IMPOSSIBLE,
-                    message=f"Instance {inst.index} can't move to {target.update_revision} in "
-                    "place: the pod template changed beyond container images "
-                    "(updateStrategy InPlaceOnly)",
-                    now=work.now,
-                )
+            work.flag(
+                names.CONDITION_UPDATE_BLOCKED,
+                reason=names.BLOCKED_IN_PLACE_IMPOSSIBLE,
+                message=f"Instance {inst.index} can't move to {target.update_revision} in "
+                "place: the pod template changed beyond container images "
+                "(updateStrategy InPlaceOnly)",
             )
             return
     elif strategy == "SurgeThenDrain":
         surge = max([*by_index, target.replicas - 1]) + 1
         step = names.STEP_SURGE_CREATE
-    op = operations.start(
-        type="Update",
-        index=inst.index,
-        incarnation=inst.incarnation,
-        step=step,
+    op = steps.start(
+        work,
+        inst,
+        "Update",
+        step,
         reason=names.OP_REASON_RETRY if retrying else names.OP_REASON_REVISION_CHANGED,
         target_revision=target.update_revision,
-        now=work.now,
     )
     inst.op = op.model_copy(update={"surge_index": surge, "deadline": steps.deadline(work)})
     if surge is not None:
@@ -280,34 +268,32 @@ def _begin(
         instances.append(stand_in)
         by_index[surge] = stand_in
     running = inst.previous.running_revision if inst.previous is not None else None
-    work.events.append(
-        RecordEvent(
-            type=NORMAL,
-            reason=names.EVENT_UPDATE_STARTED,
-            message=f"Updating Instance {inst.index} of {target.component} from "
-            f"{running or '-'} to {target.update_revision} ({strategy})",
-        )
+    work.tell(
+        names.EVENT_UPDATE_STARTED,
+        f"Updating Instance {inst.index} of {target.component} from "
+        f"{running or '-'} to {target.update_revision} ({strategy})",
     )
-    _drive(work, inst, by_index, instances, ran=False)
+    _drive(work, inst, _Fleet(by_index, instances), ran=False)
 
 
 # -- driving ----------------------------------------------------------------------------------
 
 
-def _drive(
-    work: PassWork,
-    inst: InstanceWork,
-    by_index: dict[int, InstanceWork],
-    instances: list[InstanceWork],
-    *,
-    ran: bool,
-) -> str | None:
+@dataclass(frozen=True, slots=True)
+class _Fleet:
+    """Every Instance of the pass, and by index (a surge looks up the Instance it serves)."""
+
+    by_index: dict[int, InstanceWork]
+    instances: list[InstanceWork]
+
+
+def _drive(work: PassWork, inst: InstanceWork, fleet: _Fleet, *, ran: bool) -> str | None:
     """Move one Update on; return the revision failure that ended its attempt, if any."""
     op = inst.op
     assert op is not None
     revision = op.target_revision or work.target.update_revision
     if op.surge_index is not None:
-        return _drive_surge(work, inst, by_index, instances, ran=ran)
+        return _drive_surge(work, inst, fleet, ran=ran)
     if op.step == names.STEP_PATCH_IMAGES:
         patches = in_place_patches(work.target, inst, operation_id=op.id or "")
         if patches:
@@ -332,19 +318,12 @@ def _drive(
     return None
 
 
-def _drive_surge(
-    work: PassWork,
-    inst: InstanceWork,
-    by_index: dict[int, InstanceWork],
-    instances: list[InstanceWork],
-    *,
-    ran: bool,
-) -> str | None:
+def _drive_surge(work: PassWork, inst: InstanceWork, fleet: _Fleet, *, ran: bool) -> str | None:
     op = inst.op
     assert op is not None and op.surge_index is not None
     target = work.target
     revision = op.target_revision or target.update_revision
-    surge = by_index.get(op.surge_index)
+    surge = fleet.by_index.get(op.surge_index)
     if surge is None:
         surge = InstanceWork(
             facts=instance_facts(target, op.surge_index, ()),
@@ -354,8 +333,8 @@ def _drive_surge(
             wanted=False,
             surge_of=inst.index,
         )
-        instances.append(surge)
-        by_index[op.surge_index] = surge
+        fleet.instances.append(surge)
+        fleet.by_index[op.surge_index] = surge
     step = op.step
     failure: str | None = None
     if step in (names.STEP_SURGE_CREATE, names.STEP_SURGE_WAIT_READY):
@@ -396,13 +375,10 @@ def _drive_surge(
 
 def _completed(work: PassWork, inst: InstanceWork) -> None:
     inst.op = None
-    work.events.append(
-        RecordEvent(
-            type=NORMAL,
-            reason=names.EVENT_UPDATE_COMPLETED,
-            message=f"Instance {inst.index} of {work.target.component} runs "
-            f"{work.target.update_revision}: incarnation {inst.incarnation}",
-        )
+    work.tell(
+        names.EVENT_UPDATE_COMPLETED,
+        f"Instance {inst.index} of {work.target.component} runs "
+        f"{work.target.update_revision}: incarnation {inst.incarnation}",
     )
 
 
