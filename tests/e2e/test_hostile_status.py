@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import json
 import os
 import signal
@@ -31,16 +32,19 @@ from typing import Any
 import pytest
 
 from omed.api.constants import ANNOTATION_CONTROLLER_WRITE
+from omed.kube.errors import NotFound
 from omed.kube.resources import EVENTS, INFERENCE_REPLICAS
 from omed.statuscodec import COLUMNAR_V2, encode_columnar
 
 pytestmark = pytest.mark.integration
 
 INSTANCES = 20000
-ADMISSION_P99_BOUND = 0.25
+ADMISSION_P99_BOUND = 1.0
 """Seconds: the 99th percentile of the webhook's answers while the leader plans 20,000
-Instances (measured: about 10 ms on 2 shared cores; on the manager's own loop it was
-seconds). Lenient, as the test's own client shares the cores."""
+Instances. Measured: about 4-10 ms on 2 quiet cores, 407 ms with another test worker and
+other suites on the same 2 cores; with the server on the manager's own loop it was 8.8-21 s.
+Lenient, as the test's own client and the rest of the suite share the cores: it tells a
+server that waits for the leader's pass from one that only shares the machine with it."""
 RATE, LOAD_SECONDS = 100.0, 90.0
 """Requests a second, and the longest the load runs: it stops once the leader has written the
 20,000 rows (seconds on a quiet machine, more on a loaded one)."""
@@ -198,6 +202,21 @@ async def test_a_huge_status_stalls_neither_the_leader_nor_admission(
     # pass over 20,000 Instances holds the leader's loop for 1-3 s, past their 2 s renew
     # deadline on a loaded machine.
     manager = managers.start(*CHART_ELECTION)
+    try:
+        await _huge_status(manager, managers, kube, namespace)
+    finally:
+        # The next test's manager watches every namespace: a replica of 20,000 Instances left
+        # in this one's terminating namespace would be its first (long) pass.
+        await _remove(kube, "huge", namespace)
+
+
+async def _remove(kube: Any, name: str, namespace: str) -> None:
+    with contextlib.suppress(NotFound):
+        await kube.patch(INFERENCE_REPLICAS, name, {"metadata": {"finalizers": None}}, namespace)
+        await kube.delete(INFERENCE_REPLICAS, name, namespace)
+
+
+async def _huge_status(manager: Any, managers: Any, kube: Any, namespace: str) -> None:
     await manager.wait_ready(timeout=60)
     await managers.wait_until(manager.is_leader, timeout=30, what="the manager leading")
     started = fields(await manager.wait_log(STARTED_LINE, timeout=10))
