@@ -1,5 +1,9 @@
 """Shared fixtures: one real control plane per test session, one namespace per test.
 
+``./dev test`` runs the suite on pytest-xdist workers (one per core, at most four): each
+worker is a session of its own, with its own control plane, chart install and ports, so tests
+on different workers share nothing but the machine.
+
 The control plane is real etcd, kube-apiserver, kube-controller-manager and kube-scheduler
 started by :mod:`omed_devcluster`. Binaries
 are found or built on first use (see docs/testing.md); there is no skip path: a test that
@@ -18,6 +22,19 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 _APISERVERS: list[str] = []
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    # Under pytest-xdist each worker starts a control plane of its own; the controller
+    # prints them all, so a worker hands its line back through the output xdist carries.
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["omed_apiservers"] = list(_APISERVERS)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: object, error: object) -> None:
+    _APISERVERS.extend(getattr(node, "workeroutput", {}).get("omed_apiservers", []))
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
