@@ -42,7 +42,6 @@ from omed.api.component import RuntimeComponentConfig
 from omed.api.constants import (
     ANNOTATION_CONTROLLER_WRITE,
     ANNOTATION_DEPLOYMENT_MODE,
-    API_VERSION,
     COMPONENTS,
     CONTROLLER_WRITE_TRUE,
     DEPLOYMENT_MODE_OME_NATIVE,
@@ -64,6 +63,7 @@ from omed.controllers.inferenceservice.core.names import (
     REASON_INVALID_TEMPLATE,
     REASON_RUNTIME_UNRESOLVED,
 )
+from omed.controllers.owners import controller_reference
 
 RUNNER_CONTAINER: Final = "ome-container"
 """Name of the runner container when neither the runtime nor the component names it."""
@@ -371,13 +371,10 @@ def project(
                 # adds it to a standalone replica and removes it once the pods are drained.
                 finalizers=[FINALIZER_INFERENCE_REPLICA],
                 owner_references=[
-                    OwnerReference(
-                        api_version=API_VERSION,
-                        kind=KIND_INFERENCE_SERVICE,
-                        name=name,
-                        uid=str(service.metadata.uid),
-                        controller=True,
-                        block_owner_deletion=True,
+                    OwnerReference.model_validate(
+                        controller_reference(
+                            kind=KIND_INFERENCE_SERVICE, name=name, uid=str(service.metadata.uid)
+                        )
                     )
                 ],
             ),

@@ -14,7 +14,7 @@ import datetime as dt
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from omed.api.base import format_time
+from omed.api.base import Condition, format_time, transition_time
 from omed.api.constants import COMPONENT_READY_CONDITIONS, CONDITION_READY
 from omed.api.inferencereplica import InferenceReplica
 from omed.api.inferenceservice import InferenceService
@@ -88,18 +88,17 @@ def stored_status(service: InferenceService) -> dict[str, Any] | None:
 @dataclasses.dataclass(frozen=True)
 class _Conditions:
     """What every condition a status write sets is built against: the generation it is
-    computed from, the stored conditions by type (whose transition times stay while their
-    status does), and the time of the write."""
+    computed from, the stored conditions (whose transition times stay while their status
+    does: :func:`omed.api.base.transition_time`), and the time of the write."""
 
     generation: int | None
-    previous: Mapping[str, Mapping[str, Any]]
+    previous: tuple[Condition, ...]
     now: dt.datetime
 
     @classmethod
     def of(cls, isvc: InferenceService, now: dt.datetime) -> _Conditions:
-        stored = (stored_status(isvc) or {}).get("conditions") or ()
-        previous = {str(c.get("type")): c for c in stored if isinstance(c, dict)}
-        return cls(generation=isvc.metadata.generation, previous=previous, now=now)
+        stored = tuple(isvc.status.conditions or ()) if isvc.status is not None else ()
+        return cls(generation=isvc.metadata.generation, previous=stored, now=now)
 
     def refused(self, refusal: RefusedWrite) -> dict[str, Any]:
         """Condition WriteRefused for ``refusal``: True, the API server's reason."""
@@ -108,28 +107,18 @@ class _Conditions:
         )
 
     def condition(self, kind: str, ready: bool, reason: str, message: str) -> dict[str, Any]:
-        return _condition(kind, ready, reason, message, self)
-
-
-def _condition(
-    kind: str, ready: bool, reason: str, message: str, at: _Conditions
-) -> dict[str, Any]:
-    generation, now = at.generation, at.now
-    status = "True" if ready else "False"
-    before = at.previous.get(kind)
-    changed = before is None or before.get("status") != status
-    condition: dict[str, Any] = {
-        "type": kind,
-        "status": status,
-        "reason": reason,
-        "message": message,
-        "lastTransitionTime": format_time(now)
-        if changed or not before
-        else before.get("lastTransitionTime", format_time(now)),
-    }
-    if generation is not None:
-        condition["observedGeneration"] = generation
-    return condition
+        status = "True" if ready else "False"
+        since = transition_time(self.previous, type=kind, status=status, now=self.now)
+        condition: dict[str, Any] = {
+            "type": kind,
+            "status": status,
+            "reason": reason,
+            "message": message,
+            "lastTransitionTime": format_time(since),
+        }
+        if self.generation is not None:
+            condition["observedGeneration"] = self.generation
+        return condition
 
 
 def build_status(

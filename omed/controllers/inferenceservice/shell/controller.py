@@ -18,6 +18,7 @@ from omed.controllers.inferenceservice.shell.reconciler import (
     DefaultMode,
     InferenceServiceReconciler,
 )
+from omed.controllers.owners import controller_name
 from omed.controllers.pacing import BUSY_WINDOW
 from omed.events import EventSink
 from omed.informers import (
@@ -50,12 +51,13 @@ def _each_event(handle: Callable[[Obj], None]) -> Handlers:
 
 
 def _parent_of(irep: Mapping[str, Any]) -> str | None:
+    """The key of the InferenceService an InferenceReplica event is for: its controller, else
+    the one its ``ome.io/inferenceservice`` label names."""
     meta = irep.get("metadata") or {}
-    for owner in meta.get("ownerReferences") or []:
-        if owner.get("controller") and owner.get("kind") == KIND_INFERENCE_SERVICE:
-            return f"{meta.get('namespace')}/{owner.get('name')}"
-    label = (meta.get("labels") or {}).get(LABEL_INFERENCE_SERVICE)
-    return f"{meta.get('namespace')}/{label}" if label else None
+    name = controller_name(irep, kind=KIND_INFERENCE_SERVICE) or (
+        (meta.get("labels") or {}).get(LABEL_INFERENCE_SERVICE)
+    )
+    return f"{meta.get('namespace')}/{name}" if name else None
 
 
 REPLICA_REF: Final = "replica-ref"
