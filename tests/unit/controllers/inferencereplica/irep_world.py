@@ -4,6 +4,13 @@
 way the executor and a kubelet would (status first, then gates, creations, deletions), and
 moves pods along (created -> running with containers ready -> Ready when the gate is True;
 Terminating -> gone) one :meth:`World.tick` at a time. Nothing sleeps; time is a field.
+
+:meth:`World.decide` and :meth:`World.pass_` drive the whole core instead of the planner
+alone, as the shell does: the clock's monotonic reading and "busy" are fields, the key's
+:class:`KeyMemory` is kept between passes and handed back through ``settle``, the status is
+stored in the form the manager's ``omenativeStatus`` settings choose (so conversion is
+decided by the core), and pods no controller owns (raw JSON, as the cache has them) are
+adopted the way the shell adopts them, once the core has put the finalizer on.
 """
 
 from __future__ import annotations
@@ -11,16 +18,29 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 from collections.abc import Iterable
+from typing import Any
 
 from omed.api.inferencereplica import InferenceReplicaStatus, InstanceStatus
 from omed.config import BatchSize, Percent
+from omed.controllers.inferencereplica.core import orphans
 from omed.controllers.inferencereplica.core.actions import (
+    AddFinalizer,
     CreatePods,
     DeletePods,
     Plan,
     SetServingGate,
     WriteStatus,
 )
+from omed.controllers.inferencereplica.core.conversion import StoredForm
+from omed.controllers.inferencereplica.core.decide import (
+    Decision,
+    PassInput,
+    PassReport,
+    decide,
+    settle,
+)
+from omed.controllers.inferencereplica.core.encoding import StatusEncodingSettings, status_write
+from omed.controllers.inferencereplica.core.memory import EMPTY, KeyMemory
 from omed.controllers.inferencereplica.core.model import (
     ObservedState,
     ParentRef,
@@ -30,6 +50,7 @@ from omed.controllers.inferencereplica.core.model import (
     RunnerShape,
 )
 from omed.controllers.inferencereplica.core.plan import plan
+from omed.controllers.inferencereplica.core.status import status_body
 
 NOW = dt.datetime(2026, 9, 14, 20, 0, 0, tzinfo=dt.UTC)
 TEMPLATE = {"spec": {"containers": [{"name": "ome-container", "image": "ome/serving:1.0"}]}}
@@ -138,6 +159,20 @@ class World:
     deleted: list[str] = dataclasses.field(default_factory=list)
     created: list[str] = dataclasses.field(default_factory=list)
     already_exists: int = 0
+    monotonic: float = 1000.0
+    """The clock's monotonic reading (the status pace counts on it)."""
+    busy: bool = False
+    memory: KeyMemory = EMPTY
+    encoding: StatusEncodingSettings = dataclasses.field(default_factory=StatusEncodingSettings)
+    """The manager's omenativeStatus settings: the form a status write stores."""
+    stored: dict[str, Any] | None = None
+    """The status as stored (rows in their stored form); None before the first write."""
+    version: int = 1
+    """The replica's resourceVersion: moves with every stored write."""
+    unowned: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    """Pods in the cache that no controller owns (raw JSON), by name."""
+    status_writes: list[tuple[float, bool]] = dataclasses.field(default_factory=list)
+    """(monotonic time, busy) of every status write stored."""
 
     def add(self, pods: Iterable[PodView]) -> World:
         for item in pods:
@@ -196,9 +231,88 @@ class World:
                 self.deleted.append(ref.name)
                 self.pods[ref.name] = dataclasses.replace(current, terminating=True)
 
+    def decide(self, config: PlanSettings | None = None) -> Decision:
+        """What the core decides for the world as the shell would show it."""
+        cached = orphans.adoptable(self.spec, self.unowned)
+        return decide(
+            PassInput(
+                target=self.spec,
+                observed=self.observed(),
+                settings=config or settings(),
+                now=self.now,
+                monotonic=self.monotonic,
+                busy=self.busy,
+                memory=self.memory,
+                stored=StoredForm(
+                    version=str(self.version), status=self.stored, settings=self.encoding
+                ),
+                adoptable=bool(cached),
+            )
+        )
+
+    def store(self, decided: Plan) -> bool:
+        """The executor's side of ``decided``: the finalizer, the status in the form the
+        settings choose, then the pod actions; True when a status write was stored."""
+        if decided.of_type(AddFinalizer):
+            self.spec = dataclasses.replace(self.spec, has_finalizer=True)
+            self.version += 1
+        writes = decided.of_type(WriteStatus)
+        for write in writes:
+            rows = [row.to_dict() for row in sorted(write.rows, key=lambda row: row.index)]
+            chosen = status_write(
+                status_body(write.status, ()), rows, stored=self.stored, settings=self.encoding
+            )
+            self.stored = chosen.status
+            self.version += 1
+            self.status_writes.append((self.monotonic, self.busy))
+        self.apply(decided)
+        return bool(writes)
+
+    def adopt(self) -> list[str]:
+        """The shell's adoption (after the core put the finalizer on): the adoptable pods
+        become the replica's, running as the cache showed them."""
+        if not self.spec.has_finalizer:
+            return []
+        taken = orphans.adoptable(self.spec, self.unowned)
+        names = {str(pod["metadata"]["name"]) for pod in taken}
+        for pod in taken:
+            meta = pod["metadata"]
+            labels = meta["labels"]
+            runner, ordinal = meta["name"].rsplit("-", 2)[-2:]
+            self.pods[meta["name"]] = PodView(
+                name=meta["name"],
+                uid=meta["uid"],
+                index=int(labels["ome.io/instance-index"]),
+                runner=runner,
+                ordinal=int(ordinal),
+                incarnation=int(labels.get("ome.io/incarnation", "1")),
+                revision=labels.get("ome.io/revision"),
+                node="sim-node-0",
+                phase="Running",
+                containers_ready=True,
+                ready=True,
+                serving=True,
+                ready_since=self.now,
+            )
+        self.unowned = [pod for pod in self.unowned if pod["metadata"]["name"] not in names]
+        return sorted(names)
+
+    def pass_(self, config: PlanSettings | None = None, *, seconds: float = 1.0) -> Decision:
+        """One reconcile as the shell runs it (adopt, decide, store, settle), then a tick."""
+        if self.adopt():
+            self.tick(seconds)
+            return Decision(plan=Plan(actions=(), rows=(), status=self.status), memory=self.memory)
+        decision = self.decide(config)
+        stored = self.store(decision.plan)
+        report = PassReport(status_stored=stored, monotonic=self.monotonic)
+        self.memory = settle(decision.memory, decision.plan, report).memory
+        self.tick(seconds)
+        return decision
+
     def tick(self, seconds: float = 1.0) -> None:
         """A kubelet step: Terminating pods go, new pods run, Ready follows gate and containers."""
         self.now += dt.timedelta(seconds=seconds)
+        self.monotonic += seconds
         for name, item in list(self.pods.items()):
             if item.terminating:
                 del self.pods[name]
