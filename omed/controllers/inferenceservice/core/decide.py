@@ -59,9 +59,9 @@ from omed.controllers.inferenceservice.core.project import (
     needs_update,
     owned_by,
     project,
+    replica_json,
     resolve_mode,
     update_patch,
-    wire,
 )
 from omed.controllers.inferenceservice.core.status import (
     ComponentReadiness,
@@ -209,7 +209,7 @@ def _replica_writes(
         name = str(wanted.metadata.name)
         current = given.observed.replicas.get(name)
         if current is None:
-            actions.append(CreateReplica(namespace, name, wire(wanted.to_dict())))
+            actions.append(CreateReplica(namespace, name, replica_json(wanted)))
         elif not owned_by(current, uid) and adoptable(current, wanted):
             actions.append(
                 AdoptReplica(

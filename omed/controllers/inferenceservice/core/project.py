@@ -166,10 +166,26 @@ def wire(value: Any) -> Any:
 
 
 def _json(model: RuntimeComponentConfig | None) -> dict[str, Any] | None:
+    """A component as JSON, for its pod spec fields and runners (free-form, as written: no
+    float of a model reaches a template)."""
     if model is None:
         return None
-    dumped: dict[str, Any] = wire(model.model_dump(by_alias=True, exclude_none=True, mode="json"))
+    dumped: dict[str, Any] = model.model_dump(by_alias=True, exclude_none=True, mode="json")
     return dumped
+
+
+def spec_json(spec: InferenceReplicaSpec) -> dict[str, Any]:
+    """``spec`` as JSON in the wire form: the lifecycle, the one part with floats, as the API
+    server stores it."""
+    dumped = spec.to_dict()
+    if "lifecycle" in dumped:
+        dumped["lifecycle"] = wire(dumped["lifecycle"])
+    return dumped
+
+
+def replica_json(replica: InferenceReplica) -> dict[str, Any]:
+    """``replica`` as the body of a create, in the wire form."""
+    return {**replica.to_dict(), "spec": spec_json(replica.spec)}
 
 
 def instance_count(component: RuntimeComponentConfig) -> int:
@@ -364,7 +380,7 @@ def project(
                 labels={LABEL_INFERENCE_SERVICE: name, LABEL_COMPONENT: component},
                 annotations={
                     ANNOTATION_CONTROLLER_WRITE: CONTROLLER_WRITE_TRUE,
-                    ANNOTATION_SPEC_HASH: spec_hash(wire(irep_spec.to_dict())),
+                    ANNOTATION_SPEC_HASH: spec_hash(spec_json(irep_spec)),
                 },
                 # Created with the InferenceReplica controller's finalizer already on, which
                 # saves that controller a patch (and a round trip) per replica; it still
@@ -472,7 +488,7 @@ def update_patch(current: InferenceReplica, wanted: InferenceReplica) -> dict[st
     if owners != stored:
         meta["ownerReferences"] = owners
     patch: dict[str, Any] = {"metadata": meta}
-    spec = merge_diff(wire(current.spec.to_dict()), wire(wanted.spec.to_dict()))
+    spec = merge_diff(spec_json(current.spec), spec_json(wanted.spec))
     if spec:
         patch["spec"] = spec
     return patch

@@ -69,6 +69,10 @@ SETTINGS: Final = Settings(
 )
 
 
+def _name_of(obj: Obj) -> str:
+    return str((obj.get("metadata") or {}).get("name"))
+
+
 class InferenceServiceReconciler:
     def __init__(
         self,
@@ -124,8 +128,11 @@ class InferenceServiceReconciler:
             found = self._replicas.get(f"{namespace}/{replica_name}")
             if found is not None:
                 by_name[replica_name] = read_replica(found)
+        # Read once each: a replica of a wanted name is usually an owned one too (one store,
+        # and nothing awaited between the two reads, so they are the same object).
         owned = tuple(
-            read_replica(o) for o in self._replicas.by_index(OWNER_UID, str(service.metadata.uid))
+            by_name.get(_name_of(o)) or read_replica(o)
+            for o in self._replicas.by_index(OWNER_UID, str(service.metadata.uid))
         )
         return Observed(
             service=service,

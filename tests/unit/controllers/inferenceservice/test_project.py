@@ -10,7 +10,7 @@ import copy
 import dataclasses
 import datetime as dt
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -62,8 +62,8 @@ def project(
     projection = core.project(
         read_service(isvc), read_runtime_spec(runtime), default_mode=default_mode
     )
-    wire = {name: core.wire(r.to_dict()) for name, r in projection.replicas.items()}
-    return dataclasses.replace(projection, replicas=wire)
+    wire = {name: core.replica_json(r) for name, r in projection.replicas.items()}
+    return dataclasses.replace(projection, replicas=cast(Any, wire))  # the wire form
 
 
 def needs_update(stored: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
@@ -344,3 +344,15 @@ def test_a_runtime_that_is_gone_is_unresolved_even_when_the_component_has_an_ima
     assert str(caught.value) == (
         "runtime srt not found; the InferenceReplicas are left as they are until it exists"
     )
+
+
+def test_the_spec_digest_is_of_the_wire_form() -> None:
+    """A model holds ``multiplier: 2`` as ``2.0``; the API server stores ``2``. The digest is
+    of what is stored, so it doesn't change when the models read the spec."""
+    lifecycle = {"updateRetry": {"multiplier": 2, "maxAttempts": 3}}
+    wanted = project(isvc(engine={"lifecycle": lifecycle}), RUNTIME, default_mode=None)
+    replica = wanted.replicas["engine"]
+    assert replica["spec"]["lifecycle"] == lifecycle
+    assert isinstance(replica["spec"]["lifecycle"]["updateRetry"]["multiplier"], int)
+    digest = replica["metadata"]["annotations"][ANNOTATION_SPEC_HASH]
+    assert digest == core.spec_hash(replica["spec"])
