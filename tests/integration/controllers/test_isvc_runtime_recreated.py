@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from test_isvc_replica_metadata import eventually, service_controller
 
-from omed.controllers.inferenceservice.core.project import ANNOTATION_SPEC_HASH
+from omed.controllers.inferenceservice.core.owned import ANNOTATION_SPEC_HASH
 from omed.kube.client import KubeClient
 from omed.kube.errors import NotFound
 from omed.kube.resources import INFERENCE_REPLICAS, INFERENCE_SERVICES, SERVING_RUNTIMES

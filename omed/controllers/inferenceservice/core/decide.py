@@ -51,17 +51,19 @@ from omed.controllers.inferenceservice.core.actions import (
 )
 from omed.controllers.inferenceservice.core.model import DecideInput, first_refusal
 from omed.controllers.inferenceservice.core.names import FINALIZER, REASON_REPLICA_CONFLICT
+from omed.controllers.inferenceservice.core.owned import (
+    adoptable,
+    needs_update,
+    owned_by,
+    replica_json,
+    update_patch,
+)
 from omed.controllers.inferenceservice.core.pacing import PaceMemory, decide_pace
 from omed.controllers.inferenceservice.core.project import (
     Projection,
     ProjectionError,
-    adoptable,
-    needs_update,
-    owned_by,
     project,
-    replica_json,
     resolve_mode,
-    update_patch,
 )
 from omed.controllers.inferenceservice.core.status import (
     ComponentReadiness,

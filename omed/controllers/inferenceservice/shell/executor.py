@@ -28,7 +28,7 @@ from omed.controllers.inferenceservice.core.actions import (
     WriteStatus,
 )
 from omed.controllers.inferenceservice.core.model import Progress
-from omed.controllers.inferenceservice.core.project import owned_by
+from omed.controllers.inferenceservice.core.owned import owned_by
 from omed.controllers.inferenceservice.shell.read import read_replica, read_service
 from omed.controllers.refusals import RefusedWrite, failed_test, refused_write
 from omed.kube.client import JSON_PATCH, KubeClient

@@ -19,7 +19,7 @@ import pytest
 
 from omed.clock import FakeClock
 from omed.controllers.inferenceservice.core.names import FINALIZER
-from omed.controllers.inferenceservice.core.project import ANNOTATION_SPEC_HASH
+from omed.controllers.inferenceservice.core.owned import ANNOTATION_SPEC_HASH
 from omed.controllers.inferenceservice.shell.reconciler import InferenceServiceReconciler
 from omed.controllers.refusals import (
     CONDITION_WRITE_REFUSED,

@@ -17,14 +17,11 @@ import pytest
 from omed.api.component import ComponentSpec
 from omed.controllers.inferencereplica.core.model import RunnerShape
 from omed.controllers.inferencereplica.core.podtemplate import revision_of
+from omed.controllers.inferenceservice.core import owned
 from omed.controllers.inferenceservice.core import project as core
 from omed.controllers.inferenceservice.core import status as core_status
-from omed.controllers.inferenceservice.core.project import (
-    ANNOTATION_SPEC_HASH,
-    ProjectionError,
-    merge_container,
-    merge_diff,
-)
+from omed.controllers.inferenceservice.core.owned import ANNOTATION_SPEC_HASH, merge_diff
+from omed.controllers.inferenceservice.core.project import ProjectionError, merge_container
 from omed.controllers.inferenceservice.core.project import resolve_mode_json as resolve_mode
 from omed.controllers.inferenceservice.shell.read import (
     read_replica,
@@ -62,16 +59,16 @@ def project(
     projection = core.project(
         read_service(isvc), read_runtime_spec(runtime), default_mode=default_mode
     )
-    wire = {name: core.replica_json(r) for name, r in projection.replicas.items()}
+    wire = {name: owned.replica_json(r) for name, r in projection.replicas.items()}
     return dataclasses.replace(projection, replicas=cast(Any, wire))  # the wire form
 
 
 def needs_update(stored: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
-    return core.needs_update(read_replica(stored), read_replica(wanted))
+    return owned.needs_update(read_replica(stored), read_replica(wanted))
 
 
 def update_patch(stored: Mapping[str, Any], wanted: Mapping[str, Any]) -> dict[str, Any]:
-    return core.update_patch(read_replica(stored), read_replica(wanted))
+    return owned.update_patch(read_replica(stored), read_replica(wanted))
 
 
 def instance_count(component: Mapping[str, Any]) -> int:
@@ -355,4 +352,4 @@ def test_the_spec_digest_is_of_the_wire_form() -> None:
     assert replica["spec"]["lifecycle"] == lifecycle
     assert isinstance(replica["spec"]["lifecycle"]["updateRetry"]["multiplier"], int)
     digest = replica["metadata"]["annotations"][ANNOTATION_SPEC_HASH]
-    assert digest == core.spec_hash(replica["spec"])
+    assert digest == owned.spec_hash(replica["spec"])
