@@ -16,7 +16,11 @@ DELETION_POLL: Final = 1.0
 REASON_REPLICA_CONFLICT: Final = "InferenceReplicaConflict"
 REASON_RUNTIME_UNRESOLVED: Final = "RuntimeUnresolved"
 REASON_INVALID_TEMPLATE: Final = "InvalidTemplate"
+EVENT_SPEC_INVALID: Final = "InvalidSpec"
+"""The Warning event on a live InferenceService whose spec the models refuse (stored before
+the webhook checked it, or with the webhook off)."""
 
+MSG_SPEC_INVALID: Final = "Cannot read the InferenceService's spec; leaving it alone"
 MSG_CREATED: Final = "Created InferenceReplica"
 MSG_ADOPTED: Final = "Adopted InferenceReplica"
 MSG_DELETING: Final = "Deleting InferenceReplica"

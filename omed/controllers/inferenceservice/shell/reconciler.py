@@ -15,6 +15,12 @@ again over replicas still draining, and the teardown doesn't wait on the collect
 timing. Under ``propagationPolicy: Orphan`` no replica is deleted and an InferenceService
 created again adopts them; under ``Foreground`` the collector deletes them itself.
 
+A live InferenceService whose spec the models refuse (``maxReplicas`` below ``minReplicas``,
+stored before the webhook checked it or with the webhook off) is left as it is, replicas and
+status alike: an ERROR line and a Warning ``InvalidSpec`` event once per resourceVersion, no
+retry until it is edited (its update event wakes it). A deleted one is read with an empty
+spec and finalized.
+
 A write the API server refuses for good (:mod:`omed.controllers.refusals`) doesn't stop the
 other components' writes; the pass reports it (a Warning ``WriteRefused`` event on the
 InferenceService, a WARNING line), the status it writes at its end shows it as condition
@@ -27,6 +33,8 @@ import functools
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Final
+
+from pydantic import ValidationError
 
 from omed.api.constants import KIND_CLUSTER_SERVING_RUNTIME
 from omed.api.inferencereplica import InferenceReplica, inference_replica_name
@@ -41,7 +49,11 @@ from omed.controllers.inferenceservice.core.model import (
     Progress,
     Settings,
 )
-from omed.controllers.inferenceservice.core.names import DELETION_POLL
+from omed.controllers.inferenceservice.core.names import (
+    DELETION_POLL,
+    EVENT_SPEC_INVALID,
+    MSG_SPEC_INVALID,
+)
 from omed.controllers.inferenceservice.core.pacing import Pace, PaceMemory
 from omed.controllers.inferenceservice.shell.executor import Executor
 from omed.controllers.inferenceservice.shell.read import (
@@ -51,10 +63,11 @@ from omed.controllers.inferenceservice.shell.read import (
 )
 from omed.controllers.pacing import STATUS_PACE, STATUS_PACE_BUSY
 from omed.controllers.refusals import report
-from omed.events import EventSink
+from omed.events import WARNING, EventSink
 from omed.informers import OWNER_UID, SharedInformer
 from omed.informers.transform import Obj
 from omed.kube.client import KubeClient
+from omed.log import kv
 from omed.workqueue import Result
 
 log = logging.getLogger("omed.controllers.inferenceservice")
@@ -90,6 +103,7 @@ class InferenceServiceReconciler:
         settings: Settings = SETTINGS,
     ) -> None:
         self._executor = Executor(client=client)
+        self._events = events
         self._report = functools.partial(report, events=events, logger=log)
         """:func:`omed.controllers.refusals.report` to this controller's events and log."""
         self._requeues = requeues
@@ -104,6 +118,8 @@ class InferenceServiceReconciler:
         self._settings = settings
         self._memory: dict[str, PaceMemory] = {}
         """Per key, what the pacing remembers between passes (the core's, kept as it left it)."""
+        self._invalid: dict[str, str] = {}
+        """Per key, the resourceVersion whose spec was reported unreadable (said once)."""
 
     def _runtime(self, service: InferenceService) -> Obj | None:
         ref = service.spec.runtime
@@ -142,12 +158,31 @@ class InferenceServiceReconciler:
             default_mode=None if deleted else await self._default_mode(),
         )
 
+    def _spec_invalid(self, key: str, raw: Obj, err: ValidationError) -> None:
+        version = str((raw.get("metadata") or {}).get("resourceVersion") or "")
+        if self._invalid.get(key) == version:
+            return  # said once for this version; replica events would repeat it
+        self._invalid[key] = version
+        message = "; ".join(
+            f"{'.'.join(str(part) for part in e['loc'])}: {e['msg'].removeprefix('Value error, ')}"
+            for e in err.errors()[:3]
+        )
+        log.error(MSG_SPEC_INVALID, extra=kv(key=key, error=str(err)[:1000]))
+        if self._events is not None:
+            self._events.event(raw, type=WARNING, reason=EVENT_SPEC_INVALID, message=message[:1000])
+
     async def reconcile(self, key: str) -> Result:
         raw = self._services.get(key)
         if raw is None:
             self._memory.pop(key, None)  # gone: nothing is left to pace
+            self._invalid.pop(key, None)
             return Result()
-        observed = await self._observe(raw)
+        try:
+            observed = await self._observe(raw)
+        except ValidationError as err:
+            self._spec_invalid(key, raw, err)
+            return Result()  # until it is edited: its update event wakes the key
+        self._invalid.pop(key, None)
         moment = Moment(now=self._clock.now(), monotonic=self._clock.monotonic(), busy=self._busy())
         progress = Progress()
         memory = self._memory.get(key, PaceMemory())
