@@ -30,6 +30,17 @@ def kubectl() -> str:
     return str(ensure_binaries().kubectl)
 
 
+@pytest.fixture(scope="session")
+def kube_version() -> str:
+    """The control plane's Kubernetes version, which ``helm template`` renders for (as
+    ``helm install`` reads it from the API server). The helm built from Go modules isn't
+    stamped with its client-go version, and would otherwise assume v1.20.0, below the
+    charts' ``kubeVersion``."""
+    from omed_devcluster.binaries import ensure_binaries
+
+    return ensure_binaries().kubernetes_version
+
+
 def _template_args(
     chart: Path,
     *,
@@ -38,9 +49,11 @@ def _template_args(
     set_strings: Sequence[str],
     namespace: str,
     api_versions: Sequence[str],
+    kube_version: str,
     tmp_path: Path,
 ) -> list[str]:
     args = ["template", "ome", str(chart), "--namespace", namespace]
+    args += ["--kube-version", kube_version]
     if values is not None:
         path = tmp_path / f"values-{len(list(tmp_path.iterdir()))}.yaml"
         path.write_text(yaml.safe_dump(dict(values), sort_keys=False))
@@ -55,7 +68,7 @@ def _template_args(
 
 
 @pytest.fixture
-def render_text(helm: str, tmp_path: Path) -> RenderText:
+def render_text(helm: str, kube_version: str, tmp_path: Path) -> RenderText:
     """``helm template`` of a chart; the YAML stream. Fails the test when helm fails."""
 
     def render(
@@ -76,6 +89,7 @@ def render_text(helm: str, tmp_path: Path) -> RenderText:
                 set_strings=set_strings,
                 namespace=namespace,
                 api_versions=api_versions,
+                kube_version=kube_version,
                 tmp_path=tmp_path,
             ),
         )
@@ -96,7 +110,7 @@ def render(render_text: RenderText) -> Render:
 
 
 @pytest.fixture
-def render_error(helm: str, tmp_path: Path) -> RenderError:
+def render_error(helm: str, kube_version: str, tmp_path: Path) -> RenderError:
     """``helm template`` that must fail; its stderr."""
 
     def render(
@@ -116,6 +130,7 @@ def render_error(helm: str, tmp_path: Path) -> RenderError:
                 set_strings=set_strings,
                 namespace=namespace,
                 api_versions=(),
+                kube_version=kube_version,
                 tmp_path=tmp_path,
             ),
         )

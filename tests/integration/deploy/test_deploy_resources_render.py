@@ -844,7 +844,8 @@ def test_no_registry_host_in_the_charts_or_their_output(render: Render) -> None:
 
 def test_every_chart_file_is_tracked_here() -> None:
     """docs/deploy.md describes these templates; a new one needs its section there."""
-    templates = sorted(p.name for p in (RESOURCES_CHART / "templates").iterdir())
+    root = RESOURCES_CHART / "templates"
+    templates = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
     docs = (ROOT / "docs" / "deploy.md").read_text(encoding="utf-8")
     for name in templates:
         assert f"`{name}`" in docs, f"docs/deploy.md doesn't describe templates/{name}"

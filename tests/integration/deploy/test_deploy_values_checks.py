@@ -8,11 +8,13 @@ got <the value as JSON>``. docs/deploy.md lists them.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
+import yaml
 
-from .charts import CRD_CHART, Render, RenderError, failure_message, find
+from .charts import CRD_CHART, RESOURCES_CHART, Render, RenderError, failure_message, find
 
 pytestmark = pytest.mark.integration
 
@@ -459,3 +461,270 @@ def test_crd_chart_null_policies_are_off(render: Render) -> None:
     )
     names = {d["metadata"]["name"] for d in docs}
     assert not names & {"rolloutpolicies.ome.io", "autoscalerpolicies.ome.io"}
+
+
+# --- values.schema.json: unknown keys and the types the templates don't check ----------------
+
+SCHEMA_ERROR = "values don't meet the specifications of the schema(s) in the following chart(s):"
+
+
+def schema_failures(stderr: str) -> list[str]:
+    """helm's schema errors, one ``at '<JSON pointer>': <what>`` a line; the test fails when
+    helm failed otherwise."""
+    assert SCHEMA_ERROR in stderr, stderr
+    return [line[2:] for line in stderr.splitlines() if line.startswith("- at '")]
+
+
+MISSPELT: list[tuple[str, dict[str, Any], str]] = [
+    (
+        "controller",
+        {"ome": {"controler": {"replicaCount": 2}}},
+        "at '/ome': additional properties 'controler' not allowed",
+    ),
+    (
+        "top-level",
+        {"controller": {"replicaCount": 2}},
+        "at '': additional properties 'controller' not allowed",
+    ),
+    (
+        "replica-count",
+        controller(replicaCout=2),
+        "at '/ome/controller': additional properties 'replicaCout' not allowed",
+    ),
+    (
+        "lease-duration",
+        controller(leaderElection={"leaseDuraton": "90s"}),
+        "at '/ome/controller/leaderElection': additional properties 'leaseDuraton' not allowed",
+    ),
+    (
+        "max-decoded-instances",
+        controller(omenativeStatus={"maxDecodedInstance": 5000}),
+        "at '/ome/controller/omenativeStatus': additional properties 'maxDecodedInstance' "
+        "not allowed",
+    ),
+    (
+        "audit-window",
+        controller(lifecycle={"audit": {"windw": "2h"}}),
+        "at '/ome/controller/lifecycle/audit': additional properties 'windw' not allowed",
+    ),
+    (
+        "ingress-field",
+        controller(ingress={"urlSchema": "https"}),
+        "at '/ome/controller/ingress': additional properties 'urlSchema' not allowed",
+    ),
+    (
+        "image-field",
+        controller(image={"pullPolcy": "Always"}),
+        "at '/ome/controller/image': additional properties 'pullPolcy' not allowed",
+    ),
+    (
+        "pdb-field",
+        controller(podDisruptionBudget={"maxUnavailble": 1}),
+        "at '/ome/controller/podDisruptionBudget': additional properties 'maxUnavailble' "
+        "not allowed",
+    ),
+    (
+        "webhook-field",
+        {"ome": {"webhook": {"timeoutSecond": 5}}},
+        "at '/ome/webhook': additional properties 'timeoutSecond' not allowed",
+    ),
+    (
+        "policy-field",
+        {"ome": {"rolloutPolicy": {"enable": True}}},
+        "at '/ome/rolloutPolicy': additional properties 'enable' not allowed",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("values", "failure"),
+    [(values, failure) for _, values, failure in MISSPELT],
+    ids=[name for name, _, _ in MISSPELT],
+)
+def test_a_misspelt_key_fails_with_the_schema_error_naming_it(
+    render_error: RenderError, values: dict[str, Any], failure: str
+) -> None:
+    assert schema_failures(render_error(values=values)) == [failure]
+
+
+def test_a_misspelt_set_flag_fails_naming_the_key(render_error: RenderError) -> None:
+    stderr = render_error(sets=["ome.controler.replicaCount=2"])
+    assert schema_failures(stderr) == ["at '/ome': additional properties 'controler' not allowed"]
+    assert "ome-resources:" in stderr
+
+
+@pytest.mark.parametrize(
+    ("values", "failure"),
+    [
+        (
+            {"ome": {"crds": {"kep": False}}},
+            "at '/ome/crds': additional properties 'kep' not allowed",
+        ),
+        (
+            {"ome": {"autoscalerPolicy": {"enabeld": True}}},
+            "at '/ome/autoscalerPolicy': additional properties 'enabeld' not allowed",
+        ),
+        ({"ome": {"crd": {"keep": False}}}, "at '/ome': additional properties 'crd' not allowed"),
+    ],
+    ids=["keep", "enabled", "crds"],
+)
+def test_crd_chart_misspelt_key(
+    render_error: RenderError, values: dict[str, Any], failure: str
+) -> None:
+    assert schema_failures(render_error(values=values, chart=CRD_CHART)) == [failure]
+
+
+@pytest.mark.parametrize(
+    ("values", "failure"),
+    [
+        (
+            controller(image={"pullPolicy": "Sometimes"}),
+            "at '/ome/controller/image/pullPolicy': value must be one of 'Always', "
+            "'IfNotPresent', 'Never', '', <nil>",
+        ),
+        (
+            controller(image={"tag": ["v1"]}),
+            "at '/ome/controller/image/tag': got array, want null or number or string",
+        ),
+        (
+            controller(podDisruptionBudget={"enabled": "yes"}),
+            "at '/ome/controller/podDisruptionBudget/enabled': got string, want boolean",
+        ),
+        (
+            controller(podDisruptionBudget={"maxUnavailable": -1}),
+            "at '/ome/controller/podDisruptionBudget/maxUnavailable': minimum: got -1, want 0",
+        ),
+        (
+            controller(podDisruptionBudget={"maxUnavailable": "150%"}),
+            "at '/ome/controller/podDisruptionBudget/maxUnavailable': '150%' does not match "
+            "pattern '^(100|[1-9]?[0-9])%$'",
+        ),
+        (
+            controller(podDisruptionBudget={"maxUnavailable": "1"}),
+            "at '/ome/controller/podDisruptionBudget/maxUnavailable': '1' does not match "
+            "pattern '^(100|[1-9]?[0-9])%$'",
+        ),
+        (
+            controller(podDisruptionBudget={"unhealthyPodEvictionPolicy": "Never"}),
+            "at '/ome/controller/podDisruptionBudget/unhealthyPodEvictionPolicy': value must be "
+            "one of 'IfHealthyBudget', 'AlwaysAllow', <nil>",
+        ),
+    ],
+    ids=[
+        "pull-policy",
+        "tag-list",
+        "pdb-enabled",
+        "pdb-negative",
+        "pdb-percent",
+        "pdb-quoted",
+        "pdb-policy",
+    ],
+)
+def test_schema_checks_what_the_templates_dont(
+    render_error: RenderError, values: dict[str, Any], failure: str
+) -> None:
+    assert schema_failures(render_error(values=values)) == [failure]
+
+
+def test_the_templates_messages_come_before_the_schemas() -> None:
+    """Every message BAD_VALUES pins is the template's, not the schema's: the schema says no
+    type for a value a template checks (test_bad_values_fail_with_a_clear_message runs them
+    all with the schema in place). Here: no such value has a type in the schema."""
+    schema = json.loads((RESOURCES_CHART / "values.schema.json").read_text(encoding="utf-8"))
+    ome = schema["properties"]["ome"]["properties"]
+    controller_schema = ome["controller"]["properties"]
+    checked = [
+        controller_schema[key]
+        for key in (
+            "replicaCount",
+            "terminationGracePeriodSeconds",
+            "priorityClassName",
+            "configCacheTTL",
+            "kubeAPIQPS",
+            "kubeAPIBurst",
+            "acceleratorResources",
+            "inferenceServiceMaxConcurrentReconciles",
+            "inferenceReplicaMaxConcurrentReconciles",
+            "extraEnv",
+            "extraConfig",
+            "resources",
+            "image",
+            "omenativeStatus",
+            "leaderElection",
+        )
+    ]
+    checked += [
+        controller_schema["omenativeStatus"]["properties"][key]
+        for key in ("instanceStatusEncoding", "maxDecodedInstances")
+    ]
+    checked += [ome["webhook"], *ome["webhook"]["properties"].values(), ome["rolloutPolicy"]]
+    for entry in checked:
+        assert "type" not in entry and "enum" not in entry, entry
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        # free-form maps and lists stay open: Kubernetes checks them
+        controller(
+            resources={"requests": {"cpu": "1", "example.com/dongle": "1"}},
+            podLabels={"team": "ml", "cost-center": "42"},
+            podAnnotations={"example.com/anything": "goes"},
+            nodeSelector={"node-role.kubernetes.io/control-plane": ""},
+            affinity={
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [
+                            {
+                                "matchExpressions": [
+                                    {"key": "pool", "operator": "In", "values": ["ctl"]}
+                                ]
+                            }
+                        ]
+                    }
+                }
+            },
+            tolerations=[{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}],
+            extraEnv=[{"name": "A", "valueFrom": {"configMapKeyRef": {"name": "c", "key": "k"}}}],
+            extraConfig={"omeAgent": {"image": "agent:1", "anything": {"nested": True}}},
+        ),
+        # the ome-crd chart's values, as one values file for both charts gives them
+        {"ome": {"crds": {"keep": False}, "rolloutPolicy": {"enabled": True}}},
+    ],
+    ids=["open-maps", "crd-chart-values"],
+)
+def test_open_values_and_the_other_charts_values_render(
+    render: Render, values: dict[str, Any]
+) -> None:
+    assert find(render(values), "Deployment")
+
+
+def test_the_resources_charts_values_render_the_crd_chart(render: Render) -> None:
+    """One values file for both charts: ome-crd accepts ome.controller and ome.webhook (and
+    doesn't read them)."""
+    values = yaml.safe_load((RESOURCES_CHART / "values.yaml").read_text(encoding="utf-8"))
+    crds = [d for d in render(values, chart=CRD_CHART) if d["kind"] == "CustomResourceDefinition"]
+    assert crds
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        (
+            controller(podDisruptionBudget={"minAvailable": 2}),
+            "ome.controller.podDisruptionBudget must set one of minAvailable and "
+            "maxUnavailable, and the other to null, got "
+            '{"enabled":true,"maxUnavailable":1,"minAvailable":2,'
+            '"unhealthyPodEvictionPolicy":"AlwaysAllow"}',
+        ),
+        (
+            controller(podDisruptionBudget={"maxUnavailable": None}),
+            "ome.controller.podDisruptionBudget must set minAvailable or maxUnavailable when "
+            'enabled, got {"enabled":true,"minAvailable":null,'
+            '"unhealthyPodEvictionPolicy":"AlwaysAllow"}',
+        ),
+    ],
+    ids=["both", "neither"],
+)
+def test_pdb_bounds(render_error: RenderError, values: dict[str, Any], message: str) -> None:
+    assert clear_failure(render_error(values=values)) == message

@@ -99,6 +99,17 @@ rules and their messages. docs/deploy.md lists every message.
 {{- if not (or (kindIs "invalid" $c.priorityClassName) (kindIs "string" $c.priorityClassName)) -}}
 {{- fail (printf "ome.controller.priorityClassName must be a string, got %s" (toJson $c.priorityClassName)) -}}
 {{- end -}}
+{{- /* the PodDisruptionBudget: values.schema.json checks the types; one of the two bounds */ -}}
+{{- $pdb := $c.podDisruptionBudget | default dict -}}
+{{- if $pdb.enabled -}}
+{{- $min := not (kindIs "invalid" $pdb.minAvailable) -}}
+{{- $max := not (kindIs "invalid" $pdb.maxUnavailable) -}}
+{{- if and $min $max -}}
+{{- fail (printf "ome.controller.podDisruptionBudget must set one of minAvailable and maxUnavailable, and the other to null, got %s" (toJson $pdb)) -}}
+{{- else if not (or $min $max) -}}
+{{- fail (printf "ome.controller.podDisruptionBudget must set minAvailable or maxUnavailable when enabled, got %s" (toJson $pdb)) -}}
+{{- end -}}
+{{- end -}}
 {{- /* the image */ -}}
 {{- $image := $c.image -}}
 {{- if not (kindIs "map" $image) -}}
