@@ -77,7 +77,11 @@ async def test_a_crash_loop_repair_that_crashes_again_is_parked_and_re_armed(
         return (op.get("retryCount") or 0) >= 1
 
     await eventually(re_armed, timeout=30, what="the ladder re-arming the repair")
-    assert reasons(world).count(names.EVENT_INSTANCE_RESTARTED) >= 2  # the repair, a re-arm
+
+    async def told_twice() -> bool:  # the repair, a re-arm: recorded after the row that says so
+        return reasons(world).count(names.EVENT_INSTANCE_RESTARTED) >= 2
+
+    await eventually(told_twice, timeout=10, what="InstanceRecreated for the repair and a re-arm")
 
     await eventually(at_step(names.STEP_REPAIR_PARKED_SPENT), timeout=90, what="every re-arm spent")
     op = seen[names.STEP_REPAIR_PARKED_SPENT]["operation"]

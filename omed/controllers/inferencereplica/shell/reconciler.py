@@ -108,14 +108,14 @@ class InferenceReplicaReconciler:
         *,
         client: KubeApi,
         replicas: ObjectCache,
+        status_encoding: StatusEncodingSettings | None = None,
         events: EventSink,
         pods: ObjectCache,
+        busy: Callable[[], bool] = lambda: False,
         expectations: Expectations,
         settings: PlanSettings,
-        clock: Clock,
-        status_encoding: StatusEncodingSettings | None = None,
         status_size_limit: int = STATUS_SIZE_LIMIT,
-        busy: Callable[[], bool] = lambda: False,
+        clock: Clock,
         requeues: Callable[[str], int] = lambda _key: 0,
     ) -> None:
         self._client = client

@@ -169,3 +169,14 @@ async def test_a_key_without_replica_or_pods_is_forgotten() -> None:
     expectations.expect_creations(KEY, ["x"])
     assert await run.reconcile(KEY) == Result()
     assert expectations.satisfied(KEY)
+
+
+async def test_the_reconciler_holds_one_memory_value_per_key_and_forgets_a_gone_key() -> None:
+    kube = FakeKube()
+    run, _, _ = reconciler(kube, IREP)
+    await run.reconcile(KEY)
+    memory = run.memory[KEY]  # the status write is remembered, for the pace
+    assert memory.last_status_write == run._clock.monotonic()
+    del run._replicas.objects[KEY]  # the replica and its pods go
+    assert await run.reconcile(KEY) == Result()
+    assert KEY not in run.memory

@@ -66,12 +66,7 @@ def scale_down(work: PassWork, instances: list[InstanceWork]) -> ScaleDownWave |
     for inst in waiting:
         if inst.index in started:
             inst.op = steps.start(
-                work,
-                inst,
-                "Delete",
-                names.STEP_DRAIN,
-                reason=reason,
-                target_revision=None,
+                work, inst, "Delete", names.STEP_DRAIN, reason=reason, target_revision=None
             )
     active = tuple(sorted({inst.index for inst in in_flight} | started))
     if not active and not deferred:
@@ -141,14 +136,13 @@ def scale_up(work: PassWork, instances: list[InstanceWork], wanted: int) -> int:
         if inst.index not in chosen:
             continue
         if inst.op is None:
+            reason = names.OP_REASON_PODS_MISSING if inst.facts.pods else names.OP_REASON_SCALE_UP
             inst.op = steps.start(
                 work,
                 inst,
                 "Create",
                 names.STEP_CREATE_PODS,
-                reason=names.OP_REASON_PODS_MISSING
-                if inst.facts.pods
-                else names.OP_REASON_SCALE_UP,
+                reason=reason,
                 target_revision=target.update_revision,
             ).model_copy(update={"deadline": steps.deadline(work)})
         op_id = (inst.op.id if inst.op is not None else None) or ""
