@@ -5,6 +5,7 @@ against the chart's own Deployment, its pods run Ready by the node simulator."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -12,7 +13,7 @@ import pytest
 import yaml
 
 from omed.kube.client import KubeClient
-from omed.kube.errors import TooManyRequests
+from omed.kube.errors import NotFound, TooManyRequests
 from omed.kube.resources import NODES, PODS, Resource
 from omed_devcluster.simulator import NodeSimulator
 
@@ -294,4 +295,8 @@ async def test_a_drain_evicts_one_manager_pod_at_a_time(
             await kube.delete(DEPLOYMENTS, "ome-controller-manager", namespace)
             pods_left = await kube.list_page(PODS, namespace, labelSelector=selector)
             for pod in pods_left["items"]:
-                await kube.delete(PODS, pod["metadata"]["name"], namespace, grace_period_seconds=0)
+                # the garbage collector may be deleting it already
+                with contextlib.suppress(NotFound):
+                    await kube.delete(
+                        PODS, pod["metadata"]["name"], namespace, grace_period_seconds=0
+                    )
