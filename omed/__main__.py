@@ -4,7 +4,7 @@ Why a separate, thin module: ``--help`` and a bad flag must answer at once, so t
 are parsed (and the process may exit 2, or 0 for help, with Go's exact text) before the
 manager's heavier imports (aiohttp, the API client, the controllers) are loaded. Then the
 log is set up from the ``--zap-*`` flags, the leader election timing is checked (``Invalid
-leader election timing``, exit 1), and :func:`omed.manager.run` takes over on uvloop when
+leader election timing``, exit 1), and :func:`omed.manager.process.run` takes over on uvloop when
 it is installed.
 
 Invariant: :func:`main` returns the exit code and never raises ``SystemExit`` itself;
@@ -56,7 +56,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 1
 
-    from omed.manager import run
+    from omed.manager.process import run
 
     return _run_loop(run(options, env=env))
 

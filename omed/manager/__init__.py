@@ -12,8 +12,8 @@ but the entry point (``omed/__main__.py``) and the tools. Read in this order:
 * :mod:`omed.manager.process`: the composition root, :func:`run`.
 
 docs/manager.md describes the whole sequence.
+
+The package itself imports nothing: the webhook server's own process
+(:mod:`omed.manager.webhookchild`) imports only the modules it serves with, so a child
+started again comes up in a fraction of the manager's import time.
 """
-
-from omed.manager.process import run
-
-__all__ = ["run"]
