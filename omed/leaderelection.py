@@ -429,7 +429,7 @@ class LeaderElector:
             if remaining <= 0:
                 return "renew deadline exceeded"
             started = self._clock.monotonic()
-            if await self._attempt(timeout=remaining):
+            if await self._attempt(timeout=remaining, renewing=True):
                 self._last_renew = started
                 return None
             if self.leader != self.identity and self.lease_valid():
@@ -437,9 +437,15 @@ class LeaderElector:
             remaining = deadline - self._clock.monotonic()
             await self._pause(min(self.retry_period, max(0.0, remaining)))
 
-    async def _attempt(self, *, timeout: float) -> bool:
-        """One bounded tryAcquireOrRenew; API errors and timeouts count as a failed try."""
+    async def _attempt(self, *, timeout: float, renewing: bool = False) -> bool:
+        """One bounded tryAcquireOrRenew; API errors and timeouts count as a failed try.
+
+        A renew (``renewing``) that got the lock after :meth:`release` gave the Lease up
+        tries nothing: the Lease it would find is free, and taking it again would undo the
+        release the standby is waiting for."""
         async with self._lock:
+            if renewing and not self._leading:
+                return False
             try:
                 return await self._within(self.try_acquire_or_renew(), timeout)
             except _ATTEMPT_ERRORS as err:

@@ -466,6 +466,39 @@ async def test_release_hands_the_lease_to_a_standby_at_its_next_try(
     assert store.spec(name)["leaseTransitions"] == 1
 
 
+class HeldWrites(FakeLeases):
+    """A store whose replace waits on :attr:`gate` while it is set to an Event."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate: asyncio.Event | None = None
+
+    async def replace(
+        self, resource: Any, body: Mapping[str, Any], namespace: str | None = None
+    ) -> Any:
+        if self.gate is not None:
+            await self.gate.wait()
+        return await super().replace(resource, body, namespace)
+
+
+async def test_a_renew_waiting_while_the_lease_is_released_does_not_take_it_back() -> None:
+    store, clock, name = HeldWrites(), FakeClock(), lease_name()
+    a = elector(store, clock, name, "pod-a_1")
+    await a.acquire()
+    holding = asyncio.create_task(a.hold())
+    await settle()
+    store.gate = asyncio.Event()
+    releasing = asyncio.create_task(a.release())  # holds the lock, its write held
+    await settle()
+    await advance(clock, 1.0)  # the renew is due: it waits for the lock
+    store.gate.set()
+    assert await asyncio.wait_for(releasing, 1)
+    await asyncio.wait_for(holding, 1)
+    await settle()
+    assert store.spec(name)["holderIdentity"] == ""
+    assert not a.is_leader
+
+
 async def test_release_never_clobbers_someone_elses_lease() -> None:
     store, clock, name = FakeLeases(), FakeClock(), lease_name()
     a = elector(store, clock, name, "pod-a_1")
