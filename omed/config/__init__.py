@@ -8,7 +8,8 @@ from kube, informers or controllers.
 
 * :mod:`omed.config.flags`: ``parse_flags`` -> :class:`Options`; leader election timing.
 * :mod:`omed.config.duration`: Go duration syntax.
-* :mod:`omed.config.entries`: startup and reconcile-time ConfigMap entries.
+* :mod:`omed.config.entries`: startup and reconcile-time ConfigMap entries
+  (:mod:`omed.config.lifecycle`: the reconcile-time ``lifecycle`` settings, key by key).
 * :mod:`omed.config.cache`: the TTL cache that reconciles read the ConfigMap through.
 """
 
@@ -29,6 +30,7 @@ from omed.config.entries import (
     StartupConfig,
     StartupConfigError,
     deploy_entry,
+    lifecycle_entry,
     load_startup_config,
     reconcile_entries,
     resolve_budget,
@@ -69,6 +71,7 @@ __all__ = [
     "check_leader_election_timing",
     "deploy_entry",
     "format_duration",
+    "lifecycle_entry",
     "load_startup_config",
     "parse_duration",
     "parse_flags",

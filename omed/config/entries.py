@@ -37,6 +37,7 @@ from pydantic import (
     model_validator,
 )
 
+from omed.config.lifecycle import lifecycle_entry
 from omed.config.reconcile import (
     DeployConfig,
     DeployReplicas,
@@ -89,6 +90,7 @@ __all__ = [
     "StartupConfig",
     "StartupConfigError",
     "deploy_entry",
+    "lifecycle_entry",
     "load_startup_config",
     "reconcile_entries",
     "resolve_budget",

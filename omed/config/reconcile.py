@@ -2,15 +2,15 @@
 
 Why: these settings are read through the TTL cache (:mod:`omed.config.cache`) on every
 reconcile, so a ``kubectl edit`` reaches the controllers within the TTL without a restart.
-A bad entry must fail the reconciles that read it, with an error naming the entry, and
-never the manager: the caller gets :class:`ReconcileConfigError`.
+A bad ``deploy`` or ``ingress`` entry must fail the reconciles that read it, with an error
+naming the entry, and never the manager: the caller gets :class:`ReconcileConfigError`. The
+``lifecycle`` entry is judged key by key instead (:mod:`omed.config.lifecycle`): an invalid
+key is unconfigured and reported, and never fails a reconcile.
 
 Invariants: the startup settings that share these entries (``ingress.enableGatewayAPI``,
 the lifecycle batch sizes and interval) are neither read nor validated here, so editing
-them can't change or break a running manager. A missing or invalid ``lifecycle.audit`` is
-not an error: migrations are held instead, and :attr:`LifecycleConfig.audit_problem` says
-why. Parsing is memoised on the raw documents, so reconciles sharing a cache read share
-one parse.
+them can't change or break a running manager. Parsing is memoised on the raw documents, so
+reconciles sharing a cache read share one parse.
 """
 
 from __future__ import annotations
@@ -22,6 +22,12 @@ from typing import Annotated, Self, TypeVar
 
 from pydantic import BaseModel, BeforeValidator, Field, PlainValidator, model_validator
 
+from omed.config.lifecycle import (
+    LifecycleConfig,
+    MigrationAuditConfig,
+    RequeueConfig,
+    load_lifecycle,
+)
 from omed.config.rules import (
     CONFIGMAP_NAME,
     ENTRY_MODEL_CONFIG,
@@ -31,7 +37,6 @@ from omed.config.rules import (
     decode_object,
     int_rule,
     object_rule,
-    positive_duration_rule,
     string_list_rule,
     string_rule,
     validate_entry,
@@ -137,84 +142,6 @@ class IngressConfig(BaseModel):
     ] = Field(default=False, alias="disableIngressCreation")
 
 
-class RequeueConfig(BaseModel):
-    """``lifecycle.requeue``: how soon held migration work is retried. Unset: the slow default."""
-
-    model_config = _ENTRY
-
-    operation: Annotated[
-        float | None,
-        PlainValidator(positive_duration_rule("lifecycle.requeue.operation", example="5s")),
-    ] = None
-    gate: Annotated[
-        float | None,
-        PlainValidator(positive_duration_rule("lifecycle.requeue.gate", example="3s")),
-    ] = None
-
-
-class MigrationAuditConfig(BaseModel):
-    """``lifecycle.audit``: the migration caps. All three fields are required and positive."""
-
-    model_config = _ENTRY
-
-    max_in_flight_migrations: Annotated[
-        int,
-        PlainValidator(
-            int_rule(
-                "lifecycle.audit.maxInFlightMigrations",
-                minimum=1,
-                rule="must be a positive integer",
-                nullable=False,
-            )
-        ),
-    ] = Field(alias="maxInFlightMigrations")
-    max_migrations_per_window: Annotated[
-        int,
-        PlainValidator(
-            int_rule(
-                "lifecycle.audit.maxMigrationsPerWindow",
-                minimum=1,
-                rule="must be a positive integer",
-                nullable=False,
-            )
-        ),
-    ] = Field(alias="maxMigrationsPerWindow")
-    window: Annotated[
-        float,
-        PlainValidator(
-            positive_duration_rule("lifecycle.audit.window", example="1h", nullable=False)
-        ),
-    ]
-    """Seconds of the rate cap's sliding window."""
-
-
-class _LifecycleReconcileEntry(BaseModel):
-    model_config = _ENTRY
-
-    instance_ready_timeout: Annotated[
-        float | None,
-        PlainValidator(positive_duration_rule("lifecycle.instanceReadyTimeout", example="30m")),
-    ] = Field(default=None, alias="instanceReadyTimeout")
-    requeue: Annotated[RequeueConfig | None, BeforeValidator(object_rule("lifecycle.requeue"))] = (
-        None
-    )
-
-
-@dataclass(frozen=True, kw_only=True)
-class LifecycleConfig:
-    """The reconcile-time part of ``lifecycle``.
-
-    A missing or invalid ``audit`` block doesn't fail reconciles: migrations are held
-    (MigrationPolicyUnconfigured), so ``audit`` is ``None`` and ``audit_problem`` says why.
-    """
-
-    instance_ready_timeout: float | None = None
-    """Seconds; ``None`` means no Instance readiness deadline."""
-    requeue: RequeueConfig = field(default_factory=RequeueConfig)
-    audit: MigrationAuditConfig | None = None
-    audit_problem: str | None = "lifecycle.audit is not set"
-
-
 @dataclass(frozen=True, kw_only=True)
 class ReconcileConfig:
     """The entries reconciles read through the TTL cache."""
@@ -231,30 +158,6 @@ class ReconcileConfigError(Exception):
         self.key = key
         self.error = error
         super().__init__(f"invalid {key} entry in ConfigMap {CONFIGMAP_NAME}: {error}")
-
-
-def _load_lifecycle(raw: str | None) -> LifecycleConfig:
-    if raw is None:
-        return LifecycleConfig(audit_problem=f"ConfigMap {CONFIGMAP_NAME} has no lifecycle entry")
-    document = decode_object("lifecycle", raw)
-    entry = validate_entry(_LifecycleReconcileEntry, document, key="lifecycle")
-    audit: MigrationAuditConfig | None = None
-    problem: str | None = None
-    raw_audit = document.get("audit")
-    if raw_audit is None:
-        problem = "lifecycle.audit is not set"
-    else:
-        try:
-            object_rule("lifecycle.audit")(raw_audit)
-            audit = validate_entry(MigrationAuditConfig, raw_audit, key="lifecycle.audit")
-        except EntryError as exc:
-            problem = str(exc)
-    return LifecycleConfig(
-        instance_ready_timeout=entry.instance_ready_timeout,
-        requeue=entry.requeue or RequeueConfig(),
-        audit=audit,
-        audit_problem=problem,
-    )
 
 
 @functools.lru_cache(maxsize=16)
@@ -282,7 +185,7 @@ def _reconcile_entries(
     return ReconcileConfig(
         deploy=attempt("deploy", load_deploy),
         ingress=attempt("ingress", load_ingress),
-        lifecycle=attempt("lifecycle", lambda: _load_lifecycle(lifecycle)),
+        lifecycle=load_lifecycle(lifecycle),
     )
 
 

@@ -18,7 +18,14 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from omed.clock import Clock
-from omed.config import ConfigCache, Options, StartupConfig, deploy_entry
+from omed.config import (
+    ConfigCache,
+    LifecycleConfig,
+    Options,
+    StartupConfig,
+    deploy_entry,
+    lifecycle_entry,
+)
 from omed.controllers.inferencereplica.core.encoding import StatusEncodingSettings
 from omed.controllers.inferencereplica.core.model import PlanSettings
 from omed.controllers.inferencereplica.shell.controller import InferenceReplicaController
@@ -68,6 +75,12 @@ class ControllerFactory:
 
 
 def _inference_replica(context: ControllerContext) -> ManagedController:
+    async def lifecycle() -> LifecycleConfig:
+        # Through the TTL cache at every pass: a kubectl edit of the lifecycle entry reaches
+        # each replica's next pass within --config-cache-ttl. Invalid keys are unconfigured
+        # (and logged), never a failed pass; the other entries aren't read here.
+        return lifecycle_entry(await context.config.get())
+
     return InferenceReplicaController(
         client=context.client,
         factory=context.informers,
@@ -76,6 +89,7 @@ def _inference_replica(context: ControllerContext) -> ManagedController:
         workers=context.options.inferencereplica_max_concurrent_reconciles,
         clock=context.clock,
         status_encoding=StatusEncodingSettings.from_config(context.startup.omenative_status),
+        lifecycle=lifecycle,
     )
 
 

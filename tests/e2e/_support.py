@@ -134,10 +134,13 @@ class ManagerWorld:
         self.namespace = namespace
         self.managers = managers
         self.manager: Any = None
+        self.simulator: NodeSimulator | None = None
+        """The node simulator while :meth:`running` runs (for failure injections)."""
 
-    async def start_manager(self, name: str) -> Any:
-        """Start a manager named ``name``; return it once it is ready and leads."""
-        self.manager = self.managers.start(name=name)
+    async def start_manager(self, name: str, *extra: str) -> Any:
+        """Start a manager named ``name`` (``extra`` arguments last, as a chart value that sets
+        the flag would put them); return it once it is ready and leads."""
+        self.manager = self.managers.start(*extra, name=name)
         await self.manager.wait_ready(timeout=90)
         await eventually(self.manager.is_leader, timeout=30, what=f"{name} leading")
         return self.manager
@@ -180,6 +183,7 @@ class ManagerWorld:
             timings=timings,
         )
         await simulator.start()
+        self.simulator = simulator
         try:
             await watcher.start()
             try:
@@ -188,4 +192,5 @@ class ManagerWorld:
                 await watcher.stop()
         finally:
             self.managers.stop_all()  # kill -9 before the simulator goes, so nothing acts on a gap
+            self.simulator = None
             await simulator.stop()

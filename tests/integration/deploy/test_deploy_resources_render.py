@@ -530,6 +530,15 @@ def test_default_entries_load_in_the_manager(render: Render) -> None:
     ) == (3, 10, 3600.0)
     assert (lifecycle.requeue.operation, lifecycle.requeue.gate) == (5.0, 3.0)
     assert lifecycle.instance_ready_timeout == 1800.0
+    assert lifecycle.problems == ()
+    assert (lifecycle.stuck_pod_grace_period, lifecycle.unschedulable_grace_period) == (60.0, 900.0)
+    assert lifecycle.auto_migrate.max_attempts == 3
+    assert lifecycle.teardown.deadline == 1800.0
+    assert (lifecycle.gang_schedule_timeout.min, lifecycle.gang_schedule_timeout.max) == (
+        60.0,
+        600.0,
+    )
+    assert lifecycle.force_delete.overdue_slack is None  # unset, as upstream's chart leaves it
     assert reconcile.deploy.default_deployment_mode is None
     assert reconcile.ingress.url_scheme == "http"
 

@@ -26,7 +26,7 @@ def entries(**values: Any) -> ReconcileConfig:
     )
 
 
-def refused(**values: Any) -> ReconcileConfigError:
+def refused(**values: Any) -> ReconcileConfigError:  # deploy and ingress only
     with pytest.raises(ReconcileConfigError) as caught:
         entries(**values)
     return caught.value
@@ -295,10 +295,15 @@ def test_invalid_audit_holds_migrations_without_failing(audit: object, problem: 
         ),
     ],
 )
-def test_lifecycle_refused(lifecycle: object, error: str) -> None:
-    caught = refused(lifecycle=lifecycle)
-    assert caught.key == "lifecycle"
-    assert caught.error == error
+def test_an_invalid_lifecycle_key_is_unconfigured_and_reported(
+    lifecycle: object, error: str
+) -> None:
+    # Upstream's rule: an invalid key is unconfigured and the manager (and every other key)
+    # keeps working; the message names the key, its value and the rule.
+    config = entries(lifecycle=lifecycle).lifecycle
+    assert config.problems == (error,)
+    assert config.instance_ready_timeout is None
+    assert (config.requeue.operation, config.requeue.gate) == (None, None)
 
 
 def test_parsing_is_shared_between_reads_of_the_same_data() -> None:

@@ -25,8 +25,12 @@ from typing import Any
 from omed.api.inferencereplica import InferenceReplicaStatus, InstanceStatus
 from omed.api.lifecycle import ReadyPolicy
 from omed.config import BatchSize, LifecycleScaleConfig
+from omed.config.lifecycle import LifecycleConfig
 from omed.controllers.inferencereplica.core.names import RUNNER_ORDER, pod_name
-from omed.controllers.inferencereplica.core.policy import UpdatePolicy
+from omed.controllers.inferencereplica.core.policy import (
+    DEFAULT_REVISION_HISTORY_LIMIT,
+    UpdatePolicy,
+)
 from omed.controllers.refusedwrite import RefusedWrite
 
 DEFAULT_SCALE_UP_REQUEUE: float = 1.0
@@ -157,6 +161,12 @@ class ReplicaTarget:
     update: UpdatePolicy = field(default_factory=UpdatePolicy)
     release_held: str | None = None
     """The ome.io/release-held-revision annotation, when set."""
+    revision_history_limit: int = DEFAULT_REVISION_HISTORY_LIMIT
+    """Revisions kept beyond the ones pods run: the replica's own ``revisionHistoryLimit``,
+    else the ConfigMap's, else the default."""
+    fleet: LifecycleConfig = field(default_factory=LifecycleConfig)
+    """The fleet-wide ``lifecycle`` settings of this pass's config read: the graces,
+    escalations and migration settings that no component field overrides."""
 
     @property
     def pods_per_instance(self) -> int:

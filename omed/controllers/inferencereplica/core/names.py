@@ -229,6 +229,10 @@ MSG_SPEC_INVALID: Final = "Cannot read the InferenceReplica's spec; leaving it a
 MSG_STATUS_DECODE_FAILED: Final = "Cannot decode per-Instance status; not managing the replica"
 """ERROR, with the event InstanceStatusDecodeFailed, once per resourceVersion."""
 MSG_STATUS_CONVERTED: Final = "Converted per-Instance status"
+MSG_LIFECYCLE_INVALID: Final = (
+    "Ignoring invalid lifecycle settings in ConfigMap inferenceservice-config"
+)
+"""ERROR, once per distinct set of invalid keys: those keys are unconfigured."""
 MSG_STATUS_TOO_LARGE: Final = "Status write rejected as too large; the InferenceReplica stalls"
 MSG_PODS_ADOPTED: Final = "Adopted pods that no controller owned"
 """INFO, with the event PodsAdopted."""

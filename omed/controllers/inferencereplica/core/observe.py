@@ -44,6 +44,7 @@ from omed.api.constants import (
 )
 from omed.api.inferencereplica import InferenceReplica
 from omed.clock import parse_rfc3339
+from omed.config.lifecycle import LifecycleConfig
 from omed.controllers.deletion import FINALIZER_ORPHAN
 from omed.controllers.inferencereplica.core.images import same_image
 from omed.controllers.inferencereplica.core.model import (
@@ -60,7 +61,7 @@ from omed.controllers.inferencereplica.core.names import (
     parse_pod_name,
 )
 from omed.controllers.inferencereplica.core.podtemplate import revision_of
-from omed.controllers.inferencereplica.core.policy import update_policy
+from omed.controllers.inferencereplica.core.policy import revision_history_limit, update_policy
 from omed.controllers.inferencereplica.core.status import observed_rows, status_summary
 from omed.controllers.owners import controller_uid
 
@@ -224,8 +225,9 @@ def pod_view(pod: Mapping[str, Any], *, replica: str) -> PodView:
     )
 
 
-def replica_target(irep: Mapping[str, Any]) -> ReplicaTarget:
-    """The desired state of an InferenceReplica (a JSON object from the cache).
+def replica_target(irep: Mapping[str, Any], fleet: LifecycleConfig | None = None) -> ReplicaTarget:
+    """The desired state of an InferenceReplica (a JSON object from the cache), over the
+    fleet-wide ``lifecycle`` settings ``fleet`` (``None``: none configured).
 
     Only metadata and spec are validated here: the status is read by
     :func:`~.status.observed_rows` (the rows, validated once per class and per version: a
@@ -282,21 +284,26 @@ def replica_target(irep: Mapping[str, Any]) -> ReplicaTarget:
         has_finalizer=FINALIZER in (meta.finalizers or ()),
         ready_policy=(lifecycle.ready_policy if lifecycle else None) or "AllPodReady",
         min_ready_seconds=min_ready or 0,
-        update=update_policy(lifecycle),
+        update=update_policy(lifecycle, fleet),
         release_held=(meta.annotations or {}).get(ANNOTATION_RELEASE_HELD_REVISION),
+        revision_history_limit=revision_history_limit(spec.revision_history_limit, fleet),
+        fleet=fleet or LifecycleConfig(),
     )
 
 
 def observe(
-    irep: Mapping[str, Any], pods: Iterable[Mapping[str, Any]]
+    irep: Mapping[str, Any],
+    pods: Iterable[Mapping[str, Any]],
+    fleet: LifecycleConfig | None = None,
 ) -> tuple[ReplicaTarget, ObservedState]:
-    """The planner's inputs for ``irep`` and the pods the cache holds for it.
+    """The planner's inputs for ``irep`` and the pods the cache holds for it, under the
+    fleet-wide ``lifecycle`` settings ``fleet``.
 
     ``pods`` may hold other objects' pods (an index lookup by owner uid); only the ones
     this InferenceReplica controls are kept. Raises :class:`InvalidReplica` or
     :class:`~.status.RowsUnreadable` when the object can't be planned for.
     """
-    target = replica_target(irep)
+    target = replica_target(irep, fleet)
     grouped: dict[int, list[PodView]] = defaultdict(list)
     strays: list[PodView] = []
     for pod in pods:

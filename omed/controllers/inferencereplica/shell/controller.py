@@ -33,7 +33,10 @@ gone or replaced and the pod still names it as its controller.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 from omed.clock import Clock, RealClock
+from omed.config.lifecycle import LifecycleConfig
 from omed.controllers.inferencereplica.core import names
 from omed.controllers.inferencereplica.core.encoding import (
     STATUS_SIZE_LIMIT,
@@ -65,7 +68,9 @@ class InferenceReplicaController:
 
     ``status_encoding`` is the omenativeStatus block (DenseV1 and no bound by default);
     ``status_size_limit`` the write size above which a ColumnarV2-stored InferenceReplica
-    stays ColumnarV2 under DenseV1 (:data:`~..core.encoding.STATUS_SIZE_LIMIT`; tests lower it).
+    stays ColumnarV2 under DenseV1 (:data:`~..core.encoding.STATUS_SIZE_LIMIT`; tests lower it);
+    ``lifecycle`` reads the fleet-wide ``lifecycle`` settings at each pass (the manager reads
+    them through the config cache; ``None``: none configured).
     """
 
     def __init__(
@@ -82,6 +87,7 @@ class InferenceReplicaController:
         rate_limiter: RateLimiter | None = None,
         status_encoding: StatusEncodingSettings | None = None,
         status_size_limit: int = STATUS_SIZE_LIMIT,
+        lifecycle: Callable[[], Awaitable[LifecycleConfig]] | None = None,
     ) -> None:
         self._clock: Clock = clock or RealClock()
         self.replicas: SharedInformer = factory.informer(INFERENCE_REPLICAS, namespace=namespace)
@@ -99,6 +105,7 @@ class InferenceReplicaController:
             status_size_limit=status_size_limit,
             busy=lambda: self.controller.busy(),  # noqa: PLW0108 - made below
             requeues=lambda key: self.controller.queue.num_requeues(key),  # noqa: PLW0108 - below
+            lifecycle=lifecycle,
         )
         self.controller = Controller(
             name=names.CONTROLLER_NAME,

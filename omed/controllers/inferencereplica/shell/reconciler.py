@@ -11,6 +11,12 @@ Level-triggered: a reconcile reads the whole state of one InferenceReplica from 
 never the event that woke it. A key whose writes aren't observed yet is not planned for
 (:mod:`.expectations`); it is looked at again when they are, or when they expire.
 
+The fleet-wide ``lifecycle`` settings come from ``lifecycle``, a read of the ConfigMap through
+the config cache at every pass, so an edit reaches each replica's next pass within the cache
+TTL. A key that is set but invalid is unconfigured (:mod:`omed.config.lifecycle`); the first
+pass to see a set of such problems logs them in one ERROR line, and the next distinct set
+again.
+
 The per-key memory is held here, one value per key, and only between passes: the workqueue
 never gives one key to two workers, so a pass reads and replaces its key's memory alone.
 
@@ -25,11 +31,12 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final, Protocol
 
 from omed.api.constants import KIND_INFERENCE_REPLICA, LABEL_INFERENCE_SERVICE
 from omed.clock import Clock
+from omed.config.lifecycle import LifecycleConfig
 from omed.controllers.deletion import orphaning
 from omed.controllers.inferencereplica.core import names, orphans
 from omed.controllers.inferencereplica.core.actions import (
@@ -92,6 +99,10 @@ log = logging.getLogger("omed.controllers.inferencereplica")
 MIN_EXPECTATION_WAIT: Final = 0.05
 
 
+async def _unconfigured() -> LifecycleConfig:
+    return LifecycleConfig()
+
+
 class ObjectCache(Protocol):
     """The part of :class:`omed.informers.IndexedStore` a reconcile reads."""
 
@@ -117,8 +128,12 @@ class InferenceReplicaReconciler:
         status_size_limit: int = STATUS_SIZE_LIMIT,
         clock: Clock,
         requeues: Callable[[str], int] = lambda _key: 0,
+        lifecycle: Callable[[], Awaitable[LifecycleConfig]] | None = None,
     ) -> None:
         self._client = client
+        self._lifecycle = lifecycle or _unconfigured
+        self._lifecycle_problems: tuple[str, ...] = ()
+        """The problems last logged, so each distinct set is logged once."""
         self._requeues = requeues
         """The key's back-off step in the workqueue's rate limiter (for the refusal log)."""
         self._busy = busy
@@ -168,9 +183,10 @@ class InferenceReplicaReconciler:
         uid = str(meta.get("uid") or "")
         statusmetrics.stored(key, _stored_encoding(irep))
         memory = self.memory.get(key, EMPTY)
+        fleet = await self._fleet_settings()
         try:
             listed = in_list_form(irep, max_rows=self._encoding.bound)
-            target, observed = observe(listed, self._pods.by_index(OWNER_UID, uid))
+            target, observed = observe(listed, self._pods.by_index(OWNER_UID, uid), fleet)
         except StatusDecodeFailed as err:
             self._decode_failed(key, irep, err, memory)
             return await self._teardown_from_pods(key, irep)
@@ -227,6 +243,15 @@ class InferenceReplicaReconciler:
         if settled.backoff:
             return Result(requeue=True)  # the rate limiter's back-off, not the plan's timers
         return result
+
+    async def _fleet_settings(self) -> LifecycleConfig:
+        """This pass's ``lifecycle`` settings; a failed ConfigMap read fails the pass (it is
+        retried), since stale settings are never used in place of a read."""
+        fleet = await self._lifecycle()
+        if fleet.problems and fleet.problems != self._lifecycle_problems:
+            log.error(names.MSG_LIFECYCLE_INVALID, extra=kv(errors=list(fleet.problems)))
+        self._lifecycle_problems = fleet.problems
+        return fleet
 
     def _report(self, key: str, irep: Mapping[str, Any] | None, outcome: Outcome) -> PassReport:
         """What the pass came to, for :func:`~..core.decide.settle`; its refused writes

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 from typing import Any
 
 import pytest
 
 from omed.api.inferencereplica import InstanceStatus, Operation
+from omed.config import lifecycle_entry
+from omed.config.lifecycle import LifecycleConfig
 from omed.controllers.inferencereplica.core.observe import (
     InvalidReplica,
     observe,
@@ -15,6 +18,10 @@ from omed.controllers.inferencereplica.core.observe import (
     replica_target,
 )
 from omed.controllers.inferencereplica.core.podtemplate import revision_of
+from omed.controllers.inferencereplica.core.policy import (
+    DEFAULT_REVISION_HISTORY_LIMIT,
+    RetryPolicy,
+)
 from omed.controllers.inferencereplica.core.status import (
     RowsUnreadable,
     decode_rows_from_status,
@@ -228,3 +235,53 @@ def test_unreadable_rows_are_refused_whole() -> None:
         decode_rows_from_status({"instanceStatuses": [{"index": 0}, {"index": 0}]})
     with pytest.raises(RowsUnreadable):
         decode_rows_from_status({"instanceStatuses": [{"index": -1}]})
+
+
+# --- the fleet-wide lifecycle settings under the component's own ---------------------------
+
+
+def fleet(**document: Any) -> LifecycleConfig:
+    return lifecycle_entry({"lifecycle": json.dumps(document)})
+
+
+def test_unconfigured_everywhere_means_no_deadline_and_the_default_ladder() -> None:
+    target = replica_target(irep(), fleet())
+    assert target.update.ready_timeout is None
+    assert target.update.retry == RetryPolicy()
+    assert target.update.repair_retry is None
+    assert target.revision_history_limit == DEFAULT_REVISION_HISTORY_LIMIT
+
+
+def test_the_configmap_supplies_what_the_component_leaves_unset() -> None:
+    settings = fleet(
+        instanceReadyTimeout="7m",
+        revisionHistoryLimit=2,
+        updateRetry={"maxAttempts": 5, "initialDelay": "1s", "multiplier": 4},
+        stuckPodGracePeriod="60s",
+    )
+    target = replica_target(irep(), settings)
+    assert target.update.ready_timeout == 420.0
+    assert target.update.retry == RetryPolicy(
+        max_attempts=5, initial_delay=1.0, max_delay=300.0, multiplier=4.0
+    )
+    assert target.update.repair_retry == target.update.retry  # a ladder was written
+    assert target.revision_history_limit == 2
+    assert target.fleet.stuck_pod_grace_period == 60.0
+
+
+def test_the_component_wins_field_by_field() -> None:
+    settings = fleet(
+        instanceReadyTimeout="7m",
+        revisionHistoryLimit=2,
+        updateRetry={"maxAttempts": 5, "initialDelay": "1s", "maxDelay": "2m"},
+    )
+    own = irep(
+        lifecycle={"instanceReadyTimeout": "90s", "updateRetry": {"initialDelay": "3s"}},
+        revisionHistoryLimit=0,
+    )
+    target = replica_target(own, settings)
+    assert target.update.ready_timeout == 90.0
+    assert target.update.retry == RetryPolicy(
+        max_attempts=5, initial_delay=3.0, max_delay=120.0, multiplier=2.0
+    )
+    assert target.revision_history_limit == 0
