@@ -72,7 +72,15 @@ LABEL_INCARNATION: Final = "ome.io/incarnation"
 LABEL_REVISION: Final = "ome.io/revision"
 """On pods: the full revision name (``<isvc>-<component>-<hash>``) of the pod's template."""
 LABEL_RUNTIME_OF: Final = "ome.io/runtime-of"
-"""On runtime ControllerRevisions: the runtime whose spec the revision stores."""
+"""On runtime ControllerRevisions: the name of the runtime whose spec the revision stores.
+Garbage collection groups revisions by it: one runtime name, across namespaces and kinds."""
+LABEL_RUNTIME_OF_KIND: Final = "ome.io/runtime-of-kind"
+"""On runtime ControllerRevisions: ServingRuntime or ClusterServingRuntime."""
+LABEL_RUNTIME_OF_NAMESPACE: Final = "ome.io/runtime-of-namespace"
+"""On runtime ControllerRevisions: a ServingRuntime's namespace; empty for a
+ClusterServingRuntime."""
+LABEL_REVISION_HASH: Final = "ome.io/revision-hash"
+"""On runtime ControllerRevisions: the 8-hex content hash that ends the revision's name."""
 
 # -- Annotations -----------------------------------------------------------------------------
 
@@ -89,7 +97,11 @@ UUID and the value is the request as JSON."""
 ANNOTATION_ROLLOUT_PROMOTE: Final = "ome.io/rollout-promote"
 ANNOTATION_ROLLOUT_ROLLBACK: Final = "ome.io/rollout-rollback"
 ANNOTATION_GC_ELIGIBLE_SINCE: Final = "ome.io/gc-eligible-since"
-"""On runtime ControllerRevisions: when garbage collection marked the revision."""
+"""On runtime ControllerRevisions: when garbage collection marked the revision (RFC 3339,
+UTC). The grace period counts from it, so it survives a manager restart."""
+ANNOTATION_CREATED_BY: Final = "ome.io/created-by"
+"""On runtime ControllerRevisions: ``ome-controller``, the writer (upstream's value)."""
+CREATED_BY_OME: Final = "ome-controller"
 
 # -- Pod readiness ---------------------------------------------------------------------------
 

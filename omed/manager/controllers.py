@@ -30,6 +30,7 @@ from omed.controllers.inferencereplica.core.encoding import StatusEncodingSettin
 from omed.controllers.inferencereplica.core.model import PlanSettings
 from omed.controllers.inferencereplica.shell.controller import InferenceReplicaController
 from omed.controllers.inferenceservice.shell.controller import InferenceServiceController
+from omed.controllers.runtimerevision.shell.controller import RuntimeRevisionController
 from omed.events import EventSink
 from omed.informers import InformerFactory
 from omed.kube.client import KubeClient
@@ -50,6 +51,8 @@ class ControllerContext:
     startup: StartupConfig
     options: Options
     clock: Clock
+    namespace: str
+    """The manager's namespace (``POD_NAMESPACE``): where runtime revisions live."""
 
 
 class ManagedController(Protocol):
@@ -110,8 +113,27 @@ def _inference_service(context: ControllerContext) -> ManagedController:
     )
 
 
+RUNTIME_REVISION_WORKERS = 1
+"""Workers of the runtime revision controller. Upstream OME has no flag for them; a pass
+for one runtime name reads caches and sends at most a few writes, and runtimes change
+rarely."""
+
+
+def _runtime_revision(context: ControllerContext) -> ManagedController:
+    return RuntimeRevisionController(
+        client=context.client,
+        factory=context.informers,
+        namespace=context.namespace,
+        retention=context.options.runtime_revision_retention,
+        grace_period=context.options.runtime_revision_grace_period,
+        workers=RUNTIME_REVISION_WORKERS,
+        clock=context.clock,
+    )
+
+
 CONTROLLERS: tuple[ControllerFactory, ...] = (
     ControllerFactory("inferenceservice", _inference_service),
     ControllerFactory("inferencereplica", _inference_replica),
+    ControllerFactory("runtimerevision", _runtime_revision),
 )
 """Built in this order; they run together, and stop together."""

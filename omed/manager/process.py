@@ -224,6 +224,7 @@ async def _run(options: Options, *, env: Mapping[str, str], stop: asyncio.Event)
             startup=startup,
             options=options,
             clock=clock,
+            namespace=namespace,
         )
         controllers = [(factory.name, factory.build(context)) for factory in CONTROLLERS]
         work = LeaderWork(controllers=controllers, informers=informers, recorder=recorder)

@@ -88,6 +88,12 @@ ALLOWED = [
     Check("list", "pods"),  # before the finalizer goes
     Check("patch", "pods"),  # the InPlaceIfPossible image patch
     Check("patch", "pods", subresource="status"),
+    # runtime revision controller: its informer, snapshots, marks and deletes, own namespace
+    Check("list", "controllerrevisions", "apps", namespace=OWN),
+    Check("watch", "controllerrevisions", "apps", namespace=OWN),
+    Check("create", "controllerrevisions", "apps", namespace=OWN),
+    Check("patch", "controllerrevisions", "apps", namespace=OWN),
+    Check("delete", "controllerrevisions", "apps", namespace=OWN),
     # event recorder
     Check("create", "events"),
     Check("patch", "events"),
@@ -154,10 +160,13 @@ DENIED = [
     Check("patch", "inferencereplicas", "ome.io", "scale", allowed=False),
     Check("get", "servingruntimes", "ome.io", allowed=False),
     Check("get", "clusterservingruntimes", "ome.io", name="any", namespace=None, allowed=False),
-    Check("list", "controllerrevisions", "apps", namespace=OWN, allowed=False),
-    Check("create", "controllerrevisions", "apps", namespace=OWN, allowed=False),
-    Check("delete", "controllerrevisions", "apps", namespace=OWN, allowed=False),
-    Check("patch", "controllerrevisions", "apps", namespace=OWN, allowed=False),
+    # runtime revisions are read from the informer only, and never replaced (PUT)
+    Check("get", "controllerrevisions", "apps", namespace=OWN, allowed=False),
+    Check("update", "controllerrevisions", "apps", namespace=OWN, allowed=False),
+    # ControllerRevisions elsewhere (StatefulSets', DaemonSets') are none of its business
+    Check("create", "controllerrevisions", "apps", allowed=False),
+    Check("delete", "controllerrevisions", "apps", allowed=False),
+    Check("patch", "controllerrevisions", "apps", allowed=False),
     Check("get", "configmaps", name="inferenceservice-config", allowed=False),
     Check("get", "configmaps", name="kube-root-ca.crt", namespace=OWN, allowed=False),
     Check("list", "configmaps", namespace=OWN, allowed=False),

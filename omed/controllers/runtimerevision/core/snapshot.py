@@ -1,0 +1,82 @@
+"""A runtime revision's name, content hash and object, as upstream OME writes them.
+
+Names: ``cr-<runtime>-<hash>`` for a ClusterServingRuntime, ``r-<namespace>-<runtime>-<hash>``
+for a ServingRuntime (the namespace keeps ``team-a/foo`` and ``team-b/foo`` apart in the one
+manager namespace). The hash is the first 8 hex digits of the SHA-256 of the spec as
+canonical JSON (keys sorted, no spaces), so the same spec gives the same name after any
+restart, and a spec changed back to an earlier one finds its earlier revision again.
+
+Upstream hashes Go's encoding of its typed spec (fields in declaration order), which no
+other program reproduces byte for byte: for the same spec omed's hash differs from
+upstream's, and a revision upstream wrote is kept (by retention and pins) but not reused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any, Final
+
+from omed.api.constants import (
+    ANNOTATION_CREATED_BY,
+    CREATED_BY_OME,
+    LABEL_REVISION_HASH,
+    LABEL_RUNTIME_OF,
+    LABEL_RUNTIME_OF_KIND,
+    LABEL_RUNTIME_OF_NAMESPACE,
+)
+from omed.controllers.runtimerevision.core.model import Source
+
+HASH_LENGTH: Final = 8
+MAX_NAME: Final = 253
+"""A ControllerRevision's name is a DNS subdomain."""
+MAX_LABEL_VALUE: Final = 63
+
+REASON_NAME_TOO_LONG: Final = "revision name would exceed 253 characters"
+REASON_LABEL_TOO_LONG: Final = "runtime name exceeds 63 characters, the longest label value"
+
+
+def content_hash(spec: Mapping[str, Any]) -> str:
+    """The 8-hex content hash of a runtime spec."""
+    canonical = json.dumps(spec, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:HASH_LENGTH]
+
+
+def revision_name(source: Source, digest: str) -> str:
+    if source.kind == "ClusterServingRuntime":
+        return f"cr-{source.name}-{digest}"
+    return f"r-{source.namespace}-{source.name}-{digest}"
+
+
+def unwritable(source: Source, digest: str) -> str | None:
+    """Why a snapshot of ``source`` can't be written, or ``None``."""
+    if len(source.name) > MAX_LABEL_VALUE:
+        return REASON_LABEL_TOO_LONG
+    if len(revision_name(source, digest)) > MAX_NAME:
+        return REASON_NAME_TOO_LONG
+    return None
+
+
+def revision_body(
+    *, source: Source, spec: Mapping[str, Any], digest: str, number: int, namespace: str
+) -> dict[str, Any]:
+    """The ControllerRevision that stores ``spec``: no owner (a revision outlives its runtime,
+    and a ServingRuntime in another namespace can't own it)."""
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "ControllerRevision",
+        "metadata": {
+            "name": revision_name(source, digest),
+            "namespace": namespace,
+            "labels": {
+                LABEL_RUNTIME_OF: source.name,
+                LABEL_RUNTIME_OF_KIND: source.kind,
+                LABEL_RUNTIME_OF_NAMESPACE: source.namespace,
+                LABEL_REVISION_HASH: digest,
+            },
+            "annotations": {ANNOTATION_CREATED_BY: CREATED_BY_OME},
+        },
+        "data": dict(spec),
+        "revision": number,
+    }
