@@ -96,6 +96,9 @@ class DeletePods:
     index: int
     operation_id: str
     pods: tuple[PodRef, ...]
+    service: str | None = None
+    """The traffic Service whose EndpointSlices are read live before the delete: no pod is
+    deleted while one lists it as a ready endpoint. None: the Service has no slices."""
 
 
 @dataclass(frozen=True, slots=True)

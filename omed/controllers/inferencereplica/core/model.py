@@ -90,11 +90,18 @@ class PodView:
     node_lost: bool = False
     """Its node stopped reporting: Ready not True with reason NodeNotReady (the node
     lifecycle controller's mark), or the pod's status reason NodeLost."""
+    endpoint_ready: bool | None = None
+    """What the EndpointSlices of the component's traffic Service say of the pod: True, a
+    ready endpoint (traffic goes to it); False, listed but not ready; None, not listed (or the
+    Service has no EndpointSlices)."""
 
     @property
     def routed(self) -> bool:
-        """Whether Services may route to the pod now or as soon as its containers are ready."""
-        return self.ready or self.serving is True
+        """Whether traffic may reach the pod now or as soon as its containers are ready: its
+        Ready condition or gate is True, or the traffic Service's EndpointSlices still list
+        it as ready (they lag the pod's conditions). A pod is deleted only when neither
+        holds."""
+        return self.ready or self.serving is True or self.endpoint_ready is True
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,6 +207,9 @@ class ObservedState:
     status: InferenceReplicaStatus = field(default_factory=InferenceReplicaStatus)
     """The previous status summary (rows are in ``rows``)."""
     stray_pods: tuple[PodView, ...] = ()
+    service_routes: bool = False
+    """The component's traffic Service has EndpointSlices: an Instance is in rotation only
+    once they list one of its pods as ready. Without any, pods' own Ready conditions judge."""
     refused: Mapping[int, CreateRefusal] = field(default_factory=dict)
     """Instance index -> the last refusal of one of its pod creations (kept by the
     controller between passes; the API server's answer isn't in any cache)."""

@@ -249,6 +249,12 @@ def pods_adopted_message(pods: list[str]) -> str:
     return f"Adopted {len(pods)} pod(s) that no controller owned: {shown}{more}"
 
 
+def traffic_service(isvc: str, component: str) -> str:
+    """``<isvc>-<component>``: the component's traffic Service, whose EndpointSlices judge
+    whether a pod is routed (a standalone replica's ``isvc`` is its own name)."""
+    return f"{isvc}-{component}"
+
+
 def pod_name(replica: str, index: int, runner: str, ordinal: int) -> str:
     """``<irep>-<index>-<runner>-<ordinal>``, such as ``chat-engine-0-default-0``."""
     return f"{replica}-{index}-{runner}-{ordinal}"

@@ -26,9 +26,10 @@ Invariants:
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from pydantic import ValidationError
@@ -291,34 +292,75 @@ def replica_target(irep: Mapping[str, Any], fleet: LifecycleConfig | None = None
     )
 
 
+def endpoint_readiness(slices: Iterable[Mapping[str, Any]]) -> dict[str, bool]:
+    """Pod uid -> whether the EndpointSlices list it as a ready endpoint (in any slice).
+
+    ``conditions.ready`` absent counts as ready, as the EndpointSlice API tells consumers to
+    read an unknown state; a terminating endpoint is never ready.
+    """
+    found: dict[str, bool] = {}
+    for item in slices:
+        for endpoint in item.get("endpoints") or ():
+            ref = endpoint.get("targetRef") or {}
+            uid = ref.get("uid")
+            if not uid or ref.get("kind", "Pod") != "Pod":
+                continue
+            conditions = endpoint.get("conditions") or {}
+            ready = (
+                conditions.get("ready") is not False and conditions.get("terminating") is not True
+            )
+            found[uid] = found.get(uid, False) or ready
+    return found
+
+
 def observe(
     irep: Mapping[str, Any],
     pods: Iterable[Mapping[str, Any]],
     fleet: LifecycleConfig | None = None,
+    slices: Sequence[Mapping[str, Any]] = (),
 ) -> tuple[ReplicaTarget, ObservedState]:
     """The planner's inputs for ``irep`` and the pods the cache holds for it, under the
-    fleet-wide ``lifecycle`` settings ``fleet``.
+    fleet-wide ``lifecycle`` settings ``fleet``; see :func:`observe_pods` for ``slices``.
 
-    ``pods`` may hold other objects' pods (an index lookup by owner uid); only the ones
-    this InferenceReplica controls are kept. Raises :class:`InvalidReplica` or
-    :class:`~.status.RowsUnreadable` when the object can't be planned for.
+    Raises :class:`InvalidReplica` or :class:`~.status.RowsUnreadable` when the object can't
+    be planned for.
     """
     target = replica_target(irep, fleet)
+    return target, observe_pods(target, irep, pods, slices)
+
+
+def observe_pods(
+    target: ReplicaTarget,
+    irep: Mapping[str, Any],
+    pods: Iterable[Mapping[str, Any]],
+    slices: Sequence[Mapping[str, Any]] = (),
+) -> ObservedState:
+    """What the caches show of ``target``: its pods, previous rows and status summary.
+
+    ``pods`` may hold other objects' pods (an index lookup by owner uid); only the ones
+    this InferenceReplica controls are kept. ``slices`` are the EndpointSlices of the
+    component's traffic Service (:func:`~.names.traffic_service`); none means it has none,
+    and the pods' own conditions alone judge routing. Raises
+    :class:`~.status.RowsUnreadable` when the rows can't be read.
+    """
+    endpoints = endpoint_readiness(slices)
     grouped: dict[int, list[PodView]] = defaultdict(list)
     strays: list[PodView] = []
     for pod in pods:
         if controller_uid(pod, kind=KIND_INFERENCE_REPLICA) != target.uid:
             continue
         view = pod_view(pod, replica=target.name)
+        if view.uid in endpoints:
+            view = dataclasses.replace(view, endpoint_ready=endpoints[view.uid])
         if view.index < 0:
             strays.append(view)
         else:
             grouped[view.index].append(view)
     status = irep.get("status")
-    observed = ObservedState(
+    return ObservedState(
         pods={index: tuple(sorted(v, key=lambda p: p.name)) for index, v in grouped.items()},
         rows=observed_rows(irep),
         status=status_summary(status),
         stray_pods=tuple(strays),
+        service_routes=bool(slices),
     )
-    return target, observed

@@ -220,7 +220,7 @@ def _instance(target: ReplicaTarget, observed: ObservedState, index: int, wanted
     else:
         incarnation = max((pod.incarnation or 0 for pod in pods), default=0) or 1
     return _Instance(
-        facts=instance_facts(target, index, pods),
+        facts=instance_facts(target, index, pods, service_routes=observed.service_routes),
         previous=previous,
         incarnation=incarnation,
         op=previous.operation if previous is not None else None,

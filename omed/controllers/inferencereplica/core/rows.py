@@ -60,6 +60,8 @@ class InstanceFacts:
     slots: tuple[PodSlot, ...]
     missing: tuple[PodSlot, ...]
     """Slots with no pod of their name at all (creatable now)."""
+    service_routes: bool = False
+    """See :attr:`.model.ObservedState.service_routes`."""
 
     @property
     def live(self) -> tuple[PodView, ...]:
@@ -78,6 +80,16 @@ class InstanceFacts:
         return bool(self.slots) and all(slot.name in ready for slot in self.slots)
 
     @property
+    def in_rotation(self) -> bool:
+        """Ready, and serving traffic: once the traffic Service has EndpointSlices, one of
+        them lists a live pod of the Instance as a ready endpoint. The gate an update passes
+        before it drains a serving Instance, so capacity is judged by what the Services
+        route to, not only by what the pods report."""
+        if not self.ready:
+            return False
+        return not self.service_routes or any(pod.endpoint_ready is True for pod in self.live)
+
+    @property
     def runs_spec_images(self) -> bool:
         """Every live pod's containers run the images its spec names (an in-place image
         patch took effect); see :attr:`.model.PodView.runs_spec_images`."""
@@ -88,7 +100,13 @@ class InstanceFacts:
         return next((pod for pod in self.live if pod.failing), None)
 
 
-def instance_facts(target: ReplicaTarget, index: int, pods: Sequence[PodView]) -> InstanceFacts:
+def instance_facts(
+    target: ReplicaTarget,
+    index: int,
+    pods: Sequence[PodView],
+    *,
+    service_routes: bool = False,
+) -> InstanceFacts:
     slots = target.slots(index)
     present = {pod.name for pod in pods}
     return InstanceFacts(
@@ -96,6 +114,7 @@ def instance_facts(target: ReplicaTarget, index: int, pods: Sequence[PodView]) -
         pods=tuple(sorted(pods, key=lambda p: p.name)),
         slots=slots,
         missing=tuple(slot for slot in slots if slot.name not in present),
+        service_routes=service_routes,
     )
 
 

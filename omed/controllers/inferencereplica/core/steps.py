@@ -108,6 +108,9 @@ def queue_drain(
                 index=inst.index,
                 operation_id=operation_id,
                 pods=tuple(PodRef(pod.name, pod.uid) for pod in state.live),
+                service=names.traffic_service(work.target.isvc, work.target.component)
+                if inst.facts.service_routes
+                else None,
             )
         )
 
@@ -215,8 +218,10 @@ def create_deadline_condition(
 
 
 def ready_on(inst: InstanceWork, revision: str) -> bool:
-    """The Instance is Ready on ``revision``, its containers running their spec's images."""
-    return inst.facts.ready and inst.facts.runs_spec_images and on_revision(inst, revision)
+    """The Instance is in rotation on ``revision``, its containers running their spec's
+    images: what an Update waits for before it moves on (to drain a surge, or to the next
+    Instance)."""
+    return inst.facts.in_rotation and inst.facts.runs_spec_images and on_revision(inst, revision)
 
 
 def on_revision(inst: InstanceWork, revision: str) -> bool:

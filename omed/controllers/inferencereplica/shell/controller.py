@@ -43,7 +43,11 @@ from omed.controllers.inferencereplica.core.encoding import (
     StatusEncodingSettings,
 )
 from omed.controllers.inferencereplica.core.model import PlanSettings
-from omed.controllers.inferencereplica.core.orphans import candidate_keys, owner_key, unowned
+from omed.controllers.inferencereplica.core.orphans import (
+    candidate_keys,
+    owner_key,
+    unowned,
+)
 from omed.controllers.inferencereplica.shell import statusmetrics
 from omed.controllers.inferencereplica.shell.expectations import DEFAULT_TIMEOUT, Expectations
 from omed.controllers.inferencereplica.shell.reconciler import InferenceReplicaReconciler
@@ -56,6 +60,7 @@ from omed.informers import (
     inference_pod_informer,
     object_key,
 )
+from omed.informers.endpoints import endpoint_slice_informer
 from omed.informers.transform import Obj
 from omed.kube.api import KubeApi
 from omed.kube.resources import INFERENCE_REPLICAS
@@ -88,10 +93,14 @@ class InferenceReplicaController:
         status_encoding: StatusEncodingSettings | None = None,
         status_size_limit: int = STATUS_SIZE_LIMIT,
         lifecycle: Callable[[], Awaitable[LifecycleConfig]] | None = None,
+        endpoints: bool = True,
     ) -> None:
         self._clock: Clock = clock or RealClock()
         self.replicas: SharedInformer = factory.informer(INFERENCE_REPLICAS, namespace=namespace)
         self.pods: SharedInformer = inference_pod_informer(factory, namespace=namespace)
+        self.slices: SharedInformer | None = (
+            endpoint_slice_informer(factory, namespace=namespace) if endpoints else None
+        )
         self.expectations = Expectations(clock=self._clock, timeout=expectation_timeout)
         self.reconciler = InferenceReplicaReconciler(
             client=client,
@@ -106,6 +115,7 @@ class InferenceReplicaController:
             busy=lambda: self.controller.busy(),  # noqa: PLW0108 - made below
             requeues=lambda key: self.controller.queue.num_requeues(key),  # noqa: PLW0108 - below
             lifecycle=lifecycle,
+            slices=self.slices.store if self.slices is not None else None,
         )
         self.controller = Controller(
             name=names.CONTROLLER_NAME,
@@ -131,6 +141,23 @@ class InferenceReplicaController:
                 )
             ),
         ]
+        if self.slices is not None:
+            self._registrations.append(
+                self.slices.add_event_handler(
+                    Handlers(
+                        on_add=self._slice_event,
+                        on_update=lambda _old, new: self._slice_event(new),
+                        on_delete=self._slice_event,
+                    )
+                )
+            )
+
+    def _slice_event(self, obj: Obj) -> None:
+        """A slice changed: wake the InferenceReplica whose traffic Service it serves (the
+        slice carries the Service's ``ome.io/inferenceservice`` and ``component`` labels)."""
+        for key in candidate_keys(obj):
+            if self.replicas.store.get(key) is not None:
+                self.controller.queue.add(key)
 
     def _replica_event(self, obj: Obj) -> None:
         self.controller.queue.add(object_key(obj))
@@ -166,3 +193,5 @@ class InferenceReplicaController:
         """Detach the event handlers from the (shared) informers."""
         self.replicas.remove_event_handler(self._registrations[0])
         self.pods.remove_event_handler(self._registrations[1])
+        if self.slices is not None:
+            self.slices.remove_event_handler(self._registrations[2])

@@ -66,6 +66,7 @@ from omed.controllers.inferencereplica.core.encoding import (
     status_write,
 )
 from omed.controllers.inferencereplica.core.model import CreateRefusal, ReplicaTarget
+from omed.controllers.inferencereplica.core.observe import endpoint_readiness
 from omed.controllers.inferencereplica.core.status import encode_rows_into_status
 from omed.controllers.inferencereplica.core.waiting import refusal_token
 from omed.controllers.inferencereplica.shell import statusmetrics, updatewrites
@@ -73,10 +74,11 @@ from omed.controllers.inferencereplica.shell.expectations import Expectations
 from omed.controllers.owners import controller_uid
 from omed.controllers.refusals import RefusedWrite, refused_write, uid_changed
 from omed.events import NORMAL, EventSink
+from omed.informers.endpoints import LABEL_SERVICE_NAME
 from omed.kube.api import KubeApi
 from omed.kube.client import STRATEGIC_MERGE_PATCH
 from omed.kube.errors import AlreadyExists, ApiError, Conflict, NotFound, TooLarge
-from omed.kube.resources import INFERENCE_REPLICAS, PODS
+from omed.kube.resources import ENDPOINT_SLICES, INFERENCE_REPLICAS, PODS
 from omed.log import kv
 from omed.statuscodec import REASON_CONVERTED, Encoding, converted_message, encoded_size
 
@@ -565,7 +567,13 @@ class Executor:
         action: DeletePods,
         semaphore: asyncio.Semaphore,
     ) -> None:
-        """Re-read every pod; delete them all only if none is routed any more."""
+        """Re-read every pod, and the traffic Service's EndpointSlices; delete them all only
+        if none is routed any more."""
+        try:
+            listed = await self._ready_endpoints(namespace, action.service, semaphore)
+        except Exception as err:
+            outcome.errors.append(err)
+            return
         fresh: list[tuple[PodRef, str]] = []
         for ref in action.pods:
             async with semaphore:
@@ -576,7 +584,7 @@ class Executor:
             meta = pod.get("metadata") or {}
             if meta.get("uid") != ref.uid or meta.get("deletionTimestamp"):
                 continue
-            if _routed(pod):
+            if _routed(pod) or ref.uid in listed:
                 log.info(
                     names.MSG_SKIPPED_UNSAFE_DELETE,
                     extra=kv(namespace=namespace, pod=ref.name, instance=action.index),
@@ -608,6 +616,19 @@ class Executor:
                         outcome.errors.append(err)
 
         await asyncio.gather(*(one(ref, version) for ref, version in fresh))
+
+    async def _ready_endpoints(
+        self, namespace: str, service: str | None, semaphore: asyncio.Semaphore
+    ) -> set[str]:
+        """The uids of the pods that ``service``'s EndpointSlices list as ready endpoints now,
+        read from the API server (the cache may lag the slices it judged by)."""
+        if service is None:
+            return set()
+        async with semaphore:
+            slices = await self._client.list_all(
+                ENDPOINT_SLICES, namespace, labelSelector=f"{LABEL_SERVICE_NAME}={service}"
+            )
+        return {uid for uid, ready in endpoint_readiness(slices).items() if ready}
 
 
 def _routed(pod: Mapping[str, Any]) -> bool:

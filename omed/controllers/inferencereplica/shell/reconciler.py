@@ -58,7 +58,12 @@ from omed.controllers.inferencereplica.core.encoding import (
 )
 from omed.controllers.inferencereplica.core.memory import EMPTY, KeyMemory
 from omed.controllers.inferencereplica.core.model import PlanSettings, ReplicaTarget
-from omed.controllers.inferencereplica.core.observe import InvalidReplica, observe, pod_view
+from omed.controllers.inferencereplica.core.observe import (
+    InvalidReplica,
+    observe_pods,
+    pod_view,
+    replica_target,
+)
 from omed.controllers.inferencereplica.core.status import (
     RowsUnreadable,
     StatusDecodeFailed,
@@ -78,6 +83,7 @@ from omed.controllers.owners import controller_uid
 from omed.controllers.refusals import RefusedWrite, report
 from omed.events import NORMAL, WARNING, EventSink
 from omed.informers import INFERENCE_SERVICE, NAMESPACE, OWNER_UID, split_key
+from omed.informers.endpoints import SERVICE_NAME
 from omed.informers.transform import Obj
 from omed.kube.api import KubeApi
 from omed.kube.errors import NotFound
@@ -129,8 +135,12 @@ class InferenceReplicaReconciler:
         clock: Clock,
         requeues: Callable[[str], int] = lambda _key: 0,
         lifecycle: Callable[[], Awaitable[LifecycleConfig]] | None = None,
+        slices: ObjectCache | None = None,
     ) -> None:
         self._client = client
+        self._slices = slices
+        """The EndpointSlice cache (:mod:`omed.informers.endpoints`); None: routing is judged
+        by the pods' conditions alone."""
         self._lifecycle = lifecycle or _unconfigured
         self._lifecycle_problems: tuple[str, ...] = ()
         """The problems last logged, so each distinct set is logged once."""
@@ -186,7 +196,10 @@ class InferenceReplicaReconciler:
         fleet = await self._fleet_settings()
         try:
             listed = in_list_form(irep, max_rows=self._encoding.bound)
-            target, observed = observe(listed, self._pods.by_index(OWNER_UID, uid), fleet)
+            target = replica_target(listed, fleet)
+            observed = observe_pods(
+                target, listed, self._pods.by_index(OWNER_UID, uid), self._slices_of(target)
+            )
         except StatusDecodeFailed as err:
             self._decode_failed(key, irep, err, memory)
             return await self._teardown_from_pods(key, irep)
@@ -243,6 +256,13 @@ class InferenceReplicaReconciler:
         if settled.backoff:
             return Result(requeue=True)  # the rate limiter's back-off, not the plan's timers
         return result
+
+    def _slices_of(self, target: ReplicaTarget) -> list[Obj]:
+        """The cached EndpointSlices of ``target``'s traffic Service (none without a cache)."""
+        if self._slices is None:
+            return []
+        service = names.traffic_service(target.isvc, target.component)
+        return self._slices.by_index(SERVICE_NAME, f"{target.namespace}/{service}")
 
     async def _fleet_settings(self) -> LifecycleConfig:
         """This pass's ``lifecycle`` settings; a failed ConfigMap read fails the pass (it is

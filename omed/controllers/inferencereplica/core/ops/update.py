@@ -347,7 +347,7 @@ def _drive_surge(work: PassWork, inst: InstanceWork, fleet: _Fleet, *, ran: bool
             steps.create(work, surge, op.id or "")
             inst.op = operations.at_step(op, names.STEP_SURGE_CREATE, work.now)
             return None
-        elif not surge.facts.ready:
+        elif not surge.facts.in_rotation:
             inst.op = operations.at_step(op, names.STEP_SURGE_WAIT_READY, work.now)
             return None
         else:
