@@ -71,6 +71,9 @@ LABEL_INCARNATION: Final = "ome.io/incarnation"
 """On pods: the decimal incarnation of the Instance that created the pod."""
 LABEL_REVISION: Final = "ome.io/revision"
 """On pods: the full revision name (``<isvc>-<component>-<hash>``) of the pod's template."""
+LABEL_REVISION_HASH: Final = "ome.io/revision-hash"
+"""On pods (upstream's label): the 8-hex hash of the pod's revision, without the name prefix.
+On omed's per-revision Services too, so their EndpointSlices carry it."""
 LABEL_RUNTIME_OF: Final = "ome.io/runtime-of"
 """On runtime ControllerRevisions: the name of the runtime whose spec the revision stores.
 Garbage collection groups revisions by it: one runtime name, across namespaces and kinds."""
