@@ -77,8 +77,8 @@ def _budget_value_rule(path: str) -> Callable[[Any], DisruptionBudgetValue | Non
     """A JSON integer >= 0, or a string ``"0%"`` to ``"100%"``; ``null`` is unset."""
 
     def validate(value: Any) -> DisruptionBudgetValue | None:
-        if value is None:
-            return None
+        if value is None or isinstance(value, InstancePercent):
+            return value  # an already-typed value (built in code, not read from JSON)
         if isinstance(value, int) and not isinstance(value, bool):
             if value < 0:
                 raise FieldRuleError(path, f"invalid {path} {value} must be at least 0")

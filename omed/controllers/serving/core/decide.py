@@ -82,14 +82,19 @@ def _map_patch(existing: Any, wanted: Mapping[str, str]) -> dict[str, str | None
     return {**{k: None for k in current if k not in wanted}, **wanted}
 
 
-def _ports_patch(existing: Any, wanted: WantedService) -> list[dict[str, Any]] | None:
+def _ports_patch(existing: Any, wanted: WantedService) -> tuple[bool, Any]:
+    """Whether ``spec.ports`` must change, and to what (``None`` removes them: a headless
+    Service of a component without ports). A port keeps the fields omed doesn't own
+    (``appProtocol``) of the existing port of its name."""
     current = [p for p in existing or () if isinstance(p, Mapping)]
     shown = [{k: p.get(k) for k in _PORT_FIELDS} for p in current]
     bodies = [p.body() for p in wanted.ports]
     if shown == bodies:
-        return None
+        return False, None
+    if not bodies:
+        return True, None
     extras = {p.get("name"): {k: v for k, v in p.items() if k not in _PORT_FIELDS} for p in current}
-    return [{**extras.get(body["name"], {}), **body} for body in bodies]
+    return True, [{**extras.get(body["name"], {}), **body} for body in bodies]
 
 
 def _adoption(existing: Mapping[str, Any], component: Component) -> list[Any]:
@@ -129,8 +134,8 @@ def service_patch(
     selector = _map_patch(current.get("selector"), wanted.selector)
     if selector is not None:
         spec["selector"] = selector
-    ports = _ports_patch(current.get("ports"), wanted)
-    if ports is not None:
+    change, ports = _ports_patch(current.get("ports"), wanted)
+    if change:
         spec["ports"] = ports
     if wanted.headless and current.get("publishNotReadyAddresses") is not True:
         spec["publishNotReadyAddresses"] = True
