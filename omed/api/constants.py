@@ -74,6 +74,9 @@ LABEL_REVISION: Final = "ome.io/revision"
 LABEL_REVISION_HASH: Final = "ome.io/revision-hash"
 """On pods (upstream's label): the 8-hex hash of the pod's revision, without the name prefix.
 On omed's per-revision Services too, so their EndpointSlices carry it."""
+LABEL_RUNNER: Final = "ome.io/runner"
+"""On pods (upstream's label): the runner the pod plays in its Instance: default, leader or
+worker."""
 LABEL_RUNTIME_OF: Final = "ome.io/runtime-of"
 """On runtime ControllerRevisions: the name of the runtime whose spec the revision stores.
 Garbage collection groups revisions by it: one runtime name, across namespaces and kinds."""

@@ -179,7 +179,9 @@ def decide(observed: Observed) -> Decision:
         return Decision()
     actions: list[Action] = []
     taken: list[tuple[Kind, str]] = []
-    wanted = wanted_services(component, observed.revisions)
+    wanted = wanted_services(
+        component, observed.revisions, runner_labelled=observed.runner_labelled
+    )
     for name, want in wanted.items():
         existing = observed.services.get(name)
         if existing is None:

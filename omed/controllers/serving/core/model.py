@@ -54,6 +54,8 @@ class Component:
     ports: tuple[ServicePort, ...]
     """The serving runner's container ports (the leader's for leader and workers)."""
     deleting: bool = False
+    leader: bool = False
+    """Its Instances are a leader and workers: only the leader takes requests."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +82,9 @@ class Observed:
     revisions: Mapping[str, RevisionSelector] = field(default_factory=dict)
     """Revision hash -> selector, for every revision that at least one pod of the component
     runs (Terminating pods included: they may still be drained through their Service)."""
+    runner_labelled: bool = False
+    """Every pod of the component carries ``ome.io/runner``: the ClusterIP Services of a
+    leader-and-workers component can then select the leaders alone."""
     services: Mapping[str, Obj] = field(default_factory=dict)
     """Cached Services by name: those controlled by the InferenceReplica, and any other of a
     name the component wants (adopted when no controller owns it, else left alone)."""

@@ -15,6 +15,12 @@ Three readings live here, each in one place:
   ``ome.io/revision``, which every omed pod carries; so a revision whose older pods lack the
   hash label is still selected whole, and the selector moves to the hash label once they are
   gone.
+
+The ClusterIP Services of a leader-and-workers component should reach the leaders only
+(workers take no requests). They do once every pod of the component carries the runner label
+``ome.io/runner`` (:func:`runner_labelled`): they then select ``ome.io/runner: leader``.
+Until then (pods made before omed stamped it) they select the component's pods, workers
+included, and the headless pair always does (peer DNS needs every pod).
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from omed.api.constants import LABEL_REVISION, LABEL_REVISION_HASH
+from omed.api.constants import LABEL_REVISION, LABEL_REVISION_HASH, LABEL_RUNNER
 from omed.api.revision import is_revision_hash, revision_hash
 from omed.controllers.serving.core.model import Component, RevisionSelector, ServicePort
 
@@ -92,7 +98,19 @@ def component_of(irep: Mapping[str, Any]) -> Component | None:
         pods_per_instance=sum(max(0, _as_int(r.get("size"), 1)) for r in runners),
         ports=service_ports(serving.get("template") or {}),
         deleting=bool(meta.get("deletionTimestamp")),
+        leader=any(r.get("name") == "leader" for r in runners),
     )
+
+
+def runner_labelled(pods: Iterable[Mapping[str, Any]]) -> bool:
+    """Whether every one of ``pods`` carries ``ome.io/runner`` (and there is one)."""
+    found = False
+    for pod in pods:
+        labels = (pod.get("metadata") or {}).get("labels") or {}
+        if not isinstance(labels.get(LABEL_RUNNER), str):
+            return False
+        found = True
+    return found
 
 
 def pod_revision(pod: Mapping[str, Any]) -> tuple[str, bool] | None:

@@ -6,7 +6,8 @@ controller copies a Service's labels onto carry them too); the per-revision pair
 carries ``ome.io/revision-hash``. Each is controlled by the InferenceReplica, with
 ``blockOwnerDeletion``: the garbage collector deletes it once the replica is gone.
 
-* ``{isvc}-{comp}``: the traffic Service, selecting the component's pods; omed owns its
+* ``{isvc}-{comp}``: the traffic Service, selecting the component's pods (the leaders alone
+  of a leader-and-workers component, once its pods carry ``ome.io/runner``); omed owns its
   ``selector`` and ``ports``;
 * ``{isvc}-{comp}-headless``: the same pods, ``clusterIP: None`` and
   ``publishNotReadyAddresses: true`` (peer DNS for leaders and workers before they are Ready);
@@ -30,6 +31,7 @@ from omed.api.constants import (
     LABEL_COMPONENT,
     LABEL_INFERENCE_SERVICE,
     LABEL_REVISION_HASH,
+    LABEL_RUNNER,
 )
 from omed.controllers.owners import controller_reference
 from omed.controllers.serving.core import names
@@ -63,22 +65,30 @@ def base_of(component: Component) -> str:
 
 
 def wanted_services(
-    component: Component, revisions: Mapping[str, RevisionSelector]
+    component: Component,
+    revisions: Mapping[str, RevisionSelector],
+    *,
+    runner_labelled: bool = False,
 ) -> dict[str, WantedService]:
-    """Name -> the Service wanted under it."""
+    """Name -> the Service wanted under it. ``runner_labelled``: every pod of the component
+    carries ``ome.io/runner``, so the ClusterIP Services of a leader-and-workers component
+    select its leaders alone."""
     base = base_of(component)
     identity = identity_labels(component)
+    serving = (
+        {**identity, LABEL_RUNNER: "leader"} if component.leader and runner_labelled else identity
+    )
     ports = component.ports
     wanted: list[WantedService] = []
     if ports:
-        wanted.append(WantedService(names.traffic_service(base), identity, identity, ports, False))
+        wanted.append(WantedService(names.traffic_service(base), identity, serving, ports, False))
     wanted.append(WantedService(names.headless_service(base), identity, identity, ports, True))
     for digest in sorted(revisions):
         selector = {**identity, revisions[digest].label: revisions[digest].value}
         labels = {**identity, LABEL_REVISION_HASH: digest}
         if ports:
             name = names.revision_service(base, digest)
-            wanted.append(WantedService(name, labels, selector, ports, False))
+            wanted.append(WantedService(name, labels, {**selector, **serving}, ports, False))
         name = names.revision_headless_service(base, digest)
         wanted.append(WantedService(name, labels, selector, ports, True))
     return {w.name: w for w in wanted}

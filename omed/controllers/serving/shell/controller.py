@@ -6,8 +6,9 @@ Watches, all label-scoped or shared:
 * InferenceReplicas (the informer the other controllers share): every event is the key;
 * the product's pod cache (pods labelled ``ome.io/inferenceservice``, shared with the
   InferenceReplica controller): a pod's add and delete, and an update that changes its
-  revision labels, wake its controlling InferenceReplica (the set of revisions pods run is
-  all this controller reads of pods; a status change can't move it);
+  revision or runner labels, wake its controlling InferenceReplica (the revisions pods run,
+  and whether they all carry ``ome.io/runner``, are all this controller reads of pods; a
+  status change can't move them);
 * Services and PodDisruptionBudgets labelled ``ome.io/inferenceservice``: an event wakes the
   InferenceReplica that controls the object, or, for one no controller owns, the replica of
   its identity (``{isvc}-{component}``, or a standalone one named ``{isvc}``) that may adopt it.
@@ -28,6 +29,7 @@ from omed.api.constants import (
     LABEL_INFERENCE_SERVICE,
     LABEL_REVISION,
     LABEL_REVISION_HASH,
+    LABEL_RUNNER,
 )
 from omed.clock import Clock, RealClock
 from omed.controllers.owners import controller_name
@@ -60,7 +62,7 @@ def component_index(obj: Obj) -> tuple[str, ...]:
     return (f"{meta.get('namespace')}/{isvc}/{component}",)
 
 
-_REVISION_LABELS = (LABEL_REVISION, LABEL_REVISION_HASH)
+_REVISION_LABELS = (LABEL_REVISION, LABEL_REVISION_HASH, LABEL_RUNNER)
 
 
 def _revision_labels(pod: Mapping[str, Any]) -> tuple[Any, ...]:

@@ -23,7 +23,11 @@ from omed.controllers.refusals import report
 from omed.controllers.serving.core import names
 from omed.controllers.serving.core.decide import decide
 from omed.controllers.serving.core.model import BUDGET_INVALID, BudgetSetting, Observed
-from omed.controllers.serving.core.observe import component_of, revision_selectors
+from omed.controllers.serving.core.observe import (
+    component_of,
+    revision_selectors,
+    runner_labelled,
+)
 from omed.controllers.serving.core.wanted import base_of
 from omed.controllers.serving.shell.executor import Executor
 from omed.events import EventSink
@@ -90,9 +94,11 @@ class ServingReconciler:
             *self._services.by_index(OWNER_UID, component.uid),
         ):
             services[str(obj["metadata"]["name"])] = obj
+        pods = self._pods.by_index(OWNER_UID, component.uid)
         return Observed(
             component=component,
-            revisions=revision_selectors(self._pods.by_index(OWNER_UID, component.uid)),
+            revisions=revision_selectors(pods),
+            runner_labelled=runner_labelled(pods),
             services=services,
             budget=self._budgets.get(f"{ns}/{base_of(component)}"),
             budget_setting=setting,

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from omed.api.constants import LABEL_REVISION, LABEL_REVISION_HASH
+from omed.api.constants import LABEL_REVISION, LABEL_REVISION_HASH, LABEL_RUNNER
 from omed.config.disruption import DisruptionBudget, InstancePercent
 from omed.controllers.serving.core import names
 from omed.controllers.serving.core.actions import Create, Delete, Patch
@@ -35,6 +35,7 @@ from omed.controllers.serving.core.observe import (
     component_of,
     pod_revision,
     revision_selectors,
+    runner_labelled,
     service_ports,
 )
 
@@ -539,3 +540,34 @@ def test_one_pass_converges_and_the_next_writes_nothing(
     assert cluster.budgets["chat-engine"]["spec"]["minAvailable"] == max(0, replicas - 1) * (
         1 + size
     )
+
+
+def test_leaders_alone_take_traffic_once_every_pod_carries_the_runner_label() -> None:
+    leader = {"spec": {"containers": [container("main", {"containerPort": 8080})]}}
+    decoder = engine(
+        component="decoder",
+        name="chat-decoder",
+        runners=[
+            {"name": "leader", "template": leader},
+            {"name": "worker", "size": 2, "template": {}},
+        ],
+    )
+    assert runner_labelled([]) is False
+    assert runner_labelled([{"metadata": {"labels": {LABEL_RUNNER: "leader"}}}, pod()]) is False
+    assert runner_labelled([{"metadata": {"labels": {LABEL_RUNNER: "worker"}}}]) is True
+    identity = {"ome.io/inferenceservice": "chat", "component": "decoder"}
+    for labelled, serving in ((False, identity), (True, {**identity, LABEL_RUNNER: "leader"})):
+        observed = Observed(
+            component=decoder, revisions=revisions(HASH_A), runner_labelled=labelled
+        )
+        bodies = {a.name: a.body for a in decide(observed).actions if isinstance(a, Create)}
+        assert bodies["chat-decoder"]["spec"]["selector"] == serving
+        assert bodies[f"chat-decoder-rev-{HASH_A}"]["spec"]["selector"] == {
+            **serving,
+            LABEL_REVISION_HASH: HASH_A,
+        }
+        assert bodies["chat-decoder-headless"]["spec"]["selector"] == identity
+        assert bodies[f"chat-decoder-rev-{HASH_A}-headless"]["spec"]["selector"] == {
+            **identity,
+            LABEL_REVISION_HASH: HASH_A,
+        }
