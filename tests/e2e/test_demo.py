@@ -57,12 +57,15 @@ def test_demo_converges_the_example(control_plane: object) -> None:
     assert lines[1].split() == ["NAME", "CLUSTER-IP", "PORTS", "READY", "MIN-AVAILABLE"]
     shown = {line.split()[0]: line.split()[1:] for line in lines[2:] if line.startswith("chat-")}
     for component, pods, ready, budget in (
-        ("engine", 4, 4, "3"),  # maxUnavailable 1 of 4 Instances of 1 pod
-        ("decoder", 6, 6, "3"),  # 1 of 2 Instances of 3 pods: 3 pods stay
-        ("router", 1, 1, "0"),
+        ("engine", 4, {"4"}, "3"),  # maxUnavailable 1 of 4 Instances of 1 pod
+        # 1 of 2 Instances of 3 pods: 3 pods stay. Traffic reaches the 2 leaders alone once
+        # the pods carry ome.io/runner; until then all 6 pods.
+        ("decoder", 6, {"2", "6"}, "3"),
+        ("router", 1, {"1"}, "0"),
     ):
         traffic = shown[f"chat-{component}"]
-        assert traffic[1:] == ["8080/TCP", str(ready), budget], shown
+        assert traffic[1] == "8080/TCP" and traffic[3] == budget, shown
+        assert traffic[2] in ready, shown
         assert traffic[0] != "None"
         assert shown[f"chat-{component}-headless"][:3] == ["None", "8080/TCP", str(pods)], shown
     assert "stopped; nothing left behind" in output
