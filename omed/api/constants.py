@@ -71,9 +71,6 @@ LABEL_INCARNATION: Final = "ome.io/incarnation"
 """On pods: the decimal incarnation of the Instance that created the pod."""
 LABEL_REVISION: Final = "ome.io/revision"
 """On pods: the full revision name (``<isvc>-<component>-<hash>``) of the pod's template."""
-LABEL_REVISION_HASH: Final = "ome.io/revision-hash"
-"""On pods (upstream's label): the 8-hex hash of the pod's revision, without the name prefix.
-On omed's per-revision Services too, so their EndpointSlices carry it."""
 LABEL_RUNNER: Final = "ome.io/runner"
 """On pods (upstream's label): the runner the pod plays in its Instance: default, leader or
 worker."""
@@ -86,7 +83,9 @@ LABEL_RUNTIME_OF_NAMESPACE: Final = "ome.io/runtime-of-namespace"
 """On runtime ControllerRevisions: a ServingRuntime's namespace; empty for a
 ClusterServingRuntime."""
 LABEL_REVISION_HASH: Final = "ome.io/revision-hash"
-"""On runtime ControllerRevisions: the 8-hex content hash that ends the revision's name."""
+"""On runtime ControllerRevisions: the 8-hex content hash that ends the revision's name. On
+pods (upstream's label): the 8-hex hash of the pod's revision, without the name prefix; on
+omed's per-revision Services too, so their EndpointSlices carry it."""
 
 # -- Annotations -----------------------------------------------------------------------------
 
