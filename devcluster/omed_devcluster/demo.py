@@ -8,8 +8,9 @@ subprocess with the rendered arguments and environment, the chart's ServiceAccou
 its ConfigMap and webhook certificate, and its webhook reached through the chart's Service;
 :mod:`omed_devcluster.install`); apply ``examples/`` (an InferenceService with an engine, a
 decoder and a router);
-show progress until it converges; print its Instances; keep running until Ctrl-C, then stop
-everything it started, in reverse order.
+show progress until it converges; print its Instances and its Services and
+PodDisruptionBudgets (with the Ready addresses of each Service's EndpointSlices); keep running
+until Ctrl-C, then stop everything it started, in reverse order.
 
 Ctrl-C (SIGINT) or SIGTERM stops it at any stage: while the binaries build, while the
 control plane starts, while it applies the examples or waits for them to converge, and
@@ -49,7 +50,14 @@ import yaml
 from omed.cli import kubectl_ome
 from omed.kube.client import KubeClient, load_config
 from omed.kube.errors import AlreadyExists, ApiError
-from omed.kube.resources import INFERENCE_REPLICAS, INFERENCE_SERVICES, NAMESPACES
+from omed.kube.resources import (
+    ENDPOINT_SLICES,
+    INFERENCE_REPLICAS,
+    INFERENCE_SERVICES,
+    NAMESPACES,
+    POD_DISRUPTION_BUDGETS,
+    SERVICES,
+)
 from omed_devcluster.binaries import BinaryError, ensure_binaries
 from omed_devcluster.controlplane import ControlPlane, ControlPlaneError, die_with_parent, free_port
 from omed_devcluster.install import OmeInstall
@@ -259,6 +267,49 @@ async def _wait_converged(
         await asyncio.sleep(1.0)
 
 
+COMPONENTS: Final = ("engine", "decoder", "router")
+
+
+async def _services_table(client: KubeClient, *, timeout: float) -> list[str]:
+    """The lines of the example's Services once each component has its traffic Service with
+    an endpoint per Ready pod, its headless Service and its PodDisruptionBudget (the serving
+    controller may still be writing them when the Instances turn Ready)."""
+    deadline = time.monotonic() + timeout
+    selector = f"ome.io/inferenceservice={SERVICE}"
+    while True:
+        services = await client.list_all(SERVICES, DEMO_NAMESPACE, labelSelector=selector)
+        budgets = await client.list_all(
+            POD_DISRUPTION_BUDGETS, DEMO_NAMESPACE, labelSelector=selector
+        )
+        slices = await client.list_all(ENDPOINT_SLICES, DEMO_NAMESPACE, labelSelector=selector)
+        ready: dict[str, set[str]] = {}
+        for piece in slices:
+            name = piece["metadata"]["labels"].get("kubernetes.io/service-name", "")
+            for endpoint in piece.get("endpoints") or ():
+                if (endpoint.get("conditions") or {}).get("ready"):
+                    ready.setdefault(name, set()).update(endpoint.get("addresses") or ())
+        names = {svc["metadata"]["name"] for svc in services}
+        wanted = {f"{SERVICE}-{c}" for c in COMPONENTS}
+        complete = (
+            wanted | {f"{n}-headless" for n in wanted} <= names
+            and wanted <= {b["metadata"]["name"] for b in budgets}
+            and all(ready.get(n) for n in wanted)
+        )
+        if complete or time.monotonic() > deadline:
+            break
+        await asyncio.sleep(1.0)
+    budget_of = {b["metadata"]["name"]: b["spec"].get("minAvailable") for b in budgets}
+    lines = [f"{'NAME':<34}{'CLUSTER-IP':<12}{'PORTS':<12}{'READY':<7}MIN-AVAILABLE"]
+    for svc in sorted(services, key=lambda s: s["metadata"]["name"]):
+        name = svc["metadata"]["name"]
+        ports = ",".join(f"{p['port']}/{p['protocol']}" for p in svc["spec"].get("ports") or ())
+        lines.append(
+            f"{name:<34}{svc['spec'].get('clusterIP', ''):<12}{ports or '-':<12}"
+            f"{len(ready.get(name, ())):<7}{budget_of.get(name, '-')}"
+        )
+    return lines
+
+
 async def _demo(
     plane: ControlPlane,
     *,
@@ -330,11 +381,18 @@ async def _demo(
             ]
         )
         sys.stdout.flush()
+        say(
+            f"Its Services and PodDisruptionBudgets (kubectl get services,poddisruptionbudgets "
+            f"-n {DEMO_NAMESPACE} -l ome.io/inferenceservice={SERVICE}; READY: the Ready "
+            "addresses of each Service's EndpointSlices):"
+        )
+        print("\n".join(await _services_table(client, timeout=60.0)), flush=True)
         if exit_when_ready:
             return 0
         print(
             f"\nexport KUBECONFIG={plane.kubeconfig_path}\n"
             f"{plane.binaries.kubectl} get inferenceservices,inferencereplicas,pods -n demo\n"
+            f"{plane.binaries.kubectl} get services,endpointslices,poddisruptionbudgets -n demo\n"
             "\nPress Ctrl-C to stop and clean up.",
             flush=True,
         )

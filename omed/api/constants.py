@@ -71,6 +71,9 @@ LABEL_INCARNATION: Final = "ome.io/incarnation"
 """On pods: the decimal incarnation of the Instance that created the pod."""
 LABEL_REVISION: Final = "ome.io/revision"
 """On pods: the full revision name (``<isvc>-<component>-<hash>``) of the pod's template."""
+LABEL_RUNNER: Final = "ome.io/runner"
+"""On pods (upstream's label): the runner the pod plays in its Instance: default, leader or
+worker."""
 LABEL_RUNTIME_OF: Final = "ome.io/runtime-of"
 """On runtime ControllerRevisions: the name of the runtime whose spec the revision stores.
 Garbage collection groups revisions by it: one runtime name, across namespaces and kinds."""
@@ -80,7 +83,9 @@ LABEL_RUNTIME_OF_NAMESPACE: Final = "ome.io/runtime-of-namespace"
 """On runtime ControllerRevisions: a ServingRuntime's namespace; empty for a
 ClusterServingRuntime."""
 LABEL_REVISION_HASH: Final = "ome.io/revision-hash"
-"""On runtime ControllerRevisions: the 8-hex content hash that ends the revision's name."""
+"""On runtime ControllerRevisions: the 8-hex content hash that ends the revision's name. On
+pods (upstream's label): the 8-hex hash of the pod's revision, without the name prefix; on
+omed's per-revision Services too, so their EndpointSlices carry it."""
 
 # -- Annotations -----------------------------------------------------------------------------
 

@@ -15,6 +15,8 @@ SECRETS = Resource("", "v1", "secrets", "Secret")
 SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount")
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment")
+POD_DISRUPTION_BUDGETS = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget")
+ENDPOINT_SLICES = Resource("discovery.k8s.io", "v1", "endpointslices", "EndpointSlice")
 CONTROLLER_REVISIONS = Resource("apps", "v1", "controllerrevisions", "ControllerRevision")
 CRDS = Resource(
     "apiextensions.k8s.io",

@@ -31,6 +31,7 @@ from omed.controllers.inferencereplica.core.model import PlanSettings
 from omed.controllers.inferencereplica.shell.controller import InferenceReplicaController
 from omed.controllers.inferenceservice.shell.controller import InferenceServiceController
 from omed.controllers.runtimerevision.shell.controller import RuntimeRevisionController
+from omed.controllers.serving.shell.controller import ServingController
 from omed.events import EventSink
 from omed.informers import InformerFactory
 from omed.kube.client import KubeClient
@@ -131,9 +132,23 @@ def _runtime_revision(context: ControllerContext) -> ManagedController:
     )
 
 
+def _serving(context: ControllerContext) -> ManagedController:
+    # Keyed by InferenceReplica, as the InferenceReplica controller, and sized by the same
+    # flag: its passes are one per component, like that controller's, and much cheaper.
+    return ServingController(
+        client=context.client,
+        factory=context.informers,
+        config=context.config.get,
+        workers=context.options.inferencereplica_max_concurrent_reconciles,
+        clock=context.clock,
+        events=context.events,
+    )
+
+
 CONTROLLERS: tuple[ControllerFactory, ...] = (
     ControllerFactory("inferenceservice", _inference_service),
     ControllerFactory("inferencereplica", _inference_replica),
     ControllerFactory("runtimerevision", _runtime_revision),
+    ControllerFactory("serving", _serving),
 )
 """Built in this order; they run together, and stop together."""

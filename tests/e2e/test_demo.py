@@ -50,6 +50,24 @@ def test_demo_converges_the_example(control_plane: object) -> None:
         ("decoder", "Ready")
     ] * 2 + [("router", "Ready")]
     assert [r[3] for r in rows if r[0] == "decoder"] == ["3/3/3", "3/3/3"]
+    # The Services the serving controller keeps, with the Ready endpoints the real
+    # EndpointSlice controller found (one per Instance's serving pod), and the budgets.
+    services = output.split("READY: the Ready addresses of each Service's EndpointSlices):")[1]
+    lines = services.splitlines()
+    assert lines[1].split() == ["NAME", "CLUSTER-IP", "PORTS", "READY", "MIN-AVAILABLE"]
+    shown = {line.split()[0]: line.split()[1:] for line in lines[2:] if line.startswith("chat-")}
+    for component, pods, ready, budget in (
+        ("engine", 4, {"4"}, "3"),  # maxUnavailable 1 of 4 Instances of 1 pod
+        # 1 of 2 Instances of 3 pods: 3 pods stay. Traffic reaches the 2 leaders alone once
+        # the pods carry ome.io/runner; until then all 6 pods.
+        ("decoder", 6, {"2", "6"}, "3"),
+        ("router", 1, {"1"}, "0"),
+    ):
+        traffic = shown[f"chat-{component}"]
+        assert traffic[1] == "8080/TCP" and traffic[3] == budget, shown
+        assert traffic[2] in ready, shown
+        assert traffic[0] != "None"
+        assert shown[f"chat-{component}-headless"][:3] == ["None", "8080/TCP", str(pods)], shown
     assert "stopped; nothing left behind" in output
 
 

@@ -95,6 +95,17 @@ ALLOWED = [
     Check("patch", "controllerrevisions", "apps", namespace=OWN),
     Check("delete", "controllerrevisions", "apps", namespace=OWN),
     # event recorder
+    # The serving controller: each component's Services and PodDisruptionBudget.
+    Check("list", "services", namespace=None),
+    Check("watch", "services", namespace=None),
+    Check("create", "services"),
+    Check("patch", "services"),
+    Check("delete", "services"),
+    Check("list", "poddisruptionbudgets", "policy", namespace=None),
+    Check("watch", "poddisruptionbudgets", "policy", namespace=None),
+    Check("create", "poddisruptionbudgets", "policy"),
+    Check("patch", "poddisruptionbudgets", "policy"),
+    Check("delete", "poddisruptionbudgets", "policy"),
     Check("create", "events"),
     Check("patch", "events"),
     Check("create", "events", namespace=OWN),
@@ -193,6 +204,11 @@ DENIED = [
     Check("delete", "inferenceservices", "ome.io", allowed=False),
     Check("update", "inferenceservices", "ome.io", allowed=False),
     Check("update", "pods", allowed=False),  # the in-place update is a patch, never a PUT
+    Check("update", "services", allowed=False),  # merge patches only
+    Check("get", "services", allowed=False),  # read from the informer only
+    Check("update", "poddisruptionbudgets", "policy", allowed=False),
+    Check("patch", "poddisruptionbudgets", "policy", "status", allowed=False),
+    Check("create", "endpointslices", "discovery.k8s.io", allowed=False),
     Check("create", "pods", subresource="exec", allowed=False),
     Check("create", "pods", subresource="eviction", allowed=False),
     Check("delete", "events", allowed=False),

@@ -25,6 +25,7 @@ from omed.config import (
     parse_flags,
     reconcile_entries,
 )
+from omed.config.disruption import InstancePercent, disruption_budget_entry
 from omed.webhooks import defaulting, inferencereplica, inferenceservice
 from omed.webhooks.tls import new_server_context
 
@@ -508,7 +509,18 @@ def test_bad_omenative_status_from_set_flags(
 
 def test_default_entries_load_in_the_manager(render: Render) -> None:
     data = config_data(render())
-    assert set(data) == {"deploy", "ingress", "lifecycle", "omenativeStatus", "eventRecorder"}
+    assert set(data) == {
+        "deploy",
+        "ingress",
+        "lifecycle",
+        "omenativeStatus",
+        "eventRecorder",
+        "podDisruptionBudget",
+    }
+    assert data["podDisruptionBudget"] == '{"omeNative":{"maxUnavailable":1}}'
+    budget = disruption_budget_entry(data)
+    assert budget is not None
+    assert (budget.min_available, budget.max_unavailable) == (None, 1)
     startup = load_startup_config(data)
     assert startup.omenative_status.instance_status_encoding == "ColumnarV2"
     assert startup.omenative_status.max_decoded_instances == 20000
@@ -541,6 +553,26 @@ def test_default_entries_load_in_the_manager(render: Render) -> None:
     assert lifecycle.force_delete.overdue_slack is None  # unset, as upstream's chart leaves it
     assert reconcile.deploy.default_deployment_mode is None
     assert reconcile.ingress.url_scheme == "http"
+
+
+def test_component_pod_disruption_budget_values(render: Render) -> None:
+    # A percentage of minAvailable, the other bound null and left out; null: no entry.
+    data = config_data(
+        render(
+            controller(
+                componentPodDisruptionBudget={
+                    "omeNative": {"minAvailable": "50%", "maxUnavailable": None}
+                }
+            )
+        )
+    )
+    assert data["podDisruptionBudget"] == '{"omeNative":{"minAvailable":"50%"}}'
+    budget = disruption_budget_entry(data)
+    assert budget is not None
+    assert (budget.min_available, budget.max_unavailable) == (InstancePercent(50), None)
+    assert "podDisruptionBudget" not in config_data(
+        render(controller(componentPodDisruptionBudget=None))
+    )
 
 
 def test_omenative_status_entry_prints_as_the_page_shows(render: Render) -> None:

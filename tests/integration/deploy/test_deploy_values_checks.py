@@ -393,14 +393,24 @@ def test_null_policy_blocks_are_off(render: Render) -> None:
 
 
 @pytest.mark.parametrize(
-    "entry", ["deploy", "ingress", "lifecycle", "eventRecorder", "omenativeStatus"]
+    ("entry", "value"),
+    [
+        ("deploy", "deploy"),
+        ("ingress", "ingress"),
+        ("lifecycle", "lifecycle"),
+        ("eventRecorder", "eventRecorder"),
+        ("omenativeStatus", "omenativeStatus"),
+        ("podDisruptionBudget", "componentPodDisruptionBudget"),
+    ],
 )
-def test_extra_config_cant_replace_a_chart_entry(render_error: RenderError, entry: str) -> None:
+def test_extra_config_cant_replace_a_chart_entry(
+    render_error: RenderError, entry: str, value: str
+) -> None:
     # values.yaml and docs/deploy.md say so: the chart's own entries are set under their value
     message = clear_failure(render_error(values=controller(extraConfig={entry: {"x": 1}})))
     assert message == (
         f"ome.controller.extraConfig.{entry}: the chart writes the {entry} entry; "
-        f"set it under ome.controller.{entry}"
+        f"set it under ome.controller.{value}"
     )
 
 
