@@ -30,9 +30,11 @@ bytes sent, and for a status write its encoding. Only a status write is a Status
 :data:`REASON_WRITE_SIZE_EXCEEDED`, whose message names the write.
 
 Destructive steps re-read what they act on: before deleting an Instance's pods, each pod is
-read from the API server and the deletion goes ahead only if every one of them is still
-the same pod (uid) and not routed (Ready not True, gate not True); each delete then carries
-uid and resourceVersion preconditions, so a pod that changed after the read is not deleted.
+read from the API server, and so are the EndpointSlices of the component's traffic Service
+when it has any; the deletion goes ahead only if every pod is still the same pod (uid) and
+not routed (Ready not True, gate not True, and no slice lists it as a ready endpoint); each
+delete then carries uid and resourceVersion preconditions, so a pod that changed after the
+read is not deleted.
 """
 
 from __future__ import annotations
