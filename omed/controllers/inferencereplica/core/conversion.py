@@ -18,11 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from omed.controllers.inferencereplica.core.actions import Plan, WriteStatus
-from omed.controllers.inferencereplica.core.encoding import (
-    STATUS_SIZE_LIMIT,
-    StatusEncodingSettings,
-    needs_conversion,
-)
+from omed.controllers.inferencereplica.core.encoding import StatusEncodingSettings, needs_conversion
 from omed.controllers.inferencereplica.core.memory import KeyMemory
 from omed.controllers.inferencereplica.core.model import ObservedState
 from omed.controllers.inferencereplica.core.status import encode_rows_into_status
@@ -37,7 +33,6 @@ class StoredForm:
     status: Mapping[str, Any] | None
     """The stored status, as read (its rows in whichever form)."""
     settings: StatusEncodingSettings = dataclasses.field(default_factory=StatusEncodingSettings)
-    size_limit: int = STATUS_SIZE_LIMIT
 
 
 def convert(
@@ -49,9 +44,7 @@ def convert(
         return decided, memory
     rows = tuple(sorted(observed.rows.values(), key=lambda row: row.index))
     listed = encode_rows_into_status({}, rows).get("instanceStatuses") or []
-    if not needs_conversion(
-        listed, stored=stored.status, settings=stored.settings, size_limit=stored.size_limit
-    ):
+    if not needs_conversion(listed, stored=stored.status, settings=stored.settings):
         return decided, dataclasses.replace(memory, form_current=stored.version)
     write = WriteStatus(status=observed.status, rows=rows)
     return dataclasses.replace(decided, actions=(write, *decided.actions)), memory

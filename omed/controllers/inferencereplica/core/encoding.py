@@ -60,7 +60,8 @@ ColumnarV2-stored InferenceReplica keeps ColumnarV2: 1,441,792."""
 
 @dataclass(frozen=True, slots=True)
 class StatusEncodingSettings:
-    """The ``omenativeStatus`` block as the controller uses it.
+    """The ``omenativeStatus`` block as the controller uses it, and the write size it keeps
+    under.
 
     ``max_decoded_instances`` 0 or ``None`` means that no bound is set: then no ColumnarV2
     status is decoded (``cardinality_limit``) and none is written.
@@ -68,6 +69,9 @@ class StatusEncodingSettings:
 
     encoding: Encoding = DENSE_V1
     max_decoded_instances: int | None = None
+    size_limit: int = STATUS_SIZE_LIMIT
+    """Bytes of a status write above which a ColumnarV2-stored InferenceReplica stays
+    ColumnarV2 under DenseV1 (:data:`STATUS_SIZE_LIMIT`; tests lower it)."""
 
     @classmethod
     def from_config(cls, config: OMENativeStatusConfig) -> StatusEncodingSettings:
@@ -105,13 +109,12 @@ def choose_form(
     *,
     stored: Mapping[str, Any] | None,
     settings: StatusEncodingSettings,
-    size_limit: int = STATUS_SIZE_LIMIT,
     overhead: int = 0,
 ) -> tuple[Encoding, list[Mapping[str, Any]] | dict[str, Any]]:
     """The encoding and payload for ``rows`` (JSON rows sorted by index).
 
     ``stored`` is the status as stored now; ``overhead`` the bytes of the written object
-    besides the rows (compared with ``size_limit`` together with the list).
+    besides the rows (compared with the settings' ``size_limit`` together with the list).
     """
     bound = settings.bound
     if settings.encoding == COLUMNAR_V2:
@@ -119,7 +122,7 @@ def choose_form(
     listed = list(rows)
     if _safe_stored(stored) == COLUMNAR_V2 and bound is not None and 0 < len(listed) <= bound:
         list_size = encoded_size(listed)
-        if overhead + list_size > size_limit:
+        if overhead + list_size > settings.size_limit:
             columns = encode_columnar(listed)
             if encoded_size(columns) < list_size:
                 return COLUMNAR_V2, columns
@@ -133,7 +136,6 @@ def status_write(
     *,
     stored: Mapping[str, Any] | None,
     settings: StatusEncodingSettings,
-    size_limit: int = STATUS_SIZE_LIMIT,
     overhead: int = 0,
 ) -> StatusWrite:
     """The status that stores ``summary`` (a status without rows) and ``rows``."""
@@ -141,7 +143,6 @@ def status_write(
         rows,
         stored=stored,
         settings=settings,
-        size_limit=size_limit,
         overhead=overhead + encoded_size(summary),
     )
     if encoding == DENSE_V1 and not payload:
@@ -160,14 +161,10 @@ def needs_conversion(
     *,
     stored: Mapping[str, Any] | None,
     settings: StatusEncodingSettings,
-    size_limit: int = STATUS_SIZE_LIMIT,
-    overhead: int = 0,
 ) -> bool:
     """Whether writing the same ``rows`` again would store them in another form."""
     old = _safe_stored(stored)
     if old is None or not rows:
         return False  # nothing to convert (an undecodable status is never planned for)
-    encoding, _ = choose_form(
-        rows, stored=stored, settings=settings, size_limit=size_limit, overhead=overhead
-    )
+    encoding, _ = choose_form(rows, stored=stored, settings=settings)
     return encoding != old

@@ -39,7 +39,6 @@ from omed.clock import Clock, RealClock
 from omed.config.lifecycle import LifecycleConfig
 from omed.controllers.inferencereplica.core import names
 from omed.controllers.inferencereplica.core.encoding import (
-    STATUS_SIZE_LIMIT,
     StatusEncodingSettings,
 )
 from omed.controllers.inferencereplica.core.model import PlanSettings
@@ -71,11 +70,11 @@ from omed.workqueue.ratelimit import RateLimiter
 class InferenceReplicaController:
     """Informers, expectations and the worker pool of the InferenceReplica controller.
 
-    ``status_encoding`` is the omenativeStatus block (DenseV1 and no bound by default);
-    ``status_size_limit`` the write size above which a ColumnarV2-stored InferenceReplica
-    stays ColumnarV2 under DenseV1 (:data:`~..core.encoding.STATUS_SIZE_LIMIT`; tests lower it);
-    ``lifecycle`` reads the fleet-wide ``lifecycle`` settings at each pass (the manager reads
-    them through the config cache; ``None``: none configured).
+    ``status_encoding`` is the omenativeStatus block (DenseV1 and no bound by default) and
+    the write size above which a ColumnarV2-stored InferenceReplica stays ColumnarV2 under
+    DenseV1 (:data:`~..core.encoding.STATUS_SIZE_LIMIT`; tests lower it); ``lifecycle`` reads
+    the fleet-wide ``lifecycle`` settings at each pass (the manager reads them through the
+    config cache; ``None``: none configured).
     """
 
     def __init__(
@@ -91,7 +90,6 @@ class InferenceReplicaController:
         expectation_timeout: float = DEFAULT_TIMEOUT,
         rate_limiter: RateLimiter | None = None,
         status_encoding: StatusEncodingSettings | None = None,
-        status_size_limit: int = STATUS_SIZE_LIMIT,
         lifecycle: Callable[[], Awaitable[LifecycleConfig]] | None = None,
         endpoints: bool = True,
     ) -> None:
@@ -111,7 +109,6 @@ class InferenceReplicaController:
             expectations=self.expectations,
             clock=self._clock,
             status_encoding=status_encoding,
-            status_size_limit=status_size_limit,
             busy=lambda: self.controller.busy(),  # noqa: PLW0108 - made below
             requeues=lambda key: self.controller.queue.num_requeues(key),  # noqa: PLW0108 - below
             lifecycle=lifecycle,

@@ -63,7 +63,6 @@ from omed.controllers.inferencereplica.core.actions import (
     WriteStatus,
 )
 from omed.controllers.inferencereplica.core.encoding import (
-    STATUS_SIZE_LIMIT,
     StatusEncodingSettings,
     status_write,
 )
@@ -193,14 +192,12 @@ class Executor:
         expectations: Expectations,
         clock: Clock,
         status_encoding: StatusEncodingSettings | None = None,
-        status_size_limit: int = STATUS_SIZE_LIMIT,
     ) -> None:
         self._client = client
         self._events = events
         self._expectations = expectations
         self._clock = clock
         self._encoding = status_encoding or StatusEncodingSettings()
-        self._size_limit = status_size_limit
 
     async def execute(
         self, *, key: str, irep: Mapping[str, Any], target: ReplicaTarget, plan: Plan
@@ -387,7 +384,6 @@ class Executor:
             rows,
             stored=irep.get("status"),
             settings=self._encoding,
-            size_limit=self._size_limit,
             overhead=encoded_size(body),
         )
         body["status"] = decided.status

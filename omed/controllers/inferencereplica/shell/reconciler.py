@@ -53,7 +53,6 @@ from omed.controllers.inferencereplica.core.decide import (
     settle,
 )
 from omed.controllers.inferencereplica.core.encoding import (
-    STATUS_SIZE_LIMIT,
     StatusEncodingSettings,
 )
 from omed.controllers.inferencereplica.core.memory import EMPTY, KeyMemory
@@ -131,7 +130,6 @@ class InferenceReplicaReconciler:
         busy: Callable[[], bool] = lambda: False,
         expectations: Expectations,
         settings: PlanSettings,
-        status_size_limit: int = STATUS_SIZE_LIMIT,
         clock: Clock,
         requeues: Callable[[str], int] = lambda _key: 0,
         lifecycle: Callable[[], Awaitable[LifecycleConfig]] | None = None,
@@ -154,14 +152,12 @@ class InferenceReplicaReconciler:
         self._expectations = expectations
         self._clock = clock
         self._encoding = status_encoding or StatusEncodingSettings()
-        self._size_limit = status_size_limit
         self._executor = Executor(
             client=client,
             events=events,
             expectations=expectations,
             clock=clock,
             status_encoding=self._encoding,
-            status_size_limit=status_size_limit,
         )
         self.memory: dict[str, KeyMemory] = {}
         """key -> what the core remembers of it between passes (the one holder)."""
@@ -230,10 +226,7 @@ class InferenceReplicaReconciler:
                 busy=self._busy(),
                 memory=memory,
                 stored=StoredForm(
-                    version=version,
-                    status=irep.get("status"),
-                    settings=self._encoding,
-                    size_limit=self._size_limit,
+                    version=version, status=irep.get("status"), settings=self._encoding
                 ),
                 adoptable=bool(adoptable),
             )

@@ -5,6 +5,7 @@ statuses (against the recording fake of the API client)."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -113,18 +114,19 @@ def test_dense_v1_converts_stored_columns_to_the_list() -> None:
 
 
 def test_dense_v1_keeps_columns_whose_list_would_be_too_large_to_store() -> None:
-    limit = encoded_size(rows(50)) - 1
-    write = status_write({}, rows(50), stored=columns(50), settings=DENSE, size_limit=limit)
+    small = dataclasses.replace(DENSE, size_limit=encoded_size(rows(50)) - 1)
+    write = status_write({}, rows(50), stored=columns(50), settings=small)
     assert (write.encoding, write.converted) == (COLUMNAR_V2, None)
-    assert not needs_conversion(rows(50), stored=columns(50), settings=DENSE, size_limit=limit)
+    assert not needs_conversion(rows(50), stored=columns(50), settings=small)
     # ... but not columns it couldn't read back under its own bound
-    tight = StatusEncodingSettings(encoding=DENSE_V1, max_decoded_instances=49)
-    write = status_write({}, rows(50), stored=columns(40), settings=tight, size_limit=limit)
+    tight = dataclasses.replace(small, max_decoded_instances=49)
+    write = status_write({}, rows(50), stored=columns(40), settings=tight)
     assert write.encoding == DENSE_V1
 
 
 def test_dense_v1_writes_a_too_large_list_over_a_stored_list_for_the_api_server_to_refuse() -> None:
-    write = status_write({}, rows(50), stored=listed(50), settings=DENSE, size_limit=100)
+    small = dataclasses.replace(DENSE, size_limit=100)
+    write = status_write({}, rows(50), stored=listed(50), settings=small)
     assert (write.encoding, write.converted) == (DENSE_V1, None)
 
 
