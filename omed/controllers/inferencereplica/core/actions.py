@@ -39,12 +39,18 @@ class PodRef:
 
 
 @dataclass(frozen=True, slots=True)
-class AddFinalizer:
+class ReplicaWrite:
+    """A write of the InferenceReplica object itself (its metadata or its status), as opposed
+    to the pod actions (:class:`InstanceAction`) and events."""
+
+
+@dataclass(frozen=True, slots=True)
+class AddFinalizer(ReplicaWrite):
     """Put omed's finalizer on the InferenceReplica before it owns any pod."""
 
 
 @dataclass(frozen=True, slots=True)
-class WriteStatus:
+class WriteStatus(ReplicaWrite):
     """Replace the InferenceReplica's status: the summary and the rows (through the seam)."""
 
     status: InferenceReplicaStatus
@@ -70,31 +76,43 @@ class PodToCreate:
 
 
 @dataclass(frozen=True, slots=True)
-class CreatePods:
-    """Create the missing pods of one Instance (all of them, in this pass)."""
+class InstanceAction:
+    """An action on the pods of one Instance: what its log lines and held creates name."""
 
     index: int
+    """The Instance's index; -1 for pods of no Instance (left over, being drained)."""
+
+
+@dataclass(frozen=True, slots=True)
+class OperationAction(InstanceAction):
+    """A pod action that a durable operation takes, recorded in the Instance's row first."""
+
     operation_id: str
-    """The Create, Update or Restart that creates them (``ome.io/operation-id`` on each)."""
+    """The operation's id (``ome.io/operation-id`` on the pods it creates); empty for the
+    drain of pods that no operation owns."""
+
+
+@dataclass(frozen=True, slots=True)
+class CreatePods(OperationAction):
+    """Create the missing pods of one Instance (all of them, in this pass), for its Create,
+    Update or Restart."""
+
     pods: tuple[PodToCreate, ...]
 
 
 @dataclass(frozen=True, slots=True)
-class SetServingGate:
+class SetServingGate(InstanceAction):
     """Set the ome.io/serving readiness-gate condition of one pod."""
 
-    index: int
     pod: PodRef
     serving: bool
     reason: str
 
 
 @dataclass(frozen=True, slots=True)
-class DeletePods:
+class DeletePods(OperationAction):
     """Delete every live pod of one draining Instance, each only if it is still not routed."""
 
-    index: int
-    operation_id: str
     pods: tuple[PodRef, ...]
     service: str | None = None
     """The traffic Service whose EndpointSlices are read live before the delete: no pod is
@@ -102,22 +120,20 @@ class DeletePods:
 
 
 @dataclass(frozen=True, slots=True)
-class PatchPodImages:
+class PatchPodImages(OperationAction):
     """Change the container images (and the revision label) of one live pod, in place.
 
     ``containers`` are (position in spec.containers, name, image); the patch tests the
     pod's uid and each container's name first, so it never hits a newer pod of the name.
     """
 
-    index: int
-    operation_id: str
     pod: PodRef
     revision: str
     containers: tuple[tuple[int, str, str], ...]
 
 
 @dataclass(frozen=True, slots=True)
-class RemoveReleaseAnnotation:
+class RemoveReleaseAnnotation(ReplicaWrite):
     """Delete ome.io/release-held-revision from the InferenceReplica (a metadata patch),
     only while it still holds ``value``."""
 
@@ -125,7 +141,7 @@ class RemoveReleaseAnnotation:
 
 
 @dataclass(frozen=True, slots=True)
-class RemoveFinalizer:
+class RemoveFinalizer(ReplicaWrite):
     """The InferenceReplica is being deleted and no pod of it is left."""
 
 
