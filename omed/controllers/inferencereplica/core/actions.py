@@ -85,11 +85,11 @@ class InstanceAction:
 
 @dataclass(frozen=True, slots=True)
 class OperationAction(InstanceAction):
-    """A pod action that a durable operation takes, recorded in the Instance's row first."""
+    """A pod action of an operation, which the Instance's row records before it runs."""
 
     operation_id: str
-    """The operation's id (``ome.io/operation-id`` on the pods it creates); empty for the
-    drain of pods that no operation owns."""
+    """The operation's id (``ome.io/operation-id`` on the pods it creates); empty where no row
+    records one (pods left by an earlier replica, the teardown of one that can't be read)."""
 
 
 @dataclass(frozen=True, slots=True)
