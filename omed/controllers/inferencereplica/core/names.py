@@ -166,6 +166,9 @@ EVENT_PODS_ADOPTED: Final = "PodsAdopted"
 """Normal, on the InferenceReplica: it adopted pods named and labelled as its own that no
 controller owned (left by an earlier InferenceReplica of its name deleted with
 propagationPolicy Orphan)."""
+EVENT_WRITE_SIZE_EXCEEDED: Final = "WriteSizeExceeded"
+"""Warning, on the InferenceReplica: a write of it other than the status's was rejected as too
+large (a status write is StatusSizeExceeded)."""
 
 # -- Conditions ---------------------------------------------------------------------------------
 
@@ -234,6 +237,7 @@ MSG_LIFECYCLE_INVALID: Final = (
 )
 """ERROR, once per distinct set of invalid keys: those keys are unconfigured."""
 MSG_STATUS_TOO_LARGE: Final = "Status write rejected as too large; the InferenceReplica stalls"
+MSG_WRITE_TOO_LARGE: Final = "InferenceReplica write rejected as too large; the replica stalls"
 MSG_PODS_ADOPTED: Final = "Adopted pods that no controller owned"
 """INFO, with the event PodsAdopted."""
 MSG_DRAINING_LEFTOVERS: Final = "Draining pods left by an earlier InferenceReplica of this name"

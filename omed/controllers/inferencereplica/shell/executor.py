@@ -24,10 +24,10 @@ patch) is recorded as a :class:`~omed.controllers.refusals.RefusedWrite` on the
 :class:`Outcome` (``write_refused``), not raised: the reconciler reports it and backs off.
 
 A write of the InferenceReplica that the API server rejects as too large (steps 1, 2 and 5)
-is recorded as a :class:`RejectedWrite` on the :class:`Outcome`: which write it was, the
-bytes sent, and for a status write its encoding. Only a status write is a StatusSizeExceeded
-(the event users filter for, with that write's own size and encoding); the others are
-:data:`REASON_WRITE_SIZE_EXCEEDED`, whose message names the write.
+is recorded as a :class:`~..core.rejectedwrite.RejectedWrite` on the :class:`Outcome`: which
+write it was, the bytes sent, and for a status write its encoding. Only a status write is a
+StatusSizeExceeded (the event users filter for, with that write's own size and encoding); the
+others are :data:`~..core.names.EVENT_WRITE_SIZE_EXCEEDED`, whose message names the write.
 
 Destructive steps re-read what they act on: before deleting an Instance's pods, each pod is
 read from the API server, and so are the EndpointSlices of the component's traffic Service
@@ -44,7 +44,7 @@ import datetime as dt
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any
 
 from omed.api.constants import API_VERSION, KIND_INFERENCE_SERVICE, READINESS_GATE_SERVING
 from omed.clock import Clock, rfc3339
@@ -68,6 +68,7 @@ from omed.controllers.inferencereplica.core.encoding import (
 )
 from omed.controllers.inferencereplica.core.model import CreateRefusal, ReplicaTarget
 from omed.controllers.inferencereplica.core.observe import endpoint_readiness
+from omed.controllers.inferencereplica.core.rejectedwrite import RejectedWrite, ReplicaWriteKind
 from omed.controllers.inferencereplica.core.status import encode_rows_into_status
 from omed.controllers.inferencereplica.core.waiting import refusal_token
 from omed.controllers.inferencereplica.shell import statusmetrics, updatewrites
@@ -87,49 +88,6 @@ log = logging.getLogger("omed.controllers.inferencereplica")
 
 WRITE_CONCURRENCY = 16
 """Pod writes one pass keeps in flight at once (the client's limiter paces them further)."""
-
-"""The resource of the status write, as a :class:`RefusedWrite` names it."""
-
-WRITE_STATUS: Final = "status write"
-WRITE_ADD_FINALIZER: Final = "add-finalizer patch"
-WRITE_REMOVE_FINALIZER: Final = "remove-finalizer patch"
-REASON_WRITE_SIZE_EXCEEDED: Final = "WriteSizeExceeded"
-"""The Warning event of a write other than the status's that was rejected as too large."""
-MSG_WRITE_TOO_LARGE: Final = "InferenceReplica write rejected as too large; the replica stalls"
-
-
-@dataclass(frozen=True, slots=True)
-class RejectedWrite:
-    """A write of the InferenceReplica that the API server (or etcd) rejected as too large."""
-
-    write: str
-    """:data:`WRITE_STATUS`, :data:`WRITE_ADD_FINALIZER` or :data:`WRITE_REMOVE_FINALIZER`."""
-    size: int
-    """Bytes of the request body sent (compact JSON): the whole object for a status write."""
-    object_size: int
-    """Bytes of the InferenceReplica as this pass read it (compact JSON)."""
-    encoding: Encoding | None = None
-    """The encoding of the rows a status write carried; ``None`` for the other writes."""
-    error: str = ""
-    """The API server's message."""
-
-    def log_fields(self) -> dict[str, Any]:
-        """The fields of the log line that tells of a write other than the status's."""
-        return {
-            "write": self.write,
-            "bytes": self.size,
-            "objectBytes": self.object_size,
-            "error": self.error,
-        }
-
-
-def write_size_exceeded_message(*, namespace: str, name: str, rejected: RejectedWrite) -> str:
-    """``InferenceReplica <ns>/<name>: add-finalizer patch of <n> bytes was rejected as too
-    large (the object is <m> bytes)``: a write other than the status's."""
-    return (
-        f"InferenceReplica {namespace}/{name}: {rejected.write} of {rejected.size} bytes "
-        f"was rejected as too large (the object is {rejected.object_size} bytes)"
-    )
 
 
 class _TooLarge(Exception):
@@ -360,7 +318,7 @@ class Executor:
         except TooLarge as err:
             raise _TooLarge(
                 RejectedWrite(
-                    write=WRITE_ADD_FINALIZER,
+                    write=ReplicaWriteKind.ADD_FINALIZER,
                     size=encoded_size(patch),
                     object_size=encoded_size(irep),
                     error=err.message,
@@ -396,7 +354,7 @@ class Executor:
         except TooLarge as err:
             raise _TooLarge(
                 RejectedWrite(
-                    write=WRITE_STATUS,
+                    write=ReplicaWriteKind.STATUS,
                     size=size,
                     object_size=encoded_size(irep),
                     encoding=decided.encoding,
@@ -445,7 +403,7 @@ class Executor:
         except TooLarge as err:
             outcome.stopped = "too_large"
             outcome.too_large = RejectedWrite(
-                write=WRITE_REMOVE_FINALIZER,
+                write=ReplicaWriteKind.REMOVE_FINALIZER,
                 size=encoded_size(patch),
                 object_size=encoded_size(irep),
                 error=err.message,

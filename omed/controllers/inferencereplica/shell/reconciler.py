@@ -70,13 +70,7 @@ from omed.controllers.inferencereplica.core.status import (
 )
 from omed.controllers.inferencereplica.core.teardown import teardown_from_pods
 from omed.controllers.inferencereplica.shell import ownership, statusmetrics
-from omed.controllers.inferencereplica.shell.executor import (
-    MSG_WRITE_TOO_LARGE,
-    REASON_WRITE_SIZE_EXCEEDED,
-    Executor,
-    Outcome,
-    write_size_exceeded_message,
-)
+from omed.controllers.inferencereplica.shell.executor import Executor, Outcome
 from omed.controllers.inferencereplica.shell.expectations import Expectations
 from omed.controllers.owners import controller_uid
 from omed.controllers.refusals import RefusedWrite, report
@@ -405,11 +399,11 @@ class InferenceReplicaReconciler:
             )
             self._events.event(irep, type=WARNING, reason=REASON_SIZE_EXCEEDED, message=message)
             return after
-        log.error(MSG_WRITE_TOO_LARGE, extra=kv(key=key, **rejected.log_fields()))
-        message = write_size_exceeded_message(
-            namespace=namespace or "", name=name, rejected=rejected
+        log.error(names.MSG_WRITE_TOO_LARGE, extra=kv(key=key, **rejected.log_fields()))
+        message = rejected.message(namespace=namespace or "", name=name)
+        self._events.event(
+            irep, type=WARNING, reason=names.EVENT_WRITE_SIZE_EXCEEDED, message=message
         )
-        self._events.event(irep, type=WARNING, reason=REASON_WRITE_SIZE_EXCEEDED, message=message)
         return after
 
     def _unreadable(
