@@ -16,6 +16,7 @@ from test_inferencereplica import TEMPLATE, Cluster, eventually, irep_body, read
 
 from omed.api.constants import ANNOTATION_RELEASE_HELD_REVISION, LABEL_REVISION
 from omed.controllers.inferencereplica.core import names
+from omed.controllers.inferencereplica.core.names import OperationReason
 from omed.informers import Handlers
 from omed.informers.transform import Obj
 from omed.kube.client import KubeClient
@@ -356,7 +357,7 @@ async def test_a_crash_loop_on_a_revision_that_ran_is_repaired(world: World) -> 
     async def repairing() -> bool:
         rows = (await world.status()).get("instanceStatuses") or []
         return any(
-            (r.get("operation") or {}).get("reason") == names.OP_REASON_CRASH_LOOP for r in rows
+            (r.get("operation") or {}).get("reason") == OperationReason.CRASH_LOOP for r in rows
         )
 
     await eventually(repairing, timeout=60, what="a CrashLoopRepair operation", interval=0.05)

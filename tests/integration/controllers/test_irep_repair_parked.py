@@ -61,7 +61,7 @@ async def test_a_crash_loop_repair_that_crashes_again_is_parked_and_re_armed(
     )
     parked_row = seen[names.STEP_REPAIR_PARKED]
     op = parked_row["operation"]
-    assert op["type"] == "Restart" and op["reason"] == names.OP_REASON_CRASH_LOOP
+    assert op["type"] == "Restart" and op["reason"] == names.OperationReason.CRASH_LOOP
     assert op.get("lastProgressAt") and not op.get("deadline")
     assert not op.get("retryCount")  # parked before any re-arm
     assert parked_row["incarnation"] == first + 1  # rebuilt once, then crashed again

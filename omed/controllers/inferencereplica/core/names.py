@@ -14,6 +14,7 @@ incarnations, and ``kubectl ome instance status`` shows the same names for every
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Final
 
 from omed.api.constants import FINALIZER_INFERENCE_REPLICA, LABEL_COMPONENT, LABEL_INFERENCE_SERVICE
@@ -77,22 +78,27 @@ PARKED_STEPS: Final = frozenset(
 
 # -- Operation reasons ----------------------------------------------------------------------
 
-OP_REASON_SCALE_UP: Final = "ScaleUp"
-"""Create: a new Instance, or the next incarnation of one."""
-OP_REASON_PODS_MISSING: Final = "PodsMissing"
-"""Create: pods of an existing Instance vanished and are made again."""
-OP_REASON_SCALE_DOWN: Final = "ScaleDown"
-"""Delete: the Instance's index is past ``replicas``."""
-OP_REASON_TEARDOWN: Final = "InferenceReplicaDeleted"
-"""Delete: the InferenceReplica is being deleted."""
-OP_REASON_REVISION_CHANGED: Final = "RevisionChanged"
-"""Update: the Instance runs another revision than the update revision."""
-OP_REASON_RETRY: Final = "RetryRevision"
-"""Update: the retry block's next attempt at the update revision."""
-OP_REASON_POD_RESTARTED: Final = "PodRestarted"
-"""Restart: a container restarted under restartPolicy RecreateInstanceOnPodRestart."""
-OP_REASON_CRASH_LOOP: Final = "CrashLoopRepair"
-"""Restart: a pod crash-loops on a revision that has been Ready."""
+
+class OperationReason(StrEnum):
+    """Why an operation started (``operation.reason``), by operation type."""
+
+    SCALE_UP = "ScaleUp"
+    """Create: a new Instance, or the next incarnation of one."""
+    PODS_MISSING = "PodsMissing"
+    """Create: pods of an existing Instance vanished and are made again."""
+    SCALE_DOWN = "ScaleDown"
+    """Delete: the Instance's index is past ``replicas``."""
+    TEARDOWN = "InferenceReplicaDeleted"
+    """Delete: the InferenceReplica is being deleted."""
+    REVISION_CHANGED = "RevisionChanged"
+    """Update: the Instance runs another revision than the update revision."""
+    RETRY = "RetryRevision"
+    """Update: the retry block's next attempt at the update revision."""
+    POD_RESTARTED = "PodRestarted"
+    """Restart: a container restarted under restartPolicy RecreateInstanceOnPodRestart."""
+    CRASH_LOOP = "CrashLoopRepair"
+    """Restart: a pod crash-loops on a revision that has been Ready."""
+
 
 # -- Waiting tokens (operation.waiting) -----------------------------------------------------
 

@@ -48,7 +48,7 @@ def start(
     index: int,
     incarnation: int,
     step: str,
-    reason: str,
+    reason: names.OperationReason,
     target_revision: str | None,
     now: dt.datetime,
 ) -> Operation:

@@ -121,7 +121,7 @@ def start(
     type: OperationType,
     step: str,
     *,
-    reason: str,
+    reason: names.OperationReason,
     target_revision: str | None,
 ) -> Operation:
     """A new operation of ``type`` on ``inst``'s current incarnation, at ``step``, started now."""

@@ -37,7 +37,7 @@ def transition_events(
         before is not None
         and operations.is_create(before)
         and before.step == names.STEP_CREATE_PODS
-        and before.reason == names.OP_REASON_SCALE_UP
+        and before.reason == names.OperationReason.SCALE_UP
     )
     if was_creating and all_pods_exist:
         events.append(

@@ -17,6 +17,7 @@ from omed.controllers.inferencereplica.core.actions import (
     WriteStatus,
 )
 from omed.controllers.inferencereplica.core.model import ContainerFailure
+from omed.controllers.inferencereplica.core.names import OperationReason
 
 
 def converged(replicas: int, **kw: object) -> World:
@@ -132,7 +133,7 @@ def test_teardown_drains_then_deletes_then_removes_the_finalizer() -> None:
     first = world.plan()
     assert len(first.of_type(SetServingGate)) == 3
     assert not first.of_type(DeletePods)
-    assert all(r.operation and r.operation.reason == names.OP_REASON_TEARDOWN for r in first.rows)
+    assert all(r.operation and r.operation.reason == OperationReason.TEARDOWN for r in first.rows)
     for _ in range(5):
         decided = world.step()
         if decided.of_type(RemoveFinalizer):

@@ -33,7 +33,7 @@ def test_gates_go_false_first_and_nothing_is_deleted_while_ready() -> None:
     for index in (2, 3):
         op = rows[index].operation
         assert op is not None and op.type == "Delete" and op.step == names.STEP_DRAIN
-        assert op.reason == names.OP_REASON_SCALE_DOWN
+        assert op.reason == names.OperationReason.SCALE_DOWN
         assert rows[index].phase == "Deleting"
 
 

@@ -206,7 +206,7 @@ def test_a_missing_pod_of_an_existing_instance_is_recreated_under_a_create() -> 
     assert [p.name for p in create.pods] == ["chat-engine-1-worker-0"]
     row = next(r for r in decided.of_type(WriteStatus)[0].rows if r.index == 1)
     assert row.operation is not None
-    assert row.operation.reason == names.OP_REASON_PODS_MISSING
+    assert row.operation.reason == names.OperationReason.PODS_MISSING
 
 
 def test_a_terminating_pod_blocks_its_name_until_gone() -> None:

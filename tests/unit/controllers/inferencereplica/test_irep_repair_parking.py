@@ -75,7 +75,7 @@ def test_a_rebuilt_instance_that_crash_loops_again_is_parked_and_re_armed_by_the
     assert rebuilds(plans) == 1 and world.rows[0].incarnation == 2
     op = op0(world)
     assert op is not None and op.type == "Restart" and not op.retry_count
-    assert op.reason == names.OP_REASON_CRASH_LOOP and op.deadline is None
+    assert op.reason == names.OperationReason.CRASH_LOOP and op.deadline is None
     parked_at = op.last_progress_at
     assert parked_at is not None
     (parked,) = events(plans, names.EVENT_REPAIR_PARKED)

@@ -115,7 +115,7 @@ def test_release_removes_the_held_block_deletes_the_annotation_and_retries() -> 
     assert events([decided], names.EVENT_REVISION_RELEASED)
     started = [r for r in decided.rows if r.operation and r.operation.type == "Update"]
     assert len(started) == 1 and started[0].operation is not None
-    assert started[0].operation.reason == names.OP_REASON_REVISION_CHANGED
+    assert started[0].operation.reason == names.OperationReason.REVISION_CHANGED
 
 
 def test_a_release_naming_no_held_block_is_ignored_and_removed() -> None:

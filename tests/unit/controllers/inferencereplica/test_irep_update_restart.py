@@ -10,6 +10,7 @@ from omed.config import LifecycleScaleConfig, Percent
 from omed.controllers.inferencereplica.core import names
 from omed.controllers.inferencereplica.core.actions import CreatePods, DeletePods
 from omed.controllers.inferencereplica.core.model import ContainerFailure, PlanSettings, PodView
+from omed.controllers.inferencereplica.core.names import OperationReason
 
 
 def test_a_container_restart_recreates_the_whole_instance_as_a_new_incarnation() -> None:
@@ -21,7 +22,7 @@ def test_a_container_restart_recreates_the_whole_instance_as_a_new_incarnation()
     (row,) = [r for r in first.rows if r.operation]
     assert row.index == 1 and row.operation is not None
     assert (row.operation.type, row.operation.step) == ("Restart", names.STEP_DRAIN)
-    assert row.operation.reason == names.OP_REASON_POD_RESTARTED
+    assert row.operation.reason == OperationReason.POD_RESTARTED
     plans = [first]
     world.apply(first)
     world.tick()
@@ -93,7 +94,10 @@ def test_a_crash_loop_on_a_revision_that_ran_is_repaired_as_a_new_incarnation() 
     decided = world.plan()
     (row,) = [r for r in decided.rows if r.operation]
     assert row.index == 0 and row.operation is not None
-    assert (row.operation.type, row.operation.reason) == ("Restart", names.OP_REASON_CRASH_LOOP)
+    assert (row.operation.type, row.operation.reason) == (
+        "Restart",
+        OperationReason.CRASH_LOOP,
+    )
     world.apply(decided)
     world.tick()
     world.run(20)

@@ -30,6 +30,7 @@ from omed.controllers.inferencereplica.core.batching import (
     take_batch,
 )
 from omed.controllers.inferencereplica.core.model import PodView
+from omed.controllers.inferencereplica.core.names import OperationReason
 from omed.controllers.inferencereplica.core.orphans import drain_orphans
 from omed.controllers.inferencereplica.core.work import InstanceWork, PassWork
 
@@ -62,7 +63,7 @@ def scale_down(work: PassWork, instances: list[InstanceWork]) -> ScaleDownWave |
     else:
         batch, deferred = (), tuple(Candidate(inst.index, 0) for inst in waiting)
     started = {candidate.index for candidate in batch}
-    reason = names.OP_REASON_TEARDOWN if work.target.deleting else names.OP_REASON_SCALE_DOWN
+    reason = OperationReason.TEARDOWN if work.target.deleting else OperationReason.SCALE_DOWN
     for inst in waiting:
         if inst.index in started:
             inst.op = steps.start(
@@ -136,7 +137,7 @@ def scale_up(work: PassWork, instances: list[InstanceWork], wanted: int) -> int:
         if inst.index not in chosen:
             continue
         if inst.op is None:
-            reason = names.OP_REASON_PODS_MISSING if inst.facts.pods else names.OP_REASON_SCALE_UP
+            reason = OperationReason.PODS_MISSING if inst.facts.pods else OperationReason.SCALE_UP
             inst.op = steps.start(
                 work,
                 inst,

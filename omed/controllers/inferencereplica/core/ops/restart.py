@@ -30,6 +30,7 @@ from omed.api.inferencereplica import Operation
 from omed.config import resolve_budget
 from omed.controllers.inferencereplica.core import names, operations, retry
 from omed.controllers.inferencereplica.core.model import PodView
+from omed.controllers.inferencereplica.core.names import OperationReason
 from omed.controllers.inferencereplica.core.policy import RetryPolicy
 from omed.controllers.inferencereplica.core.steps import (
     deadline,
@@ -82,7 +83,7 @@ def start_restarts(work: PassWork, instances: list[InstanceWork], *, ran: bool) 
             inst,
             "Restart",
             names.STEP_DRAIN,
-            reason=names.OP_REASON_CRASH_LOOP if looping else names.OP_REASON_POD_RESTARTED,
+            reason=OperationReason.CRASH_LOOP if looping else OperationReason.POD_RESTARTED,
             target_revision=target.update_revision,
         ).model_copy(update={"deadline": deadline(work)})
         work.tell(

@@ -252,7 +252,7 @@ def _begin(
         inst,
         "Update",
         step,
-        reason=names.OP_REASON_RETRY if retrying else names.OP_REASON_REVISION_CHANGED,
+        reason=names.OperationReason.RETRY if retrying else names.OperationReason.REVISION_CHANGED,
         target_revision=target.update_revision,
     )
     inst.op = op.model_copy(update={"surge_index": surge, "deadline": steps.deadline(work)})
