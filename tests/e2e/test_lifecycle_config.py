@@ -121,7 +121,7 @@ async def test_an_edit_of_instance_ready_timeout_reaches_the_next_create(
     )
     await asyncio.sleep(TTL + 0.5)
     await world.patch_service(SERVICE, {"spec": {"engine": {"minReplicas": 3, "maxReplicas": 3}}})
-    line = await manager.wait_log(names.MSG_LIFECYCLE_INVALID, timeout=30)
+    line = await manager.wait_log(names.LogLine.LIFECYCLE_INVALID, timeout=30)
     assert "lifecycle.stuckPodGracePeriod 60 must be a duration string" in line
 
     async def third() -> bool:
@@ -129,5 +129,5 @@ async def test_an_edit_of_instance_ready_timeout_reaches_the_next_create(
 
     await eventually(third, timeout=60, what="Instance 2's Create with a deadline")
     assert (await create_timeouts(world))[2] == 420.0  # the valid key still applies
-    assert len(manager.log_lines(names.MSG_LIFECYCLE_INVALID)) == 1
+    assert len(manager.log_lines(names.LogLine.LIFECYCLE_INVALID)) == 1
     assert manager.running()

@@ -358,9 +358,9 @@ class World(support.ManagerWorld):
     def wave_lines(self, manager: Any) -> list[dict[str, Any]]:
         lines = []
         # The chart's console encoder: time, level, logger, message, then the fields as JSON.
-        for line in manager.log_lines(names.MSG_SCALE_DOWN_WAVE):
+        for line in manager.log_lines(names.LogLine.SCALE_DOWN_WAVE):
             parts = line.split("\t")
-            if len(parts) == 5 and parts[3] == names.MSG_SCALE_DOWN_WAVE:
+            if len(parts) == 5 and parts[3] == names.LogLine.SCALE_DOWN_WAVE:
                 lines.append({"msg": parts[3], **json.loads(parts[4])})
         return lines
 

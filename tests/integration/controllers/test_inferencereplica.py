@@ -172,7 +172,7 @@ class WaveLines(logging.Handler):
         self.lines: list[dict[str, Any]] = []
 
     def emit(self, record: logging.LogRecord) -> None:
-        if record.getMessage() == names.MSG_SCALE_DOWN_WAVE:
+        if record.getMessage() == names.LogLine.SCALE_DOWN_WAVE:
             self.lines.append(dict(getattr(record, "kv", {})))
 
 

@@ -226,30 +226,32 @@ RESOURCE_STATUS: Final = "inferencereplicas/status"
 
 # -- Log lines ----------------------------------------------------------------------------------
 
-MSG_SCALE_DOWN_WAVE: Final = "OMENative scale-down wave"
-"""Part of the interface users grep for; one line per pass while a scale-down runs."""
-MSG_SKIPPED_UNSAFE_DELETE: Final = "Skipped deleting a pod that is still routed"
-MSG_STATUS_CONFLICT: Final = "InferenceReplica changed while reconciling; retrying"
-"""DEBUG: the status write met a Conflict; the key goes back with back-off."""
-MSG_WAITING_FOR_CACHE: Final = "Waiting for the pod cache to show this controller's writes"
-"""DEBUG: the key waits for its expectations."""
-MSG_STATUS_UNREADABLE: Final = "Cannot read the InferenceReplica's status; leaving it alone"
-MSG_SPEC_INVALID: Final = "Cannot read the InferenceReplica's spec; leaving it alone"
-MSG_STATUS_DECODE_FAILED: Final = "Cannot decode per-Instance status; not managing the replica"
-"""ERROR, with the event InstanceStatusDecodeFailed, once per resourceVersion."""
-MSG_STATUS_CONVERTED: Final = "Converted per-Instance status"
-MSG_LIFECYCLE_INVALID: Final = (
-    "Ignoring invalid lifecycle settings in ConfigMap inferenceservice-config"
-)
-"""ERROR, once per distinct set of invalid keys: those keys are unconfigured."""
-MSG_STATUS_TOO_LARGE: Final = "Status write rejected as too large; the InferenceReplica stalls"
-MSG_WRITE_TOO_LARGE: Final = "InferenceReplica write rejected as too large; the replica stalls"
-MSG_PODS_ADOPTED: Final = "Adopted pods that no controller owned"
-"""INFO, with the event PodsAdopted."""
-MSG_DRAINING_LEFTOVERS: Final = "Draining pods left by an earlier InferenceReplica of this name"
-MSG_TEARDOWN_FROM_PODS: Final = (
-    "Tearing down a deleted InferenceReplica that can't be read, from what its pods show"
-)
+
+class LogLine(StrEnum):
+    """The messages of the controller's log lines (their key-values are separate)."""
+
+    SCALE_DOWN_WAVE = "OMENative scale-down wave"
+    """Part of the interface users grep for; one line per pass while a scale-down runs."""
+    SKIPPED_UNSAFE_DELETE = "Skipped deleting a pod that is still routed"
+    STATUS_CONFLICT = "InferenceReplica changed while reconciling; retrying"
+    """DEBUG: the status write met a Conflict; the key goes back with back-off."""
+    WAITING_FOR_CACHE = "Waiting for the pod cache to show this controller's writes"
+    """DEBUG: the key waits for its expectations."""
+    STATUS_UNREADABLE = "Cannot read the InferenceReplica's status; leaving it alone"
+    SPEC_INVALID = "Cannot read the InferenceReplica's spec; leaving it alone"
+    STATUS_DECODE_FAILED = "Cannot decode per-Instance status; not managing the replica"
+    """ERROR, with the event InstanceStatusDecodeFailed, once per resourceVersion."""
+    STATUS_CONVERTED = "Converted per-Instance status"
+    LIFECYCLE_INVALID = "Ignoring invalid lifecycle settings in ConfigMap inferenceservice-config"
+    """ERROR, once per distinct set of invalid keys: those keys are unconfigured."""
+    STATUS_TOO_LARGE = "Status write rejected as too large; the InferenceReplica stalls"
+    WRITE_TOO_LARGE = "InferenceReplica write rejected as too large; the replica stalls"
+    PODS_ADOPTED = "Adopted pods that no controller owned"
+    """INFO, with the event PodsAdopted."""
+    DRAINING_LEFTOVERS = "Draining pods left by an earlier InferenceReplica of this name"
+    TEARDOWN_FROM_PODS = (
+        "Tearing down a deleted InferenceReplica that can't be read, from what its pods show"
+    )
 
 
 def pods_adopted_message(pods: list[str]) -> str:

@@ -370,7 +370,7 @@ class Executor:
             statusmetrics.converted(old, new)
             message = converted_message(namespace=namespace, name=name, old=old, new=new)
             log.info(
-                names.MSG_STATUS_CONVERTED,
+                names.LogLine.STATUS_CONVERTED,
                 extra=kv(namespace=namespace, inferenceReplica=name, old=old, new=new),
             )
             self._events.event(
@@ -542,7 +542,7 @@ class Executor:
                 continue
             if _routed(pod) or ref.uid in listed:
                 log.info(
-                    names.MSG_SKIPPED_UNSAFE_DELETE,
+                    names.LogLine.SKIPPED_UNSAFE_DELETE,
                     extra=kv(namespace=namespace, pod=ref.name, instance=action.index),
                 )
                 outcome.retry_soon = True

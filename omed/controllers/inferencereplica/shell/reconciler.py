@@ -170,7 +170,7 @@ class InferenceReplicaReconciler:
         # took the pods, and their events, away from this key) need no waiting for.
         if not self._expectations.satisfied(key) and not orphaning(irep):
             log.debug(
-                names.MSG_WAITING_FOR_CACHE,
+                names.LogLine.WAITING_FOR_CACHE,
                 extra=kv(key=key, pending=self._expectations.pending(key)),
             )
             return Result(
@@ -256,7 +256,7 @@ class InferenceReplicaReconciler:
         retried), since stale settings are never used in place of a read."""
         fleet = await self._lifecycle()
         if fleet.problems and fleet.problems != self._lifecycle_problems:
-            log.error(names.MSG_LIFECYCLE_INVALID, extra=kv(errors=list(fleet.problems)))
+            log.error(names.LogLine.LIFECYCLE_INVALID, extra=kv(errors=list(fleet.problems)))
         self._lifecycle_problems = fleet.problems
         return fleet
 
@@ -287,7 +287,7 @@ class InferenceReplicaReconciler:
     def _log_wave(self, decided: Plan, *, namespace: Any, name: Any) -> None:
         if decided.wave_log is not None:
             log.info(
-                names.MSG_SCALE_DOWN_WAVE,
+                names.LogLine.SCALE_DOWN_WAVE,
                 extra=kv(
                     namespace=namespace, inferenceReplica=name, **decided.wave_log.log_values()
                 ),
@@ -301,7 +301,7 @@ class InferenceReplicaReconciler:
         return orphans.adoptable(target, cached)
 
     def _adopted(self, key: str, irep: Mapping[str, Any], pods: list[str]) -> None:
-        log.info(names.MSG_PODS_ADOPTED, extra=kv(key=key, pods=len(pods), first=pods[0]))
+        log.info(names.LogLine.PODS_ADOPTED, extra=kv(key=key, pods=len(pods), first=pods[0]))
         message = names.pods_adopted_message(pods)
         self._events.event(irep, type=NORMAL, reason=names.EVENT_PODS_ADOPTED, message=message)
 
@@ -326,7 +326,7 @@ class InferenceReplicaReconciler:
         if not left.pods:
             return
         log.info(
-            names.MSG_DRAINING_LEFTOVERS,
+            names.LogLine.DRAINING_LEFTOVERS,
             extra=kv(key=key, pods=len(left.pods), first=left.pods[0]["metadata"]["name"]),
         )
         drained = orphans.drain_left_over([pod_view(pod, replica=name) for pod in left.pods])
@@ -336,7 +336,7 @@ class InferenceReplicaReconciler:
 
     def _result(self, key: str, outcome: Outcome, requeue_after: float | None) -> Result:
         if outcome.stopped == "conflict":
-            log.debug(names.MSG_STATUS_CONFLICT, extra=kv(key=key))
+            log.debug(names.LogLine.STATUS_CONFLICT, extra=kv(key=key))
             return Result(requeue=True)
         if outcome.stopped in ("gone", "refused"):
             # A refused pass is reported and requeued with back-off by the caller.
@@ -365,7 +365,7 @@ class InferenceReplicaReconciler:
         namespace, name = split_key(key)
         statusmetrics.decode_failed(err.reason)
         log.error(
-            names.MSG_STATUS_DECODE_FAILED,
+            names.LogLine.STATUS_DECODE_FAILED,
             extra=kv(key=key, reason=err.reason, detail=err.detail[:1000]),
         )
         message = decode_failed_message(
@@ -391,7 +391,7 @@ class InferenceReplicaReconciler:
         namespace, name = split_key(key)
         if encoding is not None:
             log.error(
-                names.MSG_STATUS_TOO_LARGE,
+                names.LogLine.STATUS_TOO_LARGE,
                 extra=kv(key=key, bytes=rejected.size, encoding=encoding, error=rejected.error),
             )
             message = size_exceeded_message(
@@ -399,7 +399,7 @@ class InferenceReplicaReconciler:
             )
             self._events.event(irep, type=WARNING, reason=REASON_SIZE_EXCEEDED, message=message)
             return after
-        log.error(names.MSG_WRITE_TOO_LARGE, extra=kv(key=key, **rejected.log_fields()))
+        log.error(names.LogLine.WRITE_TOO_LARGE, extra=kv(key=key, **rejected.log_fields()))
         message = rejected.message(namespace=namespace or "", name=name)
         self._events.event(
             irep, type=WARNING, reason=names.EVENT_WRITE_SIZE_EXCEEDED, message=message
@@ -413,7 +413,7 @@ class InferenceReplicaReconciler:
             return
         spec = isinstance(err, InvalidReplica)
         log.error(
-            names.MSG_SPEC_INVALID if spec else names.MSG_STATUS_UNREADABLE,
+            names.LogLine.SPEC_INVALID if spec else names.LogLine.STATUS_UNREADABLE,
             extra=kv(key=key, error=str(err)),
         )
         reason = names.EVENT_SPEC_INVALID if spec else names.EVENT_STATUS_UNREADABLE
@@ -439,7 +439,7 @@ class InferenceReplicaReconciler:
         gates, deletions = len(decided.of_type(SetServingGate)), len(decided.of_type(DeletePods))
         if gates or deletions:
             log.info(
-                names.MSG_TEARDOWN_FROM_PODS,
+                names.LogLine.TEARDOWN_FROM_PODS,
                 extra=kv(key=key, pods=len(pods), gates=gates, deletions=deletions),
             )
         outcome = await self._executor.execute_from_pods(
