@@ -152,13 +152,12 @@ def condition(
     generation: int | None = None,
 ) -> Condition:
     """A condition that keeps its previous transition time while its status is unchanged."""
-    since = transition_time(previous, type=type, status=status, now=now)
     return Condition(
         type=type,
         status=status,
         reason=reason,
         message=message,
-        last_transition_time=since,
+        last_transition_time=transition_time(previous, type=type, status=status, now=now),
         observed_generation=generation,
     )
 
