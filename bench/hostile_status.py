@@ -73,6 +73,7 @@ from omed.kube.client import KubeClient, load_config
 from omed.kube.resources import EVENTS, INFERENCE_REPLICAS, NAMESPACES
 from omed.statuscodec import COLUMNAR_V2, encode_columnar, encoded_size
 from omed_devcluster.controlplane import ControlPlane
+from omed_devcluster.hostile import ready_rows
 from omed_devcluster.install import OmeInstall
 
 REPLICA = "huge"
@@ -83,31 +84,6 @@ QUIET_CPU = 0.02
 """CPU seconds per second under which the manager counts as quiet."""
 PHASE_TIMEOUT = 120.0
 TEMPLATE = {"spec": {"containers": [{"name": "ome-container", "image": "ome/srt:1.0"}]}}
-TIME = "2026-09-14T20:50:00Z"
-
-
-def rows(count: int, *, conditions: int, distinct: bool = False) -> list[dict[str, Any]]:
-    return [
-        {
-            "index": i,
-            "incarnation": 1 + (i if distinct else 0),
-            "phase": "Ready",
-            "podCount": 1,
-            "admitted": True,
-            "conditions": [
-                {
-                    "type": "Ready" if k == 0 else f"Extra{k}",
-                    "status": "True",
-                    "observedGeneration": 1,
-                    "lastTransitionTime": TIME,
-                    "reason": "InstanceReady",
-                    "message": "",
-                }
-                for k in range(conditions)
-            ],
-        }
-        for i in range(count)
-    ]
 
 
 def rss_kib(pid: int) -> int:
@@ -368,8 +344,8 @@ async def run(args: argparse.Namespace, plane: ControlPlane, workdir: Path) -> d
                 columns = (irep.get("status") or {}).get("instanceStatusColumns") or {}
                 return "conditions.1.type" not in (columns.get("columns") or {}) and bool(columns)
 
-            worst = encode_columnar(rows(n, conditions=8, distinct=True))
-            hostile = encode_columnar(rows(n, conditions=32))
+            worst = encode_columnar(ready_rows(n, conditions=8, distinct=True))
+            hostile = encode_columnar(ready_rows(n, conditions=32))
             results = [
                 await phase(
                     "admitted",

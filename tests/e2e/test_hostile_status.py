@@ -35,6 +35,7 @@ from omed.api.constants import ANNOTATION_CONTROLLER_WRITE
 from omed.kube.errors import NotFound
 from omed.kube.resources import EVENTS, INFERENCE_REPLICAS
 from omed.statuscodec import COLUMNAR_V2, encode_columnar
+from omed_devcluster.hostile import ready_rows
 
 pytestmark = pytest.mark.integration
 
@@ -56,7 +57,6 @@ CHART_ELECTION = (
     "--leader-elect-retry-period=2s",
 )
 TEMPLATE = {"spec": {"containers": [{"name": "ome-container", "image": "ome/srt:1.0"}]}}
-TIME = "2026-09-14T20:50:00Z"
 
 
 def fields(line: str) -> dict[str, Any]:
@@ -146,30 +146,6 @@ async def admission_latencies(
         queue.put_nowait(None)
     await asyncio.gather(*workers)
     return sorted(latencies)
-
-
-def rows(count: int, *, conditions: int) -> list[dict[str, Any]]:
-    return [
-        {
-            "index": i,
-            "incarnation": 1,
-            "phase": "Ready",
-            "podCount": 1,
-            "admitted": True,
-            "conditions": [
-                {
-                    "type": "Ready" if k == 0 else f"Extra{k}",
-                    "status": "True",
-                    "observedGeneration": 1,
-                    "lastTransitionTime": TIME,
-                    "reason": "InstanceReady",
-                    "message": "",
-                }
-                for k in range(conditions)
-            ],
-        }
-        for i in range(count)
-    ]
 
 
 def webhook_client(managers: Any) -> tuple[ssl.SSLContext, str]:
@@ -278,7 +254,7 @@ async def _huge_status(manager: Any, managers: Any, kube: Any, namespace: str) -
     stored["status"] = {
         "replicas": 0,
         "instanceStatusEncoding": COLUMNAR_V2,
-        "instanceStatusColumns": encode_columnar(rows(INSTANCES, conditions=32)),
+        "instanceStatusColumns": encode_columnar(ready_rows(INSTANCES, conditions=32)),
     }
     await asyncio.sleep(1.0)  # let the leader settle (pacing, its own write's version)
     cpu_before = cpu_seconds(manager.pid)
