@@ -30,7 +30,7 @@ from omed.api.inferenceservice import (
     InferenceServiceStatus,
 )
 from omed.api.lifecycle import Lifecycle
-from omed.api.revision import revision_name, template_hash
+from omed.api.revision import payload_hash, revision_name, revision_payload
 from omed.api.servingruntime import ClusterServingRuntime, ServingRuntime, ServingRuntimeSpec
 
 __all__ = [
@@ -61,6 +61,7 @@ __all__ = [
     "ServingRuntimeSpec",
     "WorkerSpec",
     "inference_replica_name",
+    "payload_hash",
     "revision_name",
-    "template_hash",
+    "revision_payload",
 ]
