@@ -5,10 +5,10 @@ user's selectors, dashboards and scripts match them byte for byte, and the pods,
 controllers of one cluster must agree on them. So every such string lives here, once, and
 the rest of omed imports it; nothing else spells an ``ome.io/`` key by hand.
 
-Where upstream fixes a name we use it as is. The
-pod labels for an Instance's incarnation and revision are omed's choice, ``ome.io/incarnation``
-and ``ome.io/revision``: they follow the ``ome.io/instance-index`` pattern and are the keys a
-realistic OME serving pod carries.
+Where upstream fixes a name we use it as is. Pods made by omed before it used upstream's pod
+labels carry ``ome.io/incarnation`` and ``ome.io/revision`` (the full revision name) instead of
+``ome.io/instance-incarnation`` and ``ome.io/revision-hash``; omed still reads them
+(:data:`LEGACY_LABEL_INCARNATION`, :data:`LABEL_REVISION`) and writes them no more.
 """
 
 from __future__ import annotations
@@ -67,13 +67,24 @@ LABEL_COMPONENT: Final = "component"
 """On pods: engine, decoder or router (unprefixed, as upstream writes it)."""
 LABEL_INSTANCE_INDEX: Final = "ome.io/instance-index"
 """On pods: the decimal index of the Instance the pod belongs to."""
-LABEL_INCARNATION: Final = "ome.io/incarnation"
+LABEL_INCARNATION: Final = "ome.io/instance-incarnation"
 """On pods: the decimal incarnation of the Instance that created the pod."""
 LABEL_REVISION: Final = "ome.io/revision"
-"""On pods: the full revision name (``<isvc>-<component>-<hash>``) of the pod's template."""
+"""On pods made by omed before upstream's labels: the full revision name
+(``<isvc>-<component>-<hash>``). Read, never written any more: ``ome.io/revision-hash`` wins."""
+LABEL_MANAGED_BY: Final = "ome.io/managed-by"
+"""On pods and InferenceReplica ControllerRevisions: ``OMENative``."""
+MANAGED_BY_OME_NATIVE: Final = "OMENative"
 LABEL_RUNNER: Final = "ome.io/runner"
 """On pods (upstream's label): the runner the pod plays in its Instance: default, leader or
 worker."""
+LABEL_POD_ORDINAL: Final = "ome.io/pod-ordinal"
+"""On pods: the decimal ordinal of the pod among its runner's pods."""
+LABEL_POD_GROUP: Final = "scheduling.x-k8s.io/pod-group"
+"""On the pods of a multi-pod Instance: ``<isvc>-<component>-<index>``, the gang's name."""
+LEGACY_LABEL_INCARNATION: Final = "ome.io/incarnation"
+"""On pods made by omed before upstream's labels: the Instance's incarnation (read only)."""
+LEGACY_LABEL_REVISION: Final = LABEL_REVISION
 LABEL_RUNTIME_OF: Final = "ome.io/runtime-of"
 """On runtime ControllerRevisions: the name of the runtime whose spec the revision stores.
 Garbage collection groups revisions by it: one runtime name, across namespaces and kinds."""

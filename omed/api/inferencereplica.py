@@ -308,6 +308,8 @@ class InferenceReplicaStatus(ApiModel):
     """Revision the Instances ran before the update under way."""
     update_revision: str | None = None
     """Revision the Instances move to."""
+    collision_count: int | None = Field(default=None, ge=0)
+    """Times the update revision's name was taken by another object; part of the hash."""
     label_selector: str | None = None
     """Selector of the Instances' pods, for the scale subresource."""
     conditions: list[Condition] | None = Field(default=None, json_schema_extra=_CONDITIONS_LIST_MAP)

@@ -17,6 +17,10 @@ from typing import Any, Final, TypeVar
 
 from omed.api.inferencereplica import InferenceReplicaStatus, InstanceStatus
 from omed.config import BatchSize
+from omed.controllers.inferencereplica.core.revisionactions import (
+    CreateControllerRevision,
+    DeleteControllerRevision,
+)
 
 T = TypeVar("T")
 
@@ -157,6 +161,8 @@ class RecordEvent:
 
 Action = (
     AddFinalizer
+    | CreateControllerRevision
+    | DeleteControllerRevision
     | WriteStatus
     | CreatePods
     | SetServingGate

@@ -17,7 +17,7 @@ from typing import Any
 
 from omed.controllers.inferencereplica.core.actions import PatchPodImages, PodRef
 from omed.controllers.inferencereplica.core.model import ReplicaTarget, RunnerShape
-from omed.controllers.inferencereplica.core.podtemplate import revision_of
+from omed.controllers.inferencereplica.core.podtemplate import legacy_revision_of, revision_of
 from omed.controllers.inferencereplica.core.work import InstanceWork
 
 
@@ -41,9 +41,21 @@ def in_place_patches(
         if swapped is None:
             return None
         shapes.append(RunnerShape(runner.name, runner.size, swapped))
-    if revision_of(isvc=target.isvc, component=target.component, runners=tuple(shapes)) != (
-        pod_revision
-    ):
+    swapped_shapes = tuple(shapes)
+    names = {
+        revision_of(
+            isvc=target.isvc,
+            component=target.component,
+            runners=swapped_shapes,
+            owner_uid=target.hash_owner_uid,
+            collision_count=cc,
+        )
+        for cc in range(target.collision_count + 1)
+    }
+    names.add(
+        legacy_revision_of(isvc=target.isvc, component=target.component, runners=swapped_shapes)
+    )
+    if pod_revision not in names:
         return None
     patches = []
     for pod in live:

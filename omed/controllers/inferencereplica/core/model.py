@@ -157,6 +157,17 @@ class ReplicaTarget:
     replicas: int
     runners: tuple[RunnerShape, ...]
     update_revision: str
+    revision_payload: bytes = b""
+    """The update revision's payload, its ControllerRevision's ``data``: the pods are built
+    from it (empty: from the runner templates, as hand-built targets in tests have it)."""
+    legacy_revision: str | None = None
+    """The name omed gave the current templates before upstream's hash: pods, rows, blocks and
+    a release naming it mean the update revision."""
+    hash_owner_uid: str = ""
+    """The uid the revision hash is scoped to: the parent InferenceService's (upstream's
+    scope), or the standalone replica's own."""
+    collision_count: int = 0
+    """``status.collisionCount``: bumped when another object holds the update revision's name."""
     paused: bool = False
     deleting: bool = False
     orphaning: bool = False
@@ -169,8 +180,8 @@ class ReplicaTarget:
     release_held: str | None = None
     """The ome.io/release-held-revision annotation, when set."""
     revision_history_limit: int = DEFAULT_REVISION_HISTORY_LIMIT
-    """Revisions kept beyond the ones pods run: the replica's own ``revisionHistoryLimit``,
-    else the ConfigMap's, else the default."""
+    """Revisions kept beyond the ones in use (:mod:`.revisions`): the replica's own
+    ``revisionHistoryLimit``, else the ConfigMap's, else the default."""
     fleet: LifecycleConfig = field(default_factory=LifecycleConfig)
     """The fleet-wide ``lifecycle`` settings of this pass's config read: the graces,
     escalations and migration settings that no component field overrides."""
@@ -217,6 +228,8 @@ class ObservedState:
     """A write the API server refused for good in the last pass that met one, kept by the
     controller until a pass completes without a refusal; the planner shows it as condition
     WriteRefused. Never the status write's own refusal (that write can't carry it)."""
+    revisions: tuple[Any, ...] = ()
+    """The replica's ControllerRevisions in the cache (:class:`~.revisions.RevisionView`)."""
 
     def pods_of(self, index: int) -> tuple[PodView, ...]:
         return self.pods.get(index, ())

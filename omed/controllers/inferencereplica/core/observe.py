@@ -38,12 +38,17 @@ from omed.api.constants import (
     ANNOTATION_RELEASE_HELD_REVISION,
     KIND_INFERENCE_REPLICA,
     KIND_INFERENCE_SERVICE,
+    LABEL_COMPONENT,
     LABEL_INCARNATION,
+    LABEL_INFERENCE_SERVICE,
     LABEL_INSTANCE_INDEX,
-    LABEL_REVISION,
+    LABEL_REVISION_HASH,
+    LEGACY_LABEL_INCARNATION,
+    LEGACY_LABEL_REVISION,
     READINESS_GATE_SERVING,
 )
 from omed.api.inferencereplica import InferenceReplica
+from omed.api.revision import is_revision_hash
 from omed.clock import parse_rfc3339
 from omed.config.lifecycle import LifecycleConfig
 from omed.controllers.deletion import FINALIZER_ORPHAN
@@ -61,8 +66,14 @@ from omed.controllers.inferencereplica.core.names import (
     FINALIZER,
     parse_pod_name,
 )
-from omed.controllers.inferencereplica.core.podtemplate import revision_of
+from omed.controllers.inferencereplica.core.podtemplate import revision_from_hash
 from omed.controllers.inferencereplica.core.policy import revision_history_limit, update_policy
+from omed.controllers.inferencereplica.core.revisions import (
+    RevisionView,
+    legacy_translation,
+    resolve_revision,
+    revision_views,
+)
 from omed.controllers.inferencereplica.core.status import observed_rows, status_summary
 from omed.controllers.owners import controller_uid
 
@@ -174,6 +185,17 @@ def runs_spec_images(pod: Mapping[str, Any]) -> bool:
     return observed >= generation
 
 
+def pod_revision(labels: Mapping[str, Any]) -> str | None:
+    """The full revision name of a pod: from ``ome.io/revision-hash`` and the pod's identity
+    labels, else (a pod made before upstream's labels) its ``ome.io/revision``."""
+    digest = labels.get(LABEL_REVISION_HASH)
+    isvc, component = labels.get(LABEL_INFERENCE_SERVICE), labels.get(LABEL_COMPONENT)
+    if isinstance(digest, str) and is_revision_hash(digest) and isvc and component:
+        return revision_from_hash(isvc=str(isvc), component=str(component), digest=digest)
+    legacy = labels.get(LEGACY_LABEL_REVISION)
+    return str(legacy) if legacy is not None else None
+
+
 def pod_view(pod: Mapping[str, Any], *, replica: str) -> PodView:
     """What the planner needs of one pod; ``index`` is -1 for a stray."""
     metadata = pod.get("metadata") or {}
@@ -194,8 +216,8 @@ def pod_view(pod: Mapping[str, Any], *, replica: str) -> PodView:
         index=-1 if index is None else index,
         runner=parsed[0] if parsed else None,
         ordinal=parsed[1] if parsed else None,
-        incarnation=_int(labels.get(LABEL_INCARNATION)),
-        revision=labels.get(LABEL_REVISION),
+        incarnation=_int(labels.get(LABEL_INCARNATION, labels.get(LEGACY_LABEL_INCARNATION))),
+        revision=pod_revision(labels),
         operation_id=annotations.get(ANNOTATION_OPERATION_ID),
         resource_version=str(metadata.get("resourceVersion") or ""),
         terminating=bool(metadata.get("deletionTimestamp")),
@@ -226,9 +248,14 @@ def pod_view(pod: Mapping[str, Any], *, replica: str) -> PodView:
     )
 
 
-def replica_target(irep: Mapping[str, Any], fleet: LifecycleConfig | None = None) -> ReplicaTarget:
+def replica_target(
+    irep: Mapping[str, Any],
+    fleet: LifecycleConfig | None = None,
+    revisions: tuple[RevisionView, ...] = (),
+) -> ReplicaTarget:
     """The desired state of an InferenceReplica (a JSON object from the cache), over the
-    fleet-wide ``lifecycle`` settings ``fleet`` (``None``: none configured).
+    fleet-wide ``lifecycle`` settings ``fleet`` (``None``: none configured) and the cached
+    ControllerRevisions ``revisions`` (a name another object holds is a collision).
 
     Only metadata and spec are validated here: the status is read by
     :func:`~.status.observed_rows` (the rows, validated once per class and per version: a
@@ -263,6 +290,20 @@ def replica_target(irep: Mapping[str, Any], fleet: LifecycleConfig | None = None
         )
         for runner in spec.runners
     )
+    # Upstream scopes revision names to the InferenceService (its uid, from the replica's
+    # controller reference); a standalone replica is its own scope.
+    owner_uid = parent.uid or "" if parent is not None else meta.uid or ""
+    status = irep.get("status")
+    stored_cc = status.get("collisionCount") if isinstance(status, Mapping) else None
+    resolved = resolve_revision(
+        isvc=isvc,
+        component=spec.component,
+        runners=runners,
+        owner_uid=owner_uid,
+        replica_uid=meta.uid or "",
+        collision_count=stored_cc if isinstance(stored_cc, int) and stored_cc >= 0 else 0,
+        existing=revisions,
+    )
     lifecycle = spec.lifecycle
     min_ready = spec.min_ready_seconds
     if min_ready is None and lifecycle is not None:
@@ -277,7 +318,11 @@ def replica_target(irep: Mapping[str, Any], fleet: LifecycleConfig | None = None
         parent=parent,
         replicas=spec.replicas,
         runners=runners,
-        update_revision=revision_of(isvc=isvc, component=spec.component, runners=runners),
+        update_revision=resolved.name,
+        revision_payload=resolved.payload,
+        hash_owner_uid=owner_uid,
+        legacy_revision=resolved.legacy,
+        collision_count=resolved.collision_count,
         paused=bool(spec.paused),
         deleting=meta.deletion_timestamp is not None,
         orphaning=meta.deletion_timestamp is not None
@@ -318,6 +363,7 @@ def observe(
     pods: Iterable[Mapping[str, Any]],
     fleet: LifecycleConfig | None = None,
     slices: Sequence[Mapping[str, Any]] = (),
+    revisions: Iterable[Mapping[str, Any]] = (),
 ) -> tuple[ReplicaTarget, ObservedState]:
     """The planner's inputs for ``irep`` and the pods the cache holds for it, under the
     fleet-wide ``lifecycle`` settings ``fleet``; see :func:`observe_pods` for ``slices``.
@@ -325,8 +371,9 @@ def observe(
     Raises :class:`InvalidReplica` or :class:`~.status.RowsUnreadable` when the object can't
     be planned for.
     """
-    target = replica_target(irep, fleet)
-    return target, observe_pods(target, irep, pods, slices)
+    views = revision_views(revisions, uid=str((irep.get("metadata") or {}).get("uid") or ""))
+    target = replica_target(irep, fleet, views)
+    return target, observe_pods(target, irep, pods, slices, views)
 
 
 def observe_pods(
@@ -334,6 +381,7 @@ def observe_pods(
     irep: Mapping[str, Any],
     pods: Iterable[Mapping[str, Any]],
     slices: Sequence[Mapping[str, Any]] = (),
+    revisions: tuple[RevisionView, ...] = (),
 ) -> ObservedState:
     """What the caches show of ``target``: its pods, previous rows and status summary.
 
@@ -344,12 +392,13 @@ def observe_pods(
     :class:`~.status.RowsUnreadable` when the rows can't be read.
     """
     endpoints = endpoint_readiness(slices)
+    translate = legacy_translation(target)
     grouped: dict[int, list[PodView]] = defaultdict(list)
     strays: list[PodView] = []
     for pod in pods:
         if controller_uid(pod, kind=KIND_INFERENCE_REPLICA) != target.uid:
             continue
-        view = pod_view(pod, replica=target.name)
+        view = translate.pod(pod_view(pod, replica=target.name))
         if view.uid in endpoints:
             view = dataclasses.replace(view, endpoint_ready=endpoints[view.uid])
         if view.index < 0:
@@ -359,8 +408,9 @@ def observe_pods(
     status = irep.get("status")
     return ObservedState(
         pods={index: tuple(sorted(v, key=lambda p: p.name)) for index, v in grouped.items()},
-        rows=observed_rows(irep),
-        status=status_summary(status),
+        rows=translate.rows(observed_rows(irep)),
+        status=translate.status(status_summary(status)),
         stray_pods=tuple(strays),
         service_routes=bool(slices),
+        revisions=revisions,
     )

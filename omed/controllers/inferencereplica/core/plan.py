@@ -39,7 +39,7 @@ from collections.abc import Sequence
 
 from omed.api.base import Condition
 from omed.api.inferencereplica import InferenceReplicaStatus, InstanceStatus
-from omed.controllers.inferencereplica.core import names, operations, steps, waiting
+from omed.controllers.inferencereplica.core import names, operations, revisions, steps, waiting
 from omed.controllers.inferencereplica.core.actions import (
     Action,
     AddFinalizer,
@@ -166,6 +166,12 @@ def plan(
     if work.release is not None:
         actions.append(work.release)
         actions.extend(work.release_events)
+    if not target.deleting:
+        created = revisions.create_action(target, observed.revisions)
+        if created is not None:
+            actions.append(created)
+        live = revisions.in_use(target, (*rows, *observed.rows.values()), status)
+        actions.extend(revisions.retention(target, observed.revisions, live))
     actions.extend(work.gates)
     actions.extend(work.creates)
     actions.extend(work.patches)

@@ -1,30 +1,41 @@
-"""Pods of an Instance, rendered from the runner templates; and the update revision.
+"""Pods of an Instance, rendered from their revision; and the revision of the runner templates.
 
-Why: the pod is where the controller's identity scheme becomes visible to everyone else.
-The InferenceService controller (or the user, for a standalone InferenceReplica) writes the
-runner templates; this module adds what omed owns on every pod:
+Why: the pod is where the controller's identity scheme becomes visible to everyone else, and
+it must be the one upstream OME renders, so the upstream CLI, Services and users' selectors find
+omed's pods. A pod is built from its revision's payload (the ``data`` of its ControllerRevision:
+``podSpec``, ``podMeta``, ``workerPodSpec``), never from a template of another version, and
+gets what omed owns on every pod:
 
 * labels ``ome.io/inferenceservice`` (the parent's name, or the replica's own when it is
-  standalone, so the product's label-filtered pod cache sees it), ``component``,
-  ``ome.io/instance-index``, ``ome.io/incarnation`` and ``ome.io/revision``;
+  standalone), ``component``, ``ome.io/instance-index``, ``ome.io/instance-incarnation``,
+  ``ome.io/runner``, ``ome.io/pod-ordinal``, ``ome.io/managed-by: OMENative``,
+  ``ome.io/revision-hash`` (8 hex digits) and, on a multi-pod Instance's pods,
+  ``scheduling.x-k8s.io/pod-group: <isvc>-<component>-<index>``;
+* ``spec.hostname`` (the pod's name, when it fits a DNS label) and ``spec.subdomain``
+  ``<isvc>-<component>-headless``, so peers resolve ``<pod>.<isvc>-<component>-headless``;
+* the ``OME_*`` environment of every container, overriding a variable of the same name:
+  ``OME_INFERENCESERVICE_NAME``, ``OME_COMPONENT``, ``OME_COMPONENT_REPLICAS``,
+  ``OME_INSTANCE_INDEX``, ``OME_RUNNER``, ``OME_RUNNER_SIZE``, ``OME_RUNNER_INDEX`` (the ordinal,
+  0 for a one-pod runner), ``OME_INSTANCE_SUBDOMAIN`` (``<isvc>-<component>-<index>``), and on a
+  multi-pod Instance ``OME_LEADER_ADDRESS`` (``<leader pod>.<isvc>-<component>-headless``),
+  ``OME_INSTANCE_POD_RANK`` (leader 0, worker ordinal k: k+1) and ``OME_INSTANCE_POD_COUNT``;
 * the annotation ``ome.io/operation-id`` of the operation that created it;
-* a controller owner reference to the InferenceReplica, with ``blockOwnerDeletion`` (the key
-  the pod events are mapped back to; the garbage collector's link, which omed's finalizer
-  holds off until the pods are drained, and which a Foreground deletion of the replica
-  waits on);
+* a controller owner reference to the InferenceReplica, with ``blockOwnerDeletion``;
 * the readiness gate ``ome.io/serving``, which omed alone sets.
 
-Invariants: rendering is pure and deterministic (the same inputs give the same body), and
-the template's own labels, annotations and readiness gates are kept, with omed's keys
-winning on a clash. The revision is hashed over the templates *before* these additions, so
-every Instance of one template shares one revision.
+Invariants: rendering is pure and deterministic. The environment is rendered per pod and is not
+part of the revision: ``OME_COMPONENT_REPLICAS`` changes with ``replicas``, and a scale is no
+rollout. The revision is hashed over the templates *before* any of these additions, so every
+Instance of one template shares one revision.
 """
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
+
+import orjson
 
 from omed.api.constants import (
     KIND_INFERENCE_REPLICA,
@@ -32,39 +43,172 @@ from omed.api.constants import (
     LABEL_INCARNATION,
     LABEL_INFERENCE_SERVICE,
     LABEL_INSTANCE_INDEX,
-    LABEL_REVISION,
+    LABEL_MANAGED_BY,
+    LABEL_POD_GROUP,
+    LABEL_POD_ORDINAL,
+    LABEL_REVISION_HASH,
+    LABEL_RUNNER,
+    MANAGED_BY_OME_NATIVE,
     READINESS_GATE_SERVING,
 )
-from omed.api.revision import MAX_REVISION_NAME_LENGTH, REVISION_HASH_LENGTH, template_hash
+from omed.api.revision import (
+    MAX_REVISION_NAME_LENGTH,
+    excluded_annotation,
+    excluded_label,
+    legacy_template_hash,
+    payload_hash,
+    revision_hash,
+    revision_name,
+    revision_payload,
+    revision_prefix,
+)
 from omed.controllers.inferencereplica.core.model import PodSlot, ReplicaTarget, RunnerShape
-from omed.controllers.inferencereplica.core.names import ANNOTATION_OPERATION_ID
+from omed.controllers.inferencereplica.core.names import ANNOTATION_OPERATION_ID, RUNNER_ORDER
 from omed.controllers.owners import controller_reference
 
+DNS_LABEL_MAX: Final = 63
 
-def revision_of(*, isvc: str, component: str, runners: tuple[RunnerShape, ...]) -> str:
-    """``<isvc>-<component>-<hash>`` of the Instances' pod templates.
 
-    One runner: the hash of its template, exactly as :func:`omed.api.revision.revision_name`
-    takes it. Several (leader and workers): the hash of ``{"runners": [{name, size,
-    template}, ...]}`` sorted by name, so a change of either template or of the worker count
-    is a new revision. A prefix too long for a label value is cut, never the hash.
-    """
+def _primary(runners: tuple[RunnerShape, ...]) -> RunnerShape | None:
+    by_name = {r.name: r for r in runners}
+    return by_name.get("default") or by_name.get("leader") or (runners[0] if runners else None)
+
+
+def _worker(runners: tuple[RunnerShape, ...]) -> RunnerShape | None:
+    by_name = {r.name: r for r in runners}
+    return by_name.get("worker") if "leader" in by_name else None
+
+
+def payload_of(runners: tuple[RunnerShape, ...]) -> bytes:
+    """The revision payload of the runners: the single pod's (or the leader's) spec and
+    metadata, and the workers' spec. The worker count is not in it, as it is not upstream's:
+    a change of the count alone is no new revision."""
+    primary, worker = _primary(runners), _worker(runners)
+    template: Mapping[str, Any] = primary.template if primary is not None else {}
+    return revision_payload(
+        pod_spec=template.get("spec") or {},
+        pod_meta=template.get("metadata"),
+        worker_pod_spec=(worker.template.get("spec") or {}) if worker is not None else None,
+    )
+
+
+def revision_of(
+    *,
+    isvc: str,
+    component: str,
+    runners: tuple[RunnerShape, ...],
+    owner_uid: str = "",
+    collision_count: int = 0,
+) -> str:
+    """``<isvc>-<component>-<hash>``: upstream's hash of the runners' payload, the collision
+    count and the owner's uid. A prefix too long for a label value is cut, never the hash."""
+    digest = payload_hash(payload_of(runners), collision_count=collision_count, owner_uid=owner_uid)
+    return revision_name(isvc=isvc, component=component, digest=digest)
+
+
+def legacy_revision_of(*, isvc: str, component: str, runners: tuple[RunnerShape, ...]) -> str:
+    """The name omed gave these runners before upstream's hash (SHA-256 of canonical JSON):
+    what pods and rows written then carry for the same template."""
     if len(runners) == 1:
-        digest = template_hash(runners[0].template)
+        digest = legacy_template_hash(runners[0].template)
     else:
         shapes = [
             {"name": r.name, "size": r.size, "template": dict(r.template)}
             for r in sorted(runners, key=lambda r: r.name)
         ]
-        digest = template_hash({"runners": shapes})
-    prefix = f"{isvc}-{component}"
-    room = MAX_REVISION_NAME_LENGTH - REVISION_HASH_LENGTH - 1
-    return f"{prefix[:room].rstrip('-.')}-{digest}"
+        digest = legacy_template_hash({"runners": shapes})
+    return revision_name(isvc=isvc, component=component, digest=digest)
+
+
+def revision_from_hash(*, isvc: str, component: str, digest: str) -> str:
+    """The full revision name of a pod labelled with ``digest``."""
+    return f"{revision_prefix(isvc=isvc, component=component)}-{digest}"
 
 
 def owner_reference(target: ReplicaTarget) -> dict[str, Any]:
-    """The controller reference of ``target``'s pods."""
+    """The controller reference of ``target``'s pods and ControllerRevisions."""
     return controller_reference(kind=KIND_INFERENCE_REPLICA, name=target.name, uid=target.uid)
+
+
+def headless_service(isvc: str, component: str) -> str:
+    """``<isvc>-<component>-headless``: the Service whose DNS names an Instance's peers."""
+    return f"{isvc}-{component}-headless"
+
+
+def instance_subdomain(isvc: str, component: str, index: int) -> str:
+    """``<isvc>-<component>-<index>``: OME_INSTANCE_SUBDOMAIN, and a gang's pod-group name."""
+    return f"{isvc}-{component}-{index}"[:MAX_REVISION_NAME_LENGTH].rstrip("-.")
+
+
+def _ordered(target: ReplicaTarget) -> list[RunnerShape]:
+    return sorted(
+        target.runners,
+        key=lambda r: RUNNER_ORDER.index(r.name) if r.name in RUNNER_ORDER else 99,
+    )
+
+
+def ome_env(
+    target: ReplicaTarget, *, index: int, runner: RunnerShape | None, slot: PodSlot
+) -> list[dict[str, str]]:
+    """The OME_* variables of the pod in ``slot`` of Instance ``index``."""
+    size = runner.size if runner is not None else 1
+    env = [
+        ("OME_INFERENCESERVICE_NAME", target.isvc),
+        ("OME_COMPONENT", target.component),
+        ("OME_COMPONENT_REPLICAS", str(target.replicas)),
+        ("OME_INSTANCE_INDEX", str(index)),
+        ("OME_RUNNER", slot.runner),
+        ("OME_RUNNER_SIZE", str(size)),
+        ("OME_RUNNER_INDEX", str(slot.ordinal if size > 1 else 0)),
+        ("OME_INSTANCE_SUBDOMAIN", instance_subdomain(target.isvc, target.component, index)),
+    ]
+    if target.runner("leader") is not None:
+        leader = next(s for s in target.slots(index) if s.runner == "leader")
+        offset = 0
+        for shape in _ordered(target):
+            if shape.name == slot.runner:
+                break
+            offset += shape.size
+        env += [
+            (
+                "OME_LEADER_ADDRESS",
+                f"{leader.name}.{headless_service(target.isvc, target.component)}",
+            ),
+            ("OME_INSTANCE_POD_RANK", str(offset + slot.ordinal)),
+            ("OME_INSTANCE_POD_COUNT", str(target.pods_per_instance)),
+        ]
+    return [{"name": name, "value": value} for name, value in env]
+
+
+def revision_spec(target: ReplicaTarget, runner: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(pod spec, pod-template metadata) of ``runner`` at the update revision, from its payload
+    (the ControllerRevision's data); the current template when the target carries none."""
+    shape = target.runner(runner)
+    template: Mapping[str, Any] = shape.template if shape is not None else {}
+    own_meta: Mapping[str, Any] = template.get("metadata") or {}
+    if not target.revision_payload:
+        return copy.deepcopy(dict(template.get("spec") or {})), {
+            "labels": dict(own_meta.get("labels") or {}),
+            "annotations": dict(own_meta.get("annotations") or {}),
+        }
+    payload = orjson.loads(target.revision_payload)
+    worker = runner == "worker" and payload.get("workerPodSpec") is not None
+    spec = dict(payload.get("workerPodSpec") if worker else payload.get("podSpec") or {})
+    meta = payload.get("podMeta") or {}
+    labels = dict(meta.get("labels") or {})
+    annotations = dict(meta.get("annotations") or {})
+    # What the hash leaves out (a queue, a controller's signal) is still the template's.
+    labels.update(
+        {k: v for k, v in (own_meta.get("labels") or {}).items() if excluded_label(str(k))}
+    )
+    annotations.update(
+        {
+            k: v
+            for k, v in (own_meta.get("annotations") or {}).items()
+            if excluded_annotation(str(k))
+        }
+    )
+    return spec, {"labels": labels, "annotations": annotations}
 
 
 def render_pod(
@@ -77,22 +221,43 @@ def render_pod(
 ) -> dict[str, Any]:
     """The Pod to create for ``slot`` of Instance ``index`` in ``incarnation``."""
     runner = target.runner(slot.runner)
-    template: Mapping[str, Any] = runner.template if runner is not None else {}
-    template_meta: Mapping[str, Any] = template.get("metadata") or {}
-    spec: dict[str, Any] = copy.deepcopy(dict(template.get("spec") or {}))
+    spec, template_meta = revision_spec(target, slot.runner)
 
-    labels = dict(template_meta.get("labels") or {})
+    labels = dict(template_meta["labels"])
     labels.update(
         {
             LABEL_INFERENCE_SERVICE: target.isvc,
             LABEL_COMPONENT: target.component,
             LABEL_INSTANCE_INDEX: str(index),
             LABEL_INCARNATION: str(incarnation),
-            LABEL_REVISION: target.update_revision,
+            LABEL_RUNNER: slot.runner,
+            LABEL_POD_ORDINAL: str(slot.ordinal),
+            LABEL_MANAGED_BY: MANAGED_BY_OME_NATIVE,
+            LABEL_REVISION_HASH: revision_hash(target.update_revision),
         }
     )
-    annotations = dict(template_meta.get("annotations") or {})
+    if target.pods_per_instance > 1:
+        labels[LABEL_POD_GROUP] = instance_subdomain(target.isvc, target.component, index)
+    annotations = dict(template_meta["annotations"])
     annotations[ANNOTATION_OPERATION_ID] = operation_id
+
+    if len(slot.name) <= DNS_LABEL_MAX:
+        spec["hostname"] = slot.name
+    spec["subdomain"] = headless_service(target.isvc, target.component)
+    env = ome_env(target, index=index, runner=runner, slot=slot)
+    owned = {item["name"] for item in env}
+    containers = []
+    for container in spec.get("containers") or ():
+        if not isinstance(container, Mapping):
+            containers.append(container)
+            continue
+        kept = [
+            e
+            for e in container.get("env") or ()
+            if not (isinstance(e, Mapping) and e.get("name") in owned)
+        ]
+        containers.append({**container, "env": [*kept, *env]})
+    spec["containers"] = containers
 
     gates = [g for g in spec.get("readinessGates") or [] if isinstance(g, Mapping)]
     if not any(g.get("conditionType") == READINESS_GATE_SERVING for g in gates):

@@ -107,6 +107,7 @@ def summarize(
         updated_replicas=len(updated),
         current_revision=current,
         update_revision=target.update_revision,
+        collision_count=target.collision_count or previous.collision_count,
         label_selector=names.label_selector(target.isvc, target.component),
         conditions=[ready_condition, progressing],
         retry_blocks=previous.retry_blocks,

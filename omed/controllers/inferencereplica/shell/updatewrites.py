@@ -20,7 +20,8 @@ from __future__ import annotations
 import logging
 from typing import Any, Literal
 
-from omed.api.constants import ANNOTATION_RELEASE_HELD_REVISION, LABEL_REVISION
+from omed.api.constants import ANNOTATION_RELEASE_HELD_REVISION, LABEL_REVISION_HASH
+from omed.api.revision import revision_hash
 from omed.controllers.inferencereplica.core.actions import PatchPodImages, RemoveReleaseAnnotation
 from omed.controllers.refusals import RefusedWrite, failed_test, refused_write
 from omed.kube.api import Patcher
@@ -45,8 +46,9 @@ async def patch_pod_images(client: Patcher, *, namespace: str, action: PatchPodI
         path = f"/spec/containers/{position}"
         ops.append({"op": "test", "path": f"{path}/name", "value": name})
         ops.append({"op": "replace", "path": f"{path}/image", "value": image})
-    label = f"/metadata/labels/{_pointer(LABEL_REVISION)}"
-    ops.append({"op": "add", "path": label, "value": action.revision})
+    # A pod made before upstream's labels keeps its stale ome.io/revision: the hash label wins.
+    label = f"/metadata/labels/{_pointer(LABEL_REVISION_HASH)}"
+    ops.append({"op": "add", "path": label, "value": revision_hash(action.revision)})
     try:
         await client.patch(PODS, action.pod.name, ops, namespace, content_type=JSON_PATCH)
     except ApiError as err:

@@ -49,6 +49,7 @@ from omed.controllers.inferencereplica.core.model import (
     ReplicaTarget,
     RunnerShape,
 )
+from omed.controllers.inferencereplica.core.observe import pod_revision
 from omed.controllers.inferencereplica.core.plan import plan
 from omed.controllers.inferencereplica.core.status import status_body
 
@@ -219,8 +220,8 @@ class World:
                     index=int(labels["ome.io/instance-index"]),
                     runner=item.name.split("-")[-2],
                     ordinal=int(item.name.split("-")[-1]),
-                    incarnation=int(labels["ome.io/incarnation"]),
-                    revision=labels["ome.io/revision"],
+                    incarnation=int(labels["ome.io/instance-incarnation"]),
+                    revision=pod_revision(labels),
                     operation_id=create.operation_id,
                 )
         for delete in decided.of_type(DeletePods):
@@ -285,8 +286,10 @@ class World:
                 index=int(labels["ome.io/instance-index"]),
                 runner=runner,
                 ordinal=int(ordinal),
-                incarnation=int(labels.get("ome.io/incarnation", "1")),
-                revision=labels.get("ome.io/revision"),
+                incarnation=int(
+                    labels.get("ome.io/instance-incarnation", labels.get("ome.io/incarnation", "1"))
+                ),
+                revision=pod_revision(labels),
                 node="sim-node-0",
                 phase="Running",
                 containers_ready=True,

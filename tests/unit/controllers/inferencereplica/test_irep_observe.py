@@ -194,13 +194,19 @@ def test_a_standalone_replica_uses_its_own_name_for_label_and_revision() -> None
     assert target.update_revision.startswith("chat-engine-engine-")
 
 
-def test_the_revision_changes_with_the_template_or_the_worker_count() -> None:
+def test_the_revision_changes_with_the_worker_template_not_the_worker_count() -> None:
+    # Upstream's payload holds the worker's spec, not the count (docs/controllers.md).
     from omed.controllers.inferencereplica.core.model import RunnerShape
 
+    other = {"spec": {"containers": [{"name": "w", "image": "other"}]}}
     one = (RunnerShape("leader", 1, TEMPLATE), RunnerShape("worker", 2, TEMPLATE))
     two = (RunnerShape("leader", 1, TEMPLATE), RunnerShape("worker", 3, TEMPLATE))
-    assert revision_of(isvc="a", component="engine", runners=one) != revision_of(
+    changed = (RunnerShape("leader", 1, TEMPLATE), RunnerShape("worker", 2, other))
+    assert revision_of(isvc="a", component="engine", runners=one) == revision_of(
         isvc="a", component="engine", runners=two
+    )
+    assert revision_of(isvc="a", component="engine", runners=one) != revision_of(
+        isvc="a", component="engine", runners=changed
     )
     long = revision_of(isvc="x" * 80, component="engine", runners=one[:1])
     assert len(long) == 63

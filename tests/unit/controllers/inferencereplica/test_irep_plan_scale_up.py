@@ -57,9 +57,24 @@ def test_pods_carry_labels_owner_gate_and_operation() -> None:
         "ome.io/inferenceservice": "chat",
         "component": "engine",
         "ome.io/instance-index": "0",
-        "ome.io/incarnation": "1",
-        "ome.io/revision": REVISION,
+        "ome.io/instance-incarnation": "1",
+        "ome.io/runner": "default",
+        "ome.io/pod-ordinal": "0",
+        "ome.io/managed-by": "OMENative",
+        "ome.io/revision-hash": REVISION[-8:],
     }
+    assert body["spec"]["hostname"] == "chat-engine-0-default-0"
+    assert body["spec"]["subdomain"] == "chat-engine-headless"
+    assert body["spec"]["containers"][0]["env"] == [
+        {"name": "OME_INFERENCESERVICE_NAME", "value": "chat"},
+        {"name": "OME_COMPONENT", "value": "engine"},
+        {"name": "OME_COMPONENT_REPLICAS", "value": "1"},
+        {"name": "OME_INSTANCE_INDEX", "value": "0"},
+        {"name": "OME_RUNNER", "value": "default"},
+        {"name": "OME_RUNNER_SIZE", "value": "1"},
+        {"name": "OME_RUNNER_INDEX", "value": "0"},
+        {"name": "OME_INSTANCE_SUBDOMAIN", "value": "chat-engine-0"},
+    ]
     assert meta["ownerReferences"] == [
         {
             "apiVersion": "ome.io/v1beta1",
@@ -79,6 +94,23 @@ def test_a_standalone_replica_labels_its_pods_with_its_own_name() -> None:
     world = World(target(1, parent=None))
     body = world.plan().of_type(CreatePods)[0].pods[0].body
     assert body["metadata"]["labels"]["ome.io/inferenceservice"] == "chat-engine"
+
+
+def test_a_multi_pod_instance_gets_the_gang_env_and_pod_group() -> None:
+    world = World(target(2, runners=[("worker", 2), ("leader", 1)]))
+    pods = {p.name: p.body for p in world.plan().of_type(CreatePods)[1].pods}
+    worker = pods["chat-engine-1-worker-1"]
+    env = {e["name"]: e["value"] for e in worker["spec"]["containers"][0]["env"]}
+    assert env["OME_LEADER_ADDRESS"] == "chat-engine-1-leader-0.chat-engine-headless"
+    assert env["OME_INSTANCE_POD_RANK"] == "2"
+    assert env["OME_INSTANCE_POD_COUNT"] == "3"
+    assert env["OME_RUNNER_INDEX"] == "1"
+    assert env["OME_RUNNER_SIZE"] == "2"
+    assert env["OME_INSTANCE_SUBDOMAIN"] == "chat-engine-1"
+    leader_env = pods["chat-engine-1-leader-0"]["spec"]["containers"][0]["env"]
+    assert {"name": "OME_INSTANCE_POD_RANK", "value": "0"} in leader_env
+    assert worker["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] == "chat-engine-1"
+    assert worker["metadata"]["labels"]["ome.io/runner"] == "worker"
 
 
 def test_a_leader_and_its_workers_are_created_together_leader_first() -> None:

@@ -54,7 +54,7 @@ from omed.api.base import resolve_int_or_percent
 from omed.api.inferencereplica import InferenceReplicaStatus, Operation, RetryBlock
 from omed.controllers.inferencereplica.core import names, operations, retry, retryreport, steps
 from omed.controllers.inferencereplica.core.inplace import in_place_patches
-from omed.controllers.inferencereplica.core.model import PodView
+from omed.controllers.inferencereplica.core.model import PodView, ReplicaTarget
 from omed.controllers.inferencereplica.core.ops import restart
 from omed.controllers.inferencereplica.core.rows import condition, instance_facts
 from omed.controllers.inferencereplica.core.work import InstanceWork, PassWork
@@ -76,7 +76,7 @@ def plan_updates(
     target = work.target
     revision = target.update_revision
     sorted_out = retry.sort_out(
-        previous.retry_blocks, update_revision=revision, release=target.release_held, now=work.now
+        previous.retry_blocks, update_revision=revision, release=_release(target), now=work.now
     )
     retryreport.release(work, sorted_out.released)
     if sorted_out.bad is not None:
@@ -418,3 +418,11 @@ def _revision_ran(instances: list[InstanceWork], revision: str) -> bool:
         or steps.ready_on(inst, revision)
         for inst in instances
     )
+
+
+def _release(target: ReplicaTarget) -> str | None:
+    """The release annotation's revision; the legacy name of the current templates (set by a
+    user who read it off a status written before upstream's hash) means the update revision."""
+    if target.legacy_revision is not None and target.release_held == target.legacy_revision:
+        return target.update_revision
+    return target.release_held

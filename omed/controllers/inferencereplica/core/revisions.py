@@ -1,0 +1,281 @@
+"""The InferenceReplica's ControllerRevisions: the update revision's name, record and history.
+
+Why: a revision is a version of the component's pod template, and upstream OME keeps each as a
+ControllerRevision ``<isvc>-<component>-<hash>`` in the replica's namespace, owned by the
+InferenceReplica (controller reference), labelled ``ome.io/inferenceservice``, ``component``
+and ``ome.io/managed-by: OMENative``, its ``data`` the revision payload
+(:func:`omed.api.revision.revision_payload`) and its ``revision`` one more than the highest of
+the replica's. Pods are built from that payload, so a revision's pods can be made again from
+its record after the templates moved on.
+
+Decided here, from the label-scoped cache of them (pure):
+
+* the update revision's name: upstream's hash with ``status.collisionCount``; a
+  ControllerRevision of the name that another object controls, or that holds other data, is a
+  collision, and the count goes up until the name is free or ours (the count is stored in the
+  status, so the name stays put);
+* the create of the update revision's ControllerRevision when the cache lacks it (before any
+  pod of it is created);
+* retention: the revisions in use (the update and current revisions, every row's running and
+  target revision, every retry block's) are kept, and of the rest the ``revisionHistoryLimit``
+  newest (by ``revision``; 10 when unset); older ones are deleted, by uid;
+* the names omed gave before upstream's hash (:func:`~.podtemplate.legacy_revision_of`): a
+  pod, row, retry block or status revision naming the legacy name of the *current* templates
+  means the update revision, so a manager upgraded under running Instances adopts them
+  without a rollout and writes the new name into the rows.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from omed.api.constants import (
+    API_VERSION,
+    KIND_INFERENCE_REPLICA,
+    LABEL_COMPONENT,
+    LABEL_INFERENCE_SERVICE,
+    LABEL_MANAGED_BY,
+    MANAGED_BY_OME_NATIVE,
+)
+from omed.api.inferencereplica import InferenceReplicaStatus, InstanceStatus
+from omed.controllers.inferencereplica.core.model import PodView, ReplicaTarget, RunnerShape
+from omed.controllers.inferencereplica.core.podtemplate import (
+    legacy_revision_of,
+    payload_of,
+    revision_of,
+)
+from omed.controllers.inferencereplica.core.revisionactions import (
+    CreateControllerRevision,
+    DeleteControllerRevision,
+)
+from omed.controllers.owners import controller_reference, controller_uid
+
+MAX_COLLISIONS: Final = 100
+"""Collision counts tried in one pass before the name is taken as it is (the create then fails
+with AlreadyExists and the pass is retried)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RevisionView:
+    """One ControllerRevision of the cache."""
+
+    name: str
+    uid: str
+    revision: int
+    data_digest: str
+    """SHA-256 of ``data`` as compact JSON (compared with the payload's, never stored)."""
+    ours: bool
+    """Its controller reference is this InferenceReplica (by uid)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedRevision:
+    name: str
+    payload: bytes
+    collision_count: int
+    legacy: str | None
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _data_bytes(data: Any) -> bytes:
+    import orjson
+
+    return orjson.dumps(data) if data is not None else b""
+
+
+def revision_views(revisions: Iterable[Mapping[str, Any]], *, uid: str) -> tuple[RevisionView, ...]:
+    """The cached ControllerRevisions, as the core compares them."""
+    views = []
+    for obj in revisions:
+        meta = obj.get("metadata") or {}
+        number = obj.get("revision")
+        views.append(
+            RevisionView(
+                name=str(meta.get("name") or ""),
+                uid=str(meta.get("uid") or ""),
+                revision=number if isinstance(number, int) else 0,
+                data_digest=_digest(_data_bytes(obj.get("data"))),
+                ours=bool(uid) and controller_uid(obj, kind=KIND_INFERENCE_REPLICA) == uid,
+            )
+        )
+    return tuple(sorted(views, key=lambda v: v.name))
+
+
+def resolve_revision(
+    *,
+    isvc: str,
+    component: str,
+    runners: tuple[RunnerShape, ...],
+    owner_uid: str,
+    replica_uid: str,
+    collision_count: int,
+    existing: tuple[RevisionView, ...],
+) -> ResolvedRevision:
+    """The update revision: upstream's name at the first collision count from the stored one
+    whose name no other object (or other data) holds in the cache."""
+    payload = payload_of(runners)
+    import orjson
+
+    wanted = _digest(orjson.dumps(orjson.loads(payload)))
+    by_name = {view.name: view for view in existing}
+    cc = collision_count
+    for _ in range(MAX_COLLISIONS):
+        name = revision_of(
+            isvc=isvc,
+            component=component,
+            runners=runners,
+            owner_uid=owner_uid,
+            collision_count=cc,
+        )
+        held = by_name.get(name)
+        if held is None or (held.ours and held.data_digest == wanted):
+            break
+        cc += 1
+    legacy = legacy_revision_of(isvc=isvc, component=component, runners=runners)
+    return ResolvedRevision(name=name, payload=payload, collision_count=cc, legacy=legacy)
+
+
+def labels_of(target: ReplicaTarget) -> dict[str, str]:
+    """The labels of the replica's ControllerRevisions (and the informer's scope)."""
+    return {
+        LABEL_INFERENCE_SERVICE: target.isvc,
+        LABEL_COMPONENT: target.component,
+        LABEL_MANAGED_BY: MANAGED_BY_OME_NATIVE,
+    }
+
+
+REVISION_SELECTOR: Final = f"{LABEL_MANAGED_BY}={MANAGED_BY_OME_NATIVE},{LABEL_COMPONENT}"
+"""The label selector of the ControllerRevision cache: InferenceReplica revisions only (runtime
+revisions carry ``ome.io/runtime-of`` and no ``component``)."""
+
+
+def create_action(
+    target: ReplicaTarget, existing: tuple[RevisionView, ...]
+) -> CreateControllerRevision | None:
+    """The create of the update revision's record, when the cache lacks it."""
+    if not target.revision_payload or any(v.name == target.update_revision for v in existing):
+        return None
+    import orjson
+
+    number = max((v.revision for v in existing if v.ours), default=0) + 1
+    body = {
+        "apiVersion": "apps/v1",
+        "kind": "ControllerRevision",
+        "metadata": {
+            "name": target.update_revision,
+            "namespace": target.namespace,
+            "labels": labels_of(target),
+            "ownerReferences": [
+                controller_reference(kind=KIND_INFERENCE_REPLICA, name=target.name, uid=target.uid)
+            ],
+        },
+        "data": orjson.loads(target.revision_payload),
+        "revision": number,
+    }
+    assert body["metadata"]["ownerReferences"][0]["apiVersion"] == API_VERSION
+    return CreateControllerRevision(name=target.update_revision, body=body)
+
+
+def in_use(
+    target: ReplicaTarget,
+    rows: Iterable[InstanceStatus],
+    status: InferenceReplicaStatus,
+) -> frozenset[str]:
+    """Revision names something still refers to."""
+    names = {target.update_revision, status.current_revision or ""}
+    for row in rows:
+        names.add(row.running_revision or "")
+        names.add(row.target_revision or "")
+        if row.operation is not None:
+            names.add(row.operation.target_revision or "")
+    for block in status.retry_blocks or ():
+        names.add(block.target_revision)
+    names.discard("")
+    return frozenset(names)
+
+
+def retention(
+    target: ReplicaTarget,
+    existing: tuple[RevisionView, ...],
+    live: frozenset[str],
+) -> tuple[DeleteControllerRevision, ...]:
+    """Old revisions past ``revisionHistoryLimit`` (newest kept), never one in use."""
+    old = sorted(
+        (v for v in existing if v.ours and v.name not in live),
+        key=lambda v: (v.revision, v.name),
+        reverse=True,
+    )
+    return tuple(
+        DeleteControllerRevision(v.name, v.uid) for v in old[target.revision_history_limit :]
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class LegacyTranslation:
+    """Reads the legacy name of the current templates as the update revision."""
+
+    legacy: str | None
+    update: str
+
+    def _name(self, name: str | None) -> str | None:
+        return self.update if name is not None and name == self.legacy else name
+
+    def pod(self, view: PodView) -> PodView:
+        if self.legacy is None or view.revision != self.legacy:
+            return view
+        return dataclasses.replace(view, revision=self.update)
+
+    def rows(self, rows: Mapping[int, InstanceStatus]) -> Mapping[int, InstanceStatus]:
+        if self.legacy is None:
+            return rows
+        out: dict[int, InstanceStatus] = {}
+        for index, row in rows.items():
+            op = row.operation
+            if self.legacy not in (
+                row.running_revision,
+                row.target_revision,
+                op.target_revision if op is not None else None,
+            ):
+                out[index] = row
+                continue
+            update: dict[str, Any] = {
+                "running_revision": self._name(row.running_revision),
+                "target_revision": self._name(row.target_revision),
+            }
+            if op is not None:
+                update["operation"] = op.model_copy(
+                    update={"target_revision": self._name(op.target_revision)}
+                )
+            out[index] = row.model_copy(update=update)
+        return out
+
+    def status(self, status: InferenceReplicaStatus) -> InferenceReplicaStatus:
+        if self.legacy is None:
+            return status
+        blocks = status.retry_blocks
+        if blocks and any(b.target_revision == self.legacy for b in blocks):
+            blocks = [
+                b.model_copy(update={"target_revision": self._name(b.target_revision)})
+                for b in blocks
+            ]
+        return status.model_copy(
+            update={
+                "retry_blocks": blocks,
+                "current_revision": self._name(status.current_revision),
+                "update_revision": self._name(status.update_revision),
+            }
+        )
+
+
+def legacy_translation(target: ReplicaTarget) -> LegacyTranslation:
+    legacy = target.legacy_revision
+    return LegacyTranslation(
+        legacy=legacy if legacy != target.update_revision else None, update=target.update_revision
+    )
