@@ -81,6 +81,10 @@ ALLOWED = [
     Check("update", "inferencereplicas", "ome.io", "finalizers"),
     Check("get", "inferencereplicas", "ome.io"),  # the orphan check
     Check("create", "pods"),
+    Check("list", "controllerrevisions", "apps"),
+    Check("watch", "controllerrevisions", "apps"),
+    Check("create", "controllerrevisions", "apps"),
+    Check("delete", "controllerrevisions", "apps"),
     Check("delete", "pods"),
     Check("get", "pods"),
     Check("list", "pods", namespace=None),
@@ -171,12 +175,13 @@ DENIED = [
     Check("patch", "inferencereplicas", "ome.io", "scale", allowed=False),
     Check("get", "servingruntimes", "ome.io", allowed=False),
     Check("get", "clusterservingruntimes", "ome.io", name="any", namespace=None, allowed=False),
-    # runtime revisions are read from the informer only, and never replaced (PUT)
+    # revisions are read from the informers only, and never replaced (PUT)
     Check("get", "controllerrevisions", "apps", namespace=OWN, allowed=False),
     Check("update", "controllerrevisions", "apps", namespace=OWN, allowed=False),
-    # ControllerRevisions elsewhere (StatefulSets', DaemonSets') are none of its business
-    Check("create", "controllerrevisions", "apps", allowed=False),
-    Check("delete", "controllerrevisions", "apps", allowed=False),
+    Check("get", "controllerrevisions", "apps", allowed=False),
+    Check("update", "controllerrevisions", "apps", allowed=False),
+    # InferenceReplica revisions are created and deleted, never patched (only the runtime
+    # revisions of the manager's namespace get a garbage-collection mark)
     Check("patch", "controllerrevisions", "apps", allowed=False),
     Check("get", "configmaps", name="inferenceservice-config", allowed=False),
     Check("get", "configmaps", name="kube-root-ca.crt", namespace=OWN, allowed=False),
@@ -233,7 +238,6 @@ DENIED = [
     Check(
         "list", "customresourcedefinitions", "apiextensions.k8s.io", namespace=None, allowed=False
     ),
-    Check("list", "controllerrevisions", "apps", allowed=False),
     Check("create", "deployments", "apps", namespace=OWN, allowed=False),
     Check("create", "clusterroles", "rbac.authorization.k8s.io", namespace=None, allowed=False),
     Check("create", "rolebindings", "rbac.authorization.k8s.io", namespace=OWN, allowed=False),

@@ -166,7 +166,7 @@ def plan(
     if work.release is not None:
         actions.append(work.release)
         actions.extend(work.release_events)
-    if not target.deleting:
+    if work.act and not target.deleting:  # paused: nothing written but the status
         created = revisions.create_action(target, observed.revisions)
         if created is not None:
             actions.append(created)

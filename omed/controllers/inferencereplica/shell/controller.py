@@ -1,10 +1,12 @@
 """The InferenceReplica controller: informers in, reconciles by a worker pool out.
 
-Why: this module wires the reconciler (:mod:`.reconciler`) to the product: two shared
-informers (InferenceReplicas in every namespace, and the product's pod cache of pods
-labelled ``ome.io/inferenceservice``), maps pod events to the owning InferenceReplica (its
-controller owner reference), keeps the expectations current, and runs a workqueue
-:class:`~omed.workqueue.Controller` whose reconciler is :class:`InferenceReplicaReconciler`.
+Why: this module wires the reconciler (:mod:`.reconciler`) to the product: three shared
+informers (InferenceReplicas in every namespace, the product's pod cache of pods labelled
+``ome.io/inferenceservice``, and the InferenceReplica ControllerRevisions, labelled
+``ome.io/managed-by=OMENative`` with a ``component``), maps pod and revision events to the
+owning InferenceReplica (its controller owner reference), keeps the expectations current, and
+runs a workqueue :class:`~omed.workqueue.Controller` whose reconciler is
+:class:`InferenceReplicaReconciler`.
 
 Wiring, for the manager::
 
@@ -47,22 +49,25 @@ from omed.controllers.inferencereplica.core.orphans import (
     owner_key,
     unowned,
 )
+from omed.controllers.inferencereplica.core.revisions import REVISION_SELECTOR
 from omed.controllers.inferencereplica.shell import statusmetrics
 from omed.controllers.inferencereplica.shell.expectations import DEFAULT_TIMEOUT, Expectations
 from omed.controllers.inferencereplica.shell.reconciler import InferenceReplicaReconciler
 from omed.controllers.pacing import BUSY_WINDOW
 from omed.events import EventSink
 from omed.informers import (
+    NAMESPACE,
     Handlers,
     InformerFactory,
     SharedInformer,
     inference_pod_informer,
+    namespace_index,
     object_key,
 )
 from omed.informers.endpoints import endpoint_slice_informer
 from omed.informers.transform import Obj
 from omed.kube.api import KubeApi
-from omed.kube.resources import INFERENCE_REPLICAS
+from omed.kube.resources import CONTROLLER_REVISIONS, INFERENCE_REPLICAS
 from omed.workqueue import Controller
 from omed.workqueue.ratelimit import RateLimiter
 
@@ -99,11 +104,20 @@ class InferenceReplicaController:
         self.slices: SharedInformer | None = (
             endpoint_slice_informer(factory, namespace=namespace) if endpoints else None
         )
+        # InferenceReplica revisions only: runtime revisions (ome.io/runtime-of) carry no
+        # component label and stay out of this cache.
+        self.revisions: SharedInformer = factory.informer(
+            CONTROLLER_REVISIONS,
+            namespace=namespace,
+            label_selector=REVISION_SELECTOR,
+            indexers={NAMESPACE: namespace_index},
+        )
         self.expectations = Expectations(clock=self._clock, timeout=expectation_timeout)
         self.reconciler = InferenceReplicaReconciler(
             client=client,
             replicas=self.replicas.store,
             pods=self.pods.store,
+            revisions=self.revisions.store,
             events=events,
             settings=settings,
             expectations=self.expectations,
@@ -137,6 +151,13 @@ class InferenceReplicaController:
                     on_delete=self._pod_gone,
                 )
             ),
+            self.revisions.add_event_handler(
+                Handlers(
+                    on_add=self._revision_event,
+                    on_update=lambda _old, new: self._revision_event(new),
+                    on_delete=self._revision_event,
+                )
+            ),
         ]
         if self.slices is not None:
             self._registrations.append(
@@ -155,6 +176,11 @@ class InferenceReplicaController:
         for key in candidate_keys(obj):
             if self.replicas.store.get(key) is not None:
                 self.controller.queue.add(key)
+
+    def _revision_event(self, obj: Obj) -> None:
+        key = owner_key(obj)
+        if key is not None:
+            self.controller.queue.add(key)
 
     def _replica_event(self, obj: Obj) -> None:
         self.controller.queue.add(object_key(obj))
@@ -191,4 +217,5 @@ class InferenceReplicaController:
         self.replicas.remove_event_handler(self._registrations[0])
         self.pods.remove_event_handler(self._registrations[1])
         if self.slices is not None:
-            self.slices.remove_event_handler(self._registrations[2])
+            self.slices.remove_event_handler(self._registrations[3])
+        self.revisions.remove_event_handler(self._registrations[2])

@@ -13,11 +13,14 @@ each decision safe against what the cache didn't know. Order and guards:
    refused finalizer patch still lets the status write (and its events) go, so the status
    can say why nothing else moves;
 3. events (only after the status that records their transition is stored);
-4. serving gates, pod creations, pod deletions, each first *expected* (:mod:`.expectations`,
+4. the update revision's ControllerRevision (a failure holds this pass's pod creations back:
+   a pod is built from its revision's record), then serving gates, pod creations, pod
+   deletions, each first *expected* (:mod:`.expectations`,
    whose timeout for it starts again when the API server answers);
    creations tolerate ``AlreadyExists`` (fixed names: a repeat after a crash), deletions
    tolerate ``NotFound``;
-5. ``RemoveFinalizer`` after re-listing the pods from the API server.
+5. old ControllerRevisions past the history limit (uid precondition);
+6. ``RemoveFinalizer`` after re-listing the pods from the API server.
 
 Every write the API server refuses for good (403, 401, 400, 405, a 422 that isn't a stale
 patch) is recorded as a :class:`~omed.controllers.refusals.RefusedWrite` on the
@@ -40,6 +43,7 @@ read is not deleted.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime as dt
 import logging
 from collections.abc import Mapping
@@ -69,9 +73,13 @@ from omed.controllers.inferencereplica.core.encoding import (
 from omed.controllers.inferencereplica.core.model import CreateRefusal, ReplicaTarget
 from omed.controllers.inferencereplica.core.observe import endpoint_readiness
 from omed.controllers.inferencereplica.core.rejectedwrite import RejectedWrite, ReplicaWriteKind
+from omed.controllers.inferencereplica.core.revisionactions import (
+    CreateControllerRevision,
+    DeleteControllerRevision,
+)
 from omed.controllers.inferencereplica.core.status import encode_rows_into_status
 from omed.controllers.inferencereplica.core.waiting import refusal_token
-from omed.controllers.inferencereplica.shell import statusmetrics, updatewrites
+from omed.controllers.inferencereplica.shell import revisionwrites, statusmetrics, updatewrites
 from omed.controllers.inferencereplica.shell.expectations import Expectations
 from omed.controllers.owners import controller_uid
 from omed.controllers.refusals import RefusedWrite, refused_write, uid_changed
@@ -197,7 +205,24 @@ class Executor:
                     self._client, namespace=target.namespace, name=target.name, action=release
                 ),
             )
-        await self.run_pod_actions(outcome, key=key, namespace=target.namespace, plan=plan)
+        pods_plan = plan
+        for recorded in plan.of_type(CreateControllerRevision):
+            failure = await revisionwrites.record(
+                self._client, namespace=target.namespace, action=recorded
+            )
+            if failure is not None:
+                # No pod of a revision without its record: they wait for the next pass.
+                self._failed(outcome, failure)
+                pods_plan = dataclasses.replace(
+                    plan, actions=tuple(a for a in plan.actions if not isinstance(a, CreatePods))
+                )
+        await self.run_pod_actions(outcome, key=key, namespace=target.namespace, plan=pods_plan)
+        for pruned in plan.of_type(DeleteControllerRevision):
+            failure = await revisionwrites.prune(
+                self._client, namespace=target.namespace, action=pruned
+            )
+            if failure is not None:
+                self._failed(outcome, failure)
         for patch in plan.of_type(PatchPodImages):
             self._applied(
                 outcome,
@@ -261,6 +286,13 @@ class Executor:
                 for pods in plan.of_type(DeletePods)
             )
         )
+
+    @staticmethod
+    def _failed(outcome: Outcome, failure: RefusedWrite | Exception) -> None:
+        if isinstance(failure, RefusedWrite):
+            outcome.write_refused.append(failure)
+        else:
+            outcome.errors.append(failure)
 
     @staticmethod
     def _applied(outcome: Outcome, result: updatewrites.Applied) -> None:

@@ -63,6 +63,7 @@ from omed.controllers.inferencereplica.core.observe import (
     pod_view,
     replica_target,
 )
+from omed.controllers.inferencereplica.core.revisions import revision_views
 from omed.controllers.inferencereplica.core.status import (
     RowsUnreadable,
     StatusDecodeFailed,
@@ -121,6 +122,7 @@ class InferenceReplicaReconciler:
         status_encoding: StatusEncodingSettings | None = None,
         events: EventSink,
         pods: ObjectCache,
+        revisions: ObjectCache | None = None,
         busy: Callable[[], bool] = lambda: False,
         expectations: Expectations,
         settings: PlanSettings,
@@ -141,6 +143,7 @@ class InferenceReplicaReconciler:
         self._busy = busy
         self._replicas = replicas
         self._pods = pods
+        self._revisions = revisions
         self._events = events
         self._settings = settings
         self._expectations = expectations
@@ -186,9 +189,14 @@ class InferenceReplicaReconciler:
         fleet = await self._fleet_settings()
         try:
             listed = in_list_form(irep, max_rows=self._encoding.bound)
-            target = replica_target(listed, fleet)
+            views = revision_views(self._revisions_of(irep), uid=uid)
+            target = replica_target(listed, fleet, views)
             observed = observe_pods(
-                target, listed, self._pods.by_index(OWNER_UID, uid), self._slices_of(target)
+                target,
+                listed,
+                self._pods.by_index(OWNER_UID, uid),
+                self._slices_of(target),
+                views,
             )
         except StatusDecodeFailed as err:
             self._decode_failed(key, irep, err, memory)
@@ -259,6 +267,26 @@ class InferenceReplicaReconciler:
             log.error(names.LogLine.LIFECYCLE_INVALID, extra=kv(errors=list(fleet.problems)))
         self._lifecycle_problems = fleet.problems
         return fleet
+
+    def _revisions_of(self, irep: Mapping[str, Any]) -> list[Obj]:
+        """The cached ControllerRevisions labelled as this replica's (another object's of
+        the same labels included: a name it holds is a collision)."""
+        if self._revisions is None:
+            return []
+        meta = irep.get("metadata") or {}
+        spec = irep.get("spec") or {}
+        parent = spec.get("parentRef") if isinstance(spec, Mapping) else None
+        isvc = parent.get("name") if isinstance(parent, Mapping) else meta.get("name")
+        component = spec.get("component") if isinstance(spec, Mapping) else None
+        return [
+            obj
+            for obj in self._revisions.by_index(NAMESPACE, str(meta.get("namespace") or ""))
+            if (labels := (obj.get("metadata") or {}).get("labels") or {}).get(
+                LABEL_INFERENCE_SERVICE
+            )
+            == isvc
+            and labels.get("component") == component
+        ]
 
     def _report(self, key: str, irep: Mapping[str, Any] | None, outcome: Outcome) -> PassReport:
         """What the pass came to, for :func:`~..core.decide.settle`; its refused writes

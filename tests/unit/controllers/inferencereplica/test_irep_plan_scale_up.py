@@ -8,6 +8,7 @@ from omed.controllers.inferencereplica.core import names
 from omed.controllers.inferencereplica.core.actions import (
     AddFinalizer,
     CreatePods,
+    DeletePods,
     RecordEvent,
     SetServingGate,
     WriteStatus,
@@ -258,3 +259,18 @@ def test_recreating_a_missing_pod_is_not_reported_as_a_new_instance() -> None:
     assert row.operation is not None and row.operation.step == names.STEP_WAIT_READY
     reasons = [e.reason for e in decided.of_type(RecordEvent)]
     assert names.EVENT_INSTANCE_CREATED not in reasons
+
+
+def test_a_worker_count_change_alone_rebuilds_no_instance() -> None:
+    # The count is not in the revision (as upstream's): no rollout. A larger count adds the
+    # missing workers to the Instance; a smaller one leaves the extra worker running.
+    for count, added in ((1, []), (3, ["chat-engine-0-worker-2"])):
+        world = World(target(1, runners=[("leader", 1), ("worker", 2)]))
+        for _ in range(10):
+            world.step()
+        before = sorted(world.pods)
+        assert len(before) == 3 and world.rows[0].phase == "Ready"
+        world.spec = target(1, runners=[("leader", 1), ("worker", count)])
+        for _ in range(5):
+            assert not world.step().of_type(DeletePods)
+        assert sorted(world.pods) == sorted([*before, *added])

@@ -77,7 +77,13 @@ async def test_a_pass_writes_status_then_creates_and_remembers_the_stale_version
     kube = FakeKube()
     run, expectations, _ = reconciler(kube, IREP)
     assert await run.reconcile(KEY) == Result()
-    assert [verb for verb, _ in kube.calls] == ["status", "create", "create"]
+    # The status, the update revision's ControllerRevision, then the two pods.
+    assert [verb for verb, _ in kube.calls] == ["status", "create", "create", "create"]
+    assert kube.calls[1][1].startswith("chat-engine-")
+    assert [name for _, name in kube.calls[2:]] == [
+        "chat-engine-0-default-0",
+        "chat-engine-1-default-0",
+    ]
     assert not expectations.replica_current(KEY, "5")
 
 

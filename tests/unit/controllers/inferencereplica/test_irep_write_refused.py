@@ -207,6 +207,8 @@ class Api:
     ) -> Any:
         name = body["metadata"]["name"]
         self._write("create", resource.plural, name)
+        if resource.plural != "pods":  # the update revision's ControllerRevision
+            return body
         pod = copy.deepcopy(dict(body))
         pod["metadata"]["uid"] = f"pod-uid-{next(self._uids)}"
         pod["status"] = {"phase": "Pending"}

@@ -1,0 +1,55 @@
+"""The ControllerRevision writes of a plan: the update revision's record, and retention.
+
+Why apart: the record must exist before any pod of its revision (a pod is built from its
+revision's data, and a later rollback or surge reads it back), so the executor sends it ahead
+of the pod creations and holds them back when it fails. Retention deletes carry the uid as a
+precondition, so a record made again under the same name is never deleted by an old decision.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from omed.controllers.inferencereplica.core.revisionactions import (
+    CreateControllerRevision,
+    DeleteControllerRevision,
+)
+from omed.controllers.refusals import RefusedWrite, refused_write
+from omed.kube.api import KubeApi
+from omed.kube.errors import AlreadyExists, ApiError, Conflict, NotFound
+from omed.kube.resources import CONTROLLER_REVISIONS
+
+log = logging.getLogger("omed.controllers.inferencereplica")
+
+
+async def record(
+    client: KubeApi, *, namespace: str, action: CreateControllerRevision
+) -> RefusedWrite | Exception | None:
+    """Create the record; ``None`` when it exists now (created, or already there)."""
+    try:
+        await client.create(CONTROLLER_REVISIONS, action.body, namespace)
+    except AlreadyExists:
+        return None  # a repeat, or a collision the next pass sees in the cache
+    except ApiError as err:
+        refusal = refused_write(
+            err, verb="create", resource=CONTROLLER_REVISIONS.plural, name=action.name
+        )
+        return refusal if refusal is not None else err
+    return None
+
+
+async def prune(
+    client: KubeApi, *, namespace: str, action: DeleteControllerRevision
+) -> RefusedWrite | Exception | None:
+    """Delete an old record (uid precondition); gone or replaced counts as done."""
+    try:
+        await client.delete(CONTROLLER_REVISIONS, action.name, namespace, uid=action.uid)
+    except (NotFound, Conflict):
+        return None
+    except ApiError as err:
+        refusal = refused_write(
+            err, verb="delete", resource=CONTROLLER_REVISIONS.plural, name=action.name
+        )
+        return refusal if refusal is not None else err
+    log.debug("deleted ControllerRevision %s/%s", namespace, action.name)
+    return None
