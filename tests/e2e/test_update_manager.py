@@ -26,7 +26,8 @@ import _support as support
 import pytest
 from _support import condition, eventually, pod_ready
 
-from omed.api.constants import LABEL_INCARNATION, LABEL_INSTANCE_INDEX, LABEL_REVISION
+from omed.api.constants import LABEL_INCARNATION, LABEL_INSTANCE_INDEX
+from omed.controllers.inferencereplica.core.observe import pod_revision
 from omed.controllers.inferencereplica.core import names
 from omed.informers import Handlers, InformerFactory
 from omed.informers.transform import Obj, identity
@@ -74,6 +75,11 @@ def label(pod: Mapping[str, Any], key: str) -> str:
     return str((pod["metadata"].get("labels") or {}).get(key, ""))
 
 
+def revision_of(pod: Mapping[str, Any]) -> str:
+    """The pod's full revision name (from ``ome.io/revision-hash`` and its identity labels)."""
+    return pod_revision(pod["metadata"].get("labels") or {}) or ""
+
+
 def wanted_pod_names() -> list[str]:
     return [names.pod_name(ENGINE, i, "default", 0) for i in range(WANTED)]
 
@@ -118,7 +124,7 @@ class PodLog:
                 uid=meta["uid"],
                 index=label(pod, LABEL_INSTANCE_INDEX),
                 incarnation=label(pod, LABEL_INCARNATION),
-                revision=label(pod, LABEL_REVISION),
+                revision=revision_of(pod),
                 image=str(pod["spec"]["containers"][0].get("image")),
             )
         self._sample()
@@ -193,7 +199,7 @@ class World(support.ManagerWorld):
         return len(pods) == WANTED and all(
             live(p)
             and pod_ready(p)
-            and label(p, LABEL_REVISION) == revision
+            and revision_of(p) == revision
             and p["spec"]["containers"][0]["image"] == image
             for p in pods
         )
@@ -238,7 +244,7 @@ class World(support.ManagerWorld):
         pods = await self.pods()
         assert sorted(p["metadata"]["name"] for p in pods) == sorted(wanted_pod_names())
         for pod in pods:
-            assert label(pod, LABEL_REVISION) == revision, pod["metadata"]["name"]
+            assert revision_of(pod) == revision, pod["metadata"]["name"]
             assert pod["spec"]["containers"][0]["image"] == image
             gates = {c["type"]: c["status"] for c in pod["status"]["conditions"]}
             assert gates.get("ome.io/serving") == "True", pod["metadata"]["name"]
@@ -332,7 +338,7 @@ async def test_a_manager_killed_mid_update_is_finished_by_the_next_one(
     await eventually(mid_update, timeout=60, what="an Update in flight", interval=0.02)
     world.kill_manager()
     after_kill = await world.pods()
-    revisions = {label(p, LABEL_REVISION) for p in after_kill}
+    revisions = {revision_of(p) for p in after_kill}
     assert old_revision in revisions, (revisions, caught)  # not all of it was done
     print(f"killed mid-update ({strategy}, {moment}):", json.dumps(caught, default=str))
 

@@ -277,7 +277,8 @@ async def test_a_standalone_replica_with_four_instances_converges(
     for pod in pods:
         labels = pod["metadata"]["labels"]
         assert labels["ome.io/inferenceservice"] == "pool-a"
-        assert labels["ome.io/revision"] == status["updateRevision"]
+        assert labels["ome.io/revision-hash"] == status["updateRevision"][-8:]
+        assert labels["ome.io/managed-by"] == "OMENative"
         assert labels["app"] == "chat"
     events = await kube.list_all(EVENTS, cluster.namespace)
     reasons = [(e["involvedObject"]["name"], e["reason"]) for e in events]

@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 from test_inferencereplica import TEMPLATE, Cluster, eventually, irep_body, ready
 
-from omed.api.constants import ANNOTATION_RELEASE_HELD_REVISION, LABEL_REVISION
+from omed.api.constants import ANNOTATION_RELEASE_HELD_REVISION
+from omed.controllers.inferencereplica.core.observe import pod_revision
 from omed.controllers.inferencereplica.core import names
 from omed.controllers.inferencereplica.core.names import OperationReason
 from omed.informers import Handlers
@@ -110,7 +111,7 @@ class World(Cluster):
         status = await self.status()
         revision = status.get("updateRevision")
         pods = await self.live()
-        return all(p["metadata"]["labels"].get(LABEL_REVISION) == revision for p in pods) and (
+        return all(pod_revision(p["metadata"]["labels"]) == revision for p in pods) and (
             status.get("currentRevision") == revision
         )
 
@@ -174,7 +175,7 @@ async def test_bad_image_backs_off_is_held_released_and_corrected(world: World) 
     await eventually(surge_gone, timeout=30, what="the failed surge drained")
     live = await world.live()
     assert all(ready(p) for p in live)
-    assert {p["metadata"]["labels"][LABEL_REVISION] for p in live} == {old}
+    assert {pod_revision(p["metadata"]["labels"]) for p in live} == {old}
 
     # release: the Held block goes, the annotation is deleted, the revision is tried again
     patch = {"metadata": {"annotations": {ANNOTATION_RELEASE_HELD_REVISION: bad}}}
@@ -324,7 +325,7 @@ async def test_instance_ready_timeout_fails_the_attempt_and_reports_it(world: Wo
     await eventually(reported, timeout=10, what="the ProgressDeadlineExceeded event")
     assert serving.low is not None and serving.low >= 2
     live = await world.live()
-    assert {p["metadata"]["labels"][LABEL_REVISION] for p in live if ready(p)} == {old}
+    assert {pod_revision(p["metadata"]["labels"]) for p in live if ready(p)} == {old}
 
 
 async def test_a_container_restart_recreates_the_instance_when_the_policy_asks(

@@ -263,7 +263,7 @@ def serving_pod() -> dict[str, Any]:
                 "ome.io/inferenceservice": "chat",
                 "component": "engine",
                 "ome.io/instance-index": "7",
-                "ome.io/incarnation": "1",
+                "ome.io/instance-incarnation": "1",
                 "app": "chat-engine",
             },
             "annotations": {"ome.io/deploymentMode": "OMENative"},

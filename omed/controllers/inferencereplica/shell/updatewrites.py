@@ -5,7 +5,7 @@ they are JSON patches that *test* before they write, so a stale plan never hits 
 object:
 
 * :class:`~.actions.PatchPodImages` tests the pod's uid and each container's name at its
-  position, then replaces the images and the ``ome.io/revision`` label (pod name kept);
+  position, then replaces the images and the ``ome.io/revision-hash`` label (pod name kept);
 * :class:`~.actions.RemoveReleaseAnnotation` tests that the annotation still holds the
   released value, then removes it (a metadata patch; the status write that removed the
   Held block came first).
