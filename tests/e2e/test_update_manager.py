@@ -27,8 +27,8 @@ import pytest
 from _support import condition, eventually, pod_ready
 
 from omed.api.constants import LABEL_INCARNATION, LABEL_INSTANCE_INDEX
-from omed.controllers.inferencereplica.core.observe import pod_revision
 from omed.controllers.inferencereplica.core import names
+from omed.controllers.inferencereplica.core.observe import pod_revision
 from omed.informers import Handlers, InformerFactory
 from omed.informers.transform import Obj, identity
 from omed.kube.client import KubeClient

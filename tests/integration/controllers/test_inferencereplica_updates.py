@@ -15,9 +15,9 @@ import pytest
 from test_inferencereplica import TEMPLATE, Cluster, eventually, irep_body, ready
 
 from omed.api.constants import ANNOTATION_RELEASE_HELD_REVISION
-from omed.controllers.inferencereplica.core.observe import pod_revision
 from omed.controllers.inferencereplica.core import names
 from omed.controllers.inferencereplica.core.names import OperationReason
+from omed.controllers.inferencereplica.core.observe import pod_revision
 from omed.informers import Handlers
 from omed.informers.transform import Obj
 from omed.kube.client import KubeClient
