@@ -161,7 +161,7 @@ def test_a_scale_is_no_new_revision() -> None:
 
 
 def test_the_first_pass_records_the_revision_before_its_pods() -> None:
-    target, observed = observe(irep(), [], [])
+    target, observed = observe(irep(), [], revisions=[])
     decided = plan(target=target, observed=observed, settings=PlanSettings(), now=NOW)
     (created,) = decided.of_type(CreateControllerRevision)
     assert created.name == UPSTREAM
@@ -183,7 +183,7 @@ def test_the_first_pass_records_the_revision_before_its_pods() -> None:
 
 
 def test_a_recorded_revision_is_not_created_again() -> None:
-    target, observed = observe(irep(), [], [record(UPSTREAM, 1)])
+    target, observed = observe(irep(), [], revisions=[record(UPSTREAM, 1)])
     decided = plan(target=target, observed=observed, settings=PlanSettings(), now=NOW)
     assert not decided.of_type(CreateControllerRevision)
 
@@ -191,7 +191,7 @@ def test_a_recorded_revision_is_not_created_again() -> None:
 def test_retention_keeps_the_limit_of_unused_revisions_newest_first() -> None:
     old = [record(f"chat-engine-{i:08x}", i) for i in range(1, 6)]
     records = [*old, record(UPSTREAM, 6)]
-    target, observed = observe(irep(revisionHistoryLimit=2), [], records)
+    target, observed = observe(irep(revisionHistoryLimit=2), [], revisions=records)
     decided = plan(target=target, observed=observed, settings=PlanSettings(), now=NOW)
     deleted = {d.name for d in decided.of_type(DeleteControllerRevision)}
     assert deleted == {"chat-engine-00000001", "chat-engine-00000002", "chat-engine-00000003"}
@@ -215,14 +215,14 @@ def test_retention_never_deletes_a_revision_in_use_nor_anothers() -> None:
         record("chat-engine-00000002", 2, owner="someone-else"),
         record(UPSTREAM, 3),
     ]
-    target, observed = observe(irep(status=status, revisionHistoryLimit=0), [], records)
+    target, observed = observe(irep(status=status, revisionHistoryLimit=0), [], revisions=records)
     decided = plan(target=target, observed=observed, settings=PlanSettings(), now=NOW)
     assert not decided.of_type(DeleteControllerRevision)
 
 
 def test_a_name_held_by_another_object_bumps_the_collision_count() -> None:
     foreign = record(UPSTREAM, 1, owner="another-replica")
-    target, observed = observe(irep(), [], [foreign])
+    target, observed = observe(irep(), [], revisions=[foreign])
     assert target.collision_count == 1
     assert (
         target.update_revision
@@ -237,7 +237,12 @@ def test_a_name_held_by_another_object_bumps_the_collision_count() -> None:
 
 def test_a_name_holding_other_data_is_a_collision_too() -> None:
     stale = record(UPSTREAM, 1, data={"podSpec": {}, "podMeta": None})
-    assert replica_target(irep(), observe(irep(), [], [stale])[1].revisions).collision_count == 1
+    assert (
+        replica_target(
+            irep(), None, observe(irep(), [], revisions=[stale])[1].revisions
+        ).collision_count
+        == 1
+    )
 
 
 def test_pods_and_rows_of_the_legacy_name_are_adopted_without_a_rollout() -> None:
@@ -258,7 +263,7 @@ def test_pods_and_rows_of_the_legacy_name_are_adopted_without_a_rollout() -> Non
             }
         ],
     }
-    target, observed = observe(irep(status=status), [legacy_pod()], [])
+    target, observed = observe(irep(status=status), [legacy_pod()])
     assert observed.pods[0][0].revision == UPSTREAM
     assert observed.pods[0][0].incarnation == 1
     assert observed.rows[0].running_revision == UPSTREAM
@@ -274,7 +279,7 @@ def test_a_pod_of_an_older_legacy_revision_is_still_updated() -> None:
     other = copy.deepcopy(TEMPLATE)
     other["spec"]["containers"][0]["image"] = "example/sglang:v0.4.8"
     older = f"chat-engine-{legacy_template_hash(other)}"
-    target, observed = observe(irep(), [legacy_pod(revision=older)], [])
+    target, observed = observe(irep(), [legacy_pod(revision=older)])
     assert observed.pods[0][0].revision == older != target.update_revision
 
 
@@ -291,6 +296,6 @@ def test_a_held_block_of_the_legacy_name_is_read_as_the_update_revision() -> Non
             }
         ]
     }
-    _, observed = observe(irep(status=status), [], [])
+    _, observed = observe(irep(status=status), [], revisions=[])
     assert observed.status.retry_blocks is not None
     assert observed.status.retry_blocks[0].target_revision == UPSTREAM
