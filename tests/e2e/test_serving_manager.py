@@ -26,8 +26,7 @@ import _support as support
 import pytest
 from _support import eventually, pod_ready
 
-from omed.api.constants import LABEL_COMPONENT, LABEL_INFERENCE_SERVICE, LABEL_REVISION
-from omed.api.revision import revision_hash
+from omed.api.constants import LABEL_COMPONENT, LABEL_INFERENCE_SERVICE, LABEL_REVISION_HASH
 from omed.kube.client import KubeClient
 from omed.kube.errors import NotFound, TooManyRequests
 from omed.kube.resources import (
@@ -92,7 +91,7 @@ async def services(kube: KubeClient, namespace: str) -> dict[str, dict[str, Any]
 
 
 def hashes(pods: list[dict[str, Any]]) -> set[str]:
-    return {revision_hash(p["metadata"]["labels"][LABEL_REVISION]) for p in pods}
+    return {p["metadata"]["labels"][LABEL_REVISION_HASH] for p in pods}
 
 
 def engine_services(digest: str) -> set[str]:
@@ -155,7 +154,8 @@ async def test_a_components_services_budget_and_their_lifecycle(
         assert headless["spec"]["clusterIP"] == "None"
         assert headless["spec"]["publishNotReadyAddresses"] is True
         revision = found[f"{ENGINE}-rev-{digest}"]
-        assert revision["spec"]["selector"][LABEL_REVISION] == f"{ENGINE}-{digest}"
+        # omed's pods carry ome.io/revision-hash: the per-revision Services select on it
+        assert revision["spec"]["selector"][LABEL_REVISION_HASH] == digest
         (owner,) = traffic["metadata"]["ownerReferences"]
         assert (owner["kind"], owner["name"], owner["controller"]) == (
             "InferenceReplica",
