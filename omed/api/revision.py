@@ -138,8 +138,13 @@ def revision_payload(
 
 def payload_hash(payload: bytes, *, collision_count: int = 0, owner_uid: str = "") -> str:
     """Upstream's revision hash of ``payload``: 8 hex digits."""
-    value = fnv32a(payload)
-    value = fnv32a(f"|cc={collision_count}|".encode(), value)
+    return suffixed_hash(fnv32a(payload), collision_count=collision_count, owner_uid=owner_uid)
+
+
+def suffixed_hash(payload_fnv: int, *, collision_count: int = 0, owner_uid: str = "") -> str:
+    """:func:`payload_hash` from the payload's own FNV-32a state ``payload_fnv``: the hash over
+    a long payload is the costly part, and a caller that keeps it pays only for the suffixes."""
+    value = fnv32a(f"|cc={collision_count}|".encode(), payload_fnv)
     value = fnv32a(f"|uid={owner_uid}|".encode(), value)
     return f"{value:08x}"
 

@@ -32,7 +32,9 @@ Instance of one template shares one revision.
 from __future__ import annotations
 
 import copy
+import hashlib
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Final
 
 import orjson
@@ -55,12 +57,13 @@ from omed.api.revision import (
     MAX_REVISION_NAME_LENGTH,
     excluded_annotation,
     excluded_label,
+    fnv32a,
     legacy_template_hash,
-    payload_hash,
     revision_hash,
     revision_name,
     revision_payload,
     revision_prefix,
+    suffixed_hash,
 )
 from omed.controllers.inferencereplica.core.model import PodSlot, ReplicaTarget, RunnerShape
 from omed.controllers.inferencereplica.core.names import ANNOTATION_OPERATION_ID, RUNNER_ORDER
@@ -92,6 +95,52 @@ def payload_of(runners: tuple[RunnerShape, ...]) -> bytes:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class TemplateDigests:
+    """What a pass needs of the runners' templates, computed once per distinct content."""
+
+    payload: bytes
+    """The revision payload (:func:`payload_of`)."""
+    payload_fnv: int
+    """FNV-32a over the payload: upstream's hash continues from it with the suffixes."""
+    data_digest: str
+    """SHA-256 of the payload as compact JSON, as a stored record's ``data`` is compared."""
+    legacy_digest: str
+    """The hash omed gave these templates before upstream's (:func:`legacy_revision_of`)."""
+
+
+_DIGESTS: dict[bytes, TemplateDigests] = {}
+_DIGESTS_LIMIT: Final = 4096
+"""Distinct template contents remembered; past it the memo starts over (a fleet has a few
+templates per component, so this is never reached in practice)."""
+
+
+def template_digests(runners: tuple[RunnerShape, ...]) -> TemplateDigests:
+    """The digests of ``runners``, memoised on their content.
+
+    Why: encoding a pod template as Go's encoding/json does and hashing it byte by byte costs
+    milliseconds in Python, and every pass of every InferenceReplica needs its update
+    revision. The templates change rarely, so the memo is keyed on their canonical JSON (a
+    fast, C-implemented dump): equal content always gives equal digests, so the memo is
+    invisible to callers and the core stays a pure function of its input.
+    """
+    key = orjson.dumps([[r.name, r.size, r.template] for r in runners], option=orjson.OPT_SORT_KEYS)
+    found = _DIGESTS.get(key)
+    if found is not None:
+        return found
+    payload = payload_of(runners)
+    found = TemplateDigests(
+        payload=payload,
+        payload_fnv=fnv32a(payload),
+        data_digest=hashlib.sha256(orjson.dumps(orjson.loads(payload))).hexdigest(),
+        legacy_digest=_legacy_digest(runners),
+    )
+    if len(_DIGESTS) >= _DIGESTS_LIMIT:
+        _DIGESTS.clear()
+    _DIGESTS[key] = found
+    return found
+
+
 def revision_of(
     *,
     isvc: str,
@@ -102,21 +151,27 @@ def revision_of(
 ) -> str:
     """``<isvc>-<component>-<hash>``: upstream's hash of the runners' payload, the collision
     count and the owner's uid. A prefix too long for a label value is cut, never the hash."""
-    digest = payload_hash(payload_of(runners), collision_count=collision_count, owner_uid=owner_uid)
+    digests = template_digests(runners)
+    digest = suffixed_hash(
+        digests.payload_fnv, collision_count=collision_count, owner_uid=owner_uid
+    )
     return revision_name(isvc=isvc, component=component, digest=digest)
+
+
+def _legacy_digest(runners: tuple[RunnerShape, ...]) -> str:
+    if len(runners) == 1:
+        return legacy_template_hash(runners[0].template)
+    shapes = [
+        {"name": r.name, "size": r.size, "template": dict(r.template)}
+        for r in sorted(runners, key=lambda r: r.name)
+    ]
+    return legacy_template_hash({"runners": shapes})
 
 
 def legacy_revision_of(*, isvc: str, component: str, runners: tuple[RunnerShape, ...]) -> str:
     """The name omed gave these runners before upstream's hash (SHA-256 of canonical JSON):
     what pods and rows written then carry for the same template."""
-    if len(runners) == 1:
-        digest = legacy_template_hash(runners[0].template)
-    else:
-        shapes = [
-            {"name": r.name, "size": r.size, "template": dict(r.template)}
-            for r in sorted(runners, key=lambda r: r.name)
-        ]
-        digest = legacy_template_hash({"runners": shapes})
+    digest = template_digests(runners).legacy_digest
     return revision_name(isvc=isvc, component=component, digest=digest)
 
 

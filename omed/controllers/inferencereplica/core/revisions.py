@@ -33,6 +33,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+import orjson
+
 from omed.api.constants import (
     API_VERSION,
     KIND_INFERENCE_REPLICA,
@@ -45,8 +47,8 @@ from omed.api.inferencereplica import InferenceReplicaStatus, InstanceStatus
 from omed.controllers.inferencereplica.core.model import PodView, ReplicaTarget, RunnerShape
 from omed.controllers.inferencereplica.core.podtemplate import (
     legacy_revision_of,
-    payload_of,
     revision_of,
+    template_digests,
 )
 from omed.controllers.inferencereplica.core.revisionactions import (
     CreateControllerRevision,
@@ -84,9 +86,28 @@ def _digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _data_bytes(data: Any) -> bytes:
-    import orjson
+_DATA_DIGESTS: dict[str, tuple[Any, str]] = {}
+_DATA_DIGESTS_LIMIT: Final = 65536
 
+
+def _record_digest(uid: str, data: Any) -> str:
+    """The digest of a record's ``data``, memoised per record while the cache holds the same
+    ``data`` object: each pass needs the digests of every cached record of the replica, a
+    record's ``data`` never changes (the API server refuses it), and cached objects are never
+    mutated, so the same object means the same content. The memo keeps the object it was
+    computed from, so an identity is never mistaken for a later object's."""
+    found = _DATA_DIGESTS.get(uid) if uid else None
+    if found is not None and found[0] is data:
+        return found[1]
+    digest = _digest(_data_bytes(data))
+    if uid:
+        if len(_DATA_DIGESTS) >= _DATA_DIGESTS_LIMIT:
+            _DATA_DIGESTS.clear()
+        _DATA_DIGESTS[uid] = (data, digest)
+    return digest
+
+
+def _data_bytes(data: Any) -> bytes:
     return orjson.dumps(data) if data is not None else b""
 
 
@@ -101,7 +122,7 @@ def revision_views(revisions: Iterable[Mapping[str, Any]], *, uid: str) -> tuple
                 name=str(meta.get("name") or ""),
                 uid=str(meta.get("uid") or ""),
                 revision=number if isinstance(number, int) else 0,
-                data_digest=_digest(_data_bytes(obj.get("data"))),
+                data_digest=_record_digest(str(meta.get("uid") or ""), obj.get("data")),
                 ours=bool(uid) and controller_uid(obj, kind=KIND_INFERENCE_REPLICA) == uid,
             )
         )
@@ -120,10 +141,8 @@ def resolve_revision(
 ) -> ResolvedRevision:
     """The update revision: upstream's name at the first collision count from the stored one
     whose name no other object (or other data) holds in the cache."""
-    payload = payload_of(runners)
-    import orjson
-
-    wanted = _digest(orjson.dumps(orjson.loads(payload)))
+    digests = template_digests(runners)
+    payload, wanted = digests.payload, digests.data_digest
     by_name = {view.name: view for view in existing}
     cc = collision_count
     for _ in range(MAX_COLLISIONS):
