@@ -164,8 +164,9 @@ class ReplicaTarget:
     """The name omed gave the current templates before upstream's hash: pods, rows, blocks and
     a release naming it mean the update revision."""
     hash_owner_uid: str = ""
-    """The uid the revision hash is scoped to: the parent InferenceService's (upstream's
-    scope), or the standalone replica's own."""
+    """The uid the revision hash is scoped to: the InferenceReplica's own, the owner of its
+    ControllerRevisions. An InferenceService deleted with ``propagationPolicy: Orphan`` and
+    made again adopts the same replica, so its pods keep their revision."""
     collision_count: int = 0
     """``status.collisionCount``: bumped when another object holds the update revision's name."""
     paused: bool = False

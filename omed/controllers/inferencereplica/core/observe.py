@@ -292,7 +292,7 @@ def replica_target(
     )
     # Upstream scopes revision names to the InferenceService (its uid, from the replica's
     # controller reference); a standalone replica is its own scope.
-    owner_uid = parent.uid or "" if parent is not None else meta.uid or ""
+    owner_uid = meta.uid or ""  # the ControllerRevisions' owner: the InferenceReplica
     status = irep.get("status")
     stored_cc = status.get("collisionCount") if isinstance(status, Mapping) else None
     resolved = resolve_revision(

@@ -25,7 +25,7 @@ TEMPLATE: dict[str, Any] = {
 }
 LEGACY = f"chat-engine-{legacy_template_hash(TEMPLATE)}"
 PAYLOAD = revision_payload(pod_spec=TEMPLATE["spec"], pod_meta=TEMPLATE["metadata"])
-UPSTREAM = f"chat-engine-{payload_hash(PAYLOAD, owner_uid='isvc-uid')}"
+UPSTREAM = f"chat-engine-{payload_hash(PAYLOAD, owner_uid='irep-uid')}"
 
 
 def irep(replicas: int = 1, status: dict[str, Any] | None = None, **spec: Any) -> dict[str, Any]:
@@ -226,7 +226,7 @@ def test_a_name_held_by_another_object_bumps_the_collision_count() -> None:
     assert target.collision_count == 1
     assert (
         target.update_revision
-        == f"chat-engine-{payload_hash(PAYLOAD, collision_count=1, owner_uid='isvc-uid')}"
+        == f"chat-engine-{payload_hash(PAYLOAD, collision_count=1, owner_uid='irep-uid')}"
     )
     decided = plan(target=target, observed=observed, settings=PlanSettings(), now=NOW)
     assert decided.status.collision_count == 1
