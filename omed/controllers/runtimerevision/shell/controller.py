@@ -21,12 +21,7 @@ from omed.api.constants import LABEL_RUNTIME_OF
 from omed.clock import Clock, RealClock
 from omed.controllers.runtimerevision.core import observe
 from omed.controllers.runtimerevision.core.model import Settings
-from omed.controllers.runtimerevision.shell.reconciler import (
-    PINNED,
-    RUNTIME_NAME,
-    RUNTIME_OF,
-    RuntimeRevisionReconciler,
-)
+from omed.controllers.runtimerevision.shell.reconciler import Index, RuntimeRevisionReconciler
 from omed.informers import Handlers, InformerFactory, SharedInformer
 from omed.informers.transform import Obj
 from omed.kube.client import KubeClient
@@ -80,13 +75,15 @@ class RuntimeRevisionController:
             CONTROLLER_REVISIONS,
             namespace=namespace,
             label_selector=LABEL_RUNTIME_OF,
-            indexers={RUNTIME_OF: runtime_of_index},
+            indexers={Index.RUNTIME_OF: runtime_of_index},
         )
-        self.runtimes = factory.informer(SERVING_RUNTIMES, indexers={RUNTIME_NAME: name_index})
+        self.runtimes = factory.informer(
+            SERVING_RUNTIMES, indexers={Index.RUNTIME_NAME: name_index}
+        )
         self.cluster_runtimes = factory.informer(CLUSTER_SERVING_RUNTIMES)
         self.services = factory.informer(
             INFERENCE_SERVICES,
-            indexers={RUNTIME_NAME: service_runtime_index, PINNED: pinned_index},
+            indexers={Index.RUNTIME_NAME: service_runtime_index, Index.PINNED: pinned_index},
         )
         self.reconciler = RuntimeRevisionReconciler(
             client=client,
