@@ -22,7 +22,8 @@ from omed.clock import Clock, RealClock
 from omed.controllers.runtimerevision.core import observe
 from omed.controllers.runtimerevision.core.model import Settings
 from omed.controllers.runtimerevision.shell.reconciler import Index, RuntimeRevisionReconciler
-from omed.informers import Handlers, InformerFactory, SharedInformer
+from omed.controllers.wiring import WiredController
+from omed.informers import Handlers, InformerFactory
 from omed.informers.transform import Obj
 from omed.kube.client import KubeClient
 from omed.kube.resources import (
@@ -54,7 +55,7 @@ def pinned_index(obj: Obj) -> tuple[str, ...]:
     return observe.pins(obj)
 
 
-class RuntimeRevisionController:
+class RuntimeRevisionController(WiredController):
     """Informers and the worker pool of the runtime revision controller."""
 
     def __init__(
@@ -70,6 +71,7 @@ class RuntimeRevisionController:
     ) -> None:
         """``namespace`` is the manager's, where the revisions live; ``grace_period`` is in
         seconds."""
+        super().__init__()
         self._clock: Clock = clock or RealClock()
         self.revisions = factory.informer(
             CONTROLLER_REVISIONS,
@@ -88,32 +90,27 @@ class RuntimeRevisionController:
         self.reconciler = RuntimeRevisionReconciler(
             client=client,
             namespace=namespace,
-            revisions=self.revisions,
-            runtimes=self.runtimes,
-            cluster_runtimes=self.cluster_runtimes,
-            services=self.services,
+            revisions=self.revisions.store,
+            runtimes=self.runtimes.store,
+            cluster_runtimes=self.cluster_runtimes.store,
+            services=self.services.store,
             settings=Settings(retention=retention, grace_period=dt.timedelta(seconds=grace_period)),
             clock=self._clock,
         )
         self.controller = Controller(
             name=CONTROLLER_NAME, reconciler=self.reconciler, workers=workers, clock=self._clock
         )
-        watched: list[tuple[SharedInformer, Handlers]] = [
-            (self.revisions, self._each(runtime_of_index)),
-            (self.runtimes, self._each(name_index)),
-            (self.cluster_runtimes, self._each(name_index)),
-            (
-                self.services,
-                Handlers(
-                    on_add=self._service_event,
-                    on_update=self._service_update,
-                    on_delete=self._service_event,
-                ),
+        self.watch(self.revisions, self._each(runtime_of_index))
+        self.watch(self.runtimes, self._each(name_index))
+        self.watch(self.cluster_runtimes, self._each(name_index))
+        self.watch(
+            self.services,
+            Handlers(
+                on_add=self._service_event,
+                on_update=self._service_update,
+                on_delete=self._service_event,
             ),
-        ]
-        self._registrations = [
-            (informer, informer.add_event_handler(handlers)) for informer, handlers in watched
-        ]
+        )
 
     def _add(self, names: set[str] | tuple[str, ...]) -> None:
         for name in names:
@@ -146,13 +143,3 @@ class RuntimeRevisionController:
         if before == after:
             return
         self._add(self._service_names(old) | self._service_names(new))
-
-    async def run(self) -> None:
-        await self.controller.run()
-
-    async def shutdown(self, *, drain: bool = True) -> None:
-        await self.controller.shutdown(drain=drain)
-
-    def close(self) -> None:
-        for informer, registration in self._registrations:
-            informer.remove_event_handler(registration)

@@ -26,7 +26,7 @@ from omed.clock import Clock
 from omed.controllers.runtimerevision.core import observe
 from omed.controllers.runtimerevision.core.model import Observed, Plan, Settings
 from omed.controllers.runtimerevision.core.plan import plan
-from omed.informers import SharedInformer
+from omed.informers import IndexedStore
 from omed.informers.transform import Obj
 from omed.kube.client import KubeClient
 from omed.kube.errors import AlreadyExists, Conflict, NotFound
@@ -67,19 +67,19 @@ class RuntimeRevisionReconciler:
         *,
         client: KubeClient,
         namespace: str,
-        revisions: SharedInformer,
-        runtimes: SharedInformer,
-        cluster_runtimes: SharedInformer,
-        services: SharedInformer,
+        revisions: IndexedStore,
+        runtimes: IndexedStore,
+        cluster_runtimes: IndexedStore,
+        services: IndexedStore,
         settings: Settings,
         clock: Clock,
     ) -> None:
         self._client = client
         self._namespace = namespace
-        self._revisions = revisions.store
-        self._runtimes = runtimes.store
-        self._cluster_runtimes = cluster_runtimes.store
-        self._services = services.store
+        self._revisions = revisions
+        self._runtimes = runtimes
+        self._cluster_runtimes = cluster_runtimes
+        self._services = services
         self._settings = settings
         self._clock = clock
         self._expected: dict[str, dict[str, float]] = {}
