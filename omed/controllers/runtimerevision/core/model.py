@@ -113,6 +113,11 @@ class Create(RuntimeAction):
 
     body: Mapping[str, Any]
 
+    @property
+    def name(self) -> str:
+        """The revision's name, as the body spells it."""
+        return str(self.body["metadata"]["name"])
+
 
 @dataclass(frozen=True, slots=True)
 class Skipped(RuntimeAction):

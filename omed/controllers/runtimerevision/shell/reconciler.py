@@ -145,12 +145,11 @@ class RuntimeRevisionReconciler:
             )
         if not paused:
             for create in decided.creates:
-                name = create.body["metadata"]["name"]
                 await self._create(create.body)
-                self._expected.setdefault(key, {})[name] = (
+                self._expected.setdefault(key, {})[create.name] = (
                     self._clock.monotonic() + EXPECTATION_TIMEOUT
                 )
-                log.info(LogLine.CREATED, extra=kv(revision=name, runtime=key))
+                log.info(LogLine.CREATED, extra=kv(revision=create.name, runtime=key))
         for unmark in decided.unmarks:
             if await self._annotate(unmark.revision.name, unmark.revision.resource_version, None):
                 log.info(LogLine.UNMARKED, extra=kv(revision=unmark.revision.name, runtime=key))
