@@ -10,14 +10,25 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from omed.clock import Clock
+from omed.controllers.pacing import BUSY_WINDOW
 from omed.informers import HandlerRegistration, Handlers, SharedInformer
 from omed.informers.transform import Obj
-from omed.workqueue import Controller
+from omed.workqueue import Controller, Reconciler
 
 
 def each_event(handle: Callable[[Obj], None]) -> Handlers:
     """``handle`` called with the object of every add, update (the new one) and delete."""
     return Handlers(on_add=handle, on_update=lambda _old, new: handle(new), on_delete=handle)
+
+
+def worker_pool(name: str, reconciler: Reconciler, *, workers: int, clock: Clock) -> Controller:
+    """``workers`` running ``reconciler``, busy (:meth:`Controller.busy`) over the status
+    pacing's :data:`~omed.controllers.pacing.BUSY_WINDOW`, so what the reconciler's pacing
+    calls busy is what the queue saw."""
+    return Controller(
+        name=name, reconciler=reconciler, workers=workers, clock=clock, busy_window=BUSY_WINDOW
+    )
 
 
 class WiredController:

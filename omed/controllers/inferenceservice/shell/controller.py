@@ -19,8 +19,7 @@ from omed.controllers.inferenceservice.shell.reconciler import (
     InferenceServiceReconciler,
 )
 from omed.controllers.owners import controller_name
-from omed.controllers.pacing import BUSY_WINDOW
-from omed.controllers.wiring import WiredController, each_event
+from omed.controllers.wiring import WiredController, each_event, worker_pool
 from omed.events import EventSink
 from omed.informers import (
     NAMESPACE,
@@ -37,7 +36,6 @@ from omed.kube.resources import (
     INFERENCE_SERVICES,
     SERVING_RUNTIMES,
 )
-from omed.workqueue import Controller
 
 
 async def _no_default_mode() -> str | None:
@@ -113,12 +111,8 @@ class InferenceServiceController(WiredController):
             clock=self._clock,
             events=events,
         )
-        self.controller = Controller(
-            name=CONTROLLER_NAME,
-            reconciler=self.reconciler,
-            workers=workers,
-            clock=self._clock,
-            busy_window=BUSY_WINDOW,
+        self.controller = worker_pool(
+            CONTROLLER_NAME, self.reconciler, workers=workers, clock=self._clock
         )
         self.watch(self.services, each_event(self._service_event))
         self.watch(self.replicas, each_event(self._replica_event))

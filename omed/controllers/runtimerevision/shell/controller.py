@@ -22,7 +22,7 @@ from omed.clock import Clock, RealClock
 from omed.controllers.runtimerevision.core import observe
 from omed.controllers.runtimerevision.core.model import Settings
 from omed.controllers.runtimerevision.shell.reconciler import Index, RuntimeRevisionReconciler
-from omed.controllers.wiring import WiredController
+from omed.controllers.wiring import WiredController, worker_pool
 from omed.informers import Handlers, InformerFactory
 from omed.informers.transform import Obj
 from omed.kube.client import KubeClient
@@ -32,9 +32,11 @@ from omed.kube.resources import (
     INFERENCE_SERVICES,
     SERVING_RUNTIMES,
 )
-from omed.workqueue import Controller
 
 CONTROLLER_NAME: Final = "runtimerevision"
+WORKERS: Final = 1
+"""The controller's workers. Upstream OME has no flag for them; a pass for one runtime name
+reads caches and sends at most a few writes, and runtimes change rarely."""
 
 
 def runtime_of_index(obj: Obj) -> tuple[str, ...]:
@@ -66,7 +68,6 @@ class RuntimeRevisionController(WiredController):
         namespace: str,
         retention: int,
         grace_period: float,
-        workers: int = 1,
         clock: Clock | None = None,
     ) -> None:
         """``namespace`` is the manager's, where the revisions live; ``grace_period`` is in
@@ -97,8 +98,8 @@ class RuntimeRevisionController(WiredController):
             settings=Settings(retention=retention, grace_period=dt.timedelta(seconds=grace_period)),
             clock=self._clock,
         )
-        self.controller = Controller(
-            name=CONTROLLER_NAME, reconciler=self.reconciler, workers=workers, clock=self._clock
+        self.controller = worker_pool(
+            CONTROLLER_NAME, self.reconciler, workers=WORKERS, clock=self._clock
         )
         self.watch(self.revisions, self._each(runtime_of_index))
         self.watch(self.runtimes, self._each(name_index))

@@ -33,10 +33,9 @@ from omed.api.constants import (
 )
 from omed.clock import Clock, RealClock
 from omed.controllers.owners import controller_name
-from omed.controllers.pacing import BUSY_WINDOW
 from omed.controllers.serving.core import names
 from omed.controllers.serving.shell.reconciler import COMPONENT, ConfigData, ServingReconciler
-from omed.controllers.wiring import WiredController, each_event
+from omed.controllers.wiring import WiredController, each_event, worker_pool
 from omed.events import EventSink
 from omed.informers import (
     OWNER_UID,
@@ -50,7 +49,6 @@ from omed.informers import (
 from omed.informers.transform import Obj
 from omed.kube.api import KubeApi
 from omed.kube.resources import INFERENCE_REPLICAS, POD_DISRUPTION_BUDGETS, SERVICES
-from omed.workqueue import Controller
 
 
 def component_index(obj: Obj) -> tuple[str, ...]:
@@ -80,10 +78,10 @@ class ServingController(WiredController):
         client: KubeApi,
         factory: InformerFactory,
         config: ConfigData,
+        events: EventSink | None = None,
         workers: int = 1,
         namespace: str | None = None,
         clock: Clock | None = None,
-        events: EventSink | None = None,
     ) -> None:
         """``config`` returns the inferenceservice-config data (through the TTL cache);
         ``events`` records the WriteRefused Warning events on InferenceReplicas."""
@@ -108,12 +106,8 @@ class ServingController(WiredController):
             events=events,
             requeues=lambda key: self.controller.queue.num_requeues(key),  # noqa: PLW0108 - below
         )
-        self.controller = Controller(
-            name=names.CONTROLLER_NAME,
-            reconciler=self.reconciler,
-            workers=workers,
-            clock=self._clock,
-            busy_window=BUSY_WINDOW,
+        self.controller = worker_pool(
+            names.CONTROLLER_NAME, self.reconciler, workers=workers, clock=self._clock
         )
         self.watch(self.replicas, each_event(self._replica_event))
         self.watch(
