@@ -114,12 +114,6 @@ def _inference_service(context: ControllerContext) -> ManagedController:
     )
 
 
-RUNTIME_REVISION_WORKERS = 1
-"""Workers of the runtime revision controller. Upstream OME has no flag for them; a pass
-for one runtime name reads caches and sends at most a few writes, and runtimes change
-rarely."""
-
-
 def _runtime_revision(context: ControllerContext) -> ManagedController:
     return RuntimeRevisionController(
         client=context.client,
@@ -127,7 +121,6 @@ def _runtime_revision(context: ControllerContext) -> ManagedController:
         namespace=context.namespace,
         retention=context.options.runtime_revision_retention,
         grace_period=context.options.runtime_revision_grace_period,
-        workers=RUNTIME_REVISION_WORKERS,
         clock=context.clock,
     )
 

@@ -8,7 +8,7 @@ pass would otherwise read all InferenceServices or replicas (quadratic in a flee
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, Final
 
 from omed.api.constants import KIND_INFERENCE_SERVICE, LABEL_INFERENCE_SERVICE
@@ -19,14 +19,12 @@ from omed.controllers.inferenceservice.shell.reconciler import (
     InferenceServiceReconciler,
 )
 from omed.controllers.owners import controller_name
-from omed.controllers.pacing import BUSY_WINDOW
+from omed.controllers.wiring import WiredController, each_event, worker_pool
 from omed.events import EventSink
 from omed.informers import (
     NAMESPACE,
     OWNER_UID,
-    Handlers,
     InformerFactory,
-    SharedInformer,
     object_key,
     owner_uid_index,
 )
@@ -38,16 +36,10 @@ from omed.kube.resources import (
     INFERENCE_SERVICES,
     SERVING_RUNTIMES,
 )
-from omed.workqueue import Controller
 
 
 async def _no_default_mode() -> str | None:
     return None
-
-
-def _each_event(handle: Callable[[Obj], None]) -> Handlers:
-    """``handle`` called with the object of every add, update (the new one) and delete."""
-    return Handlers(on_add=handle, on_update=lambda _old, new: handle(new), on_delete=handle)
 
 
 def _parent_of(irep: Mapping[str, Any]) -> str | None:
@@ -79,7 +71,7 @@ def replica_ref_index(isvc: Obj) -> tuple[str, ...]:
     )
 
 
-class InferenceServiceController:
+class InferenceServiceController(WiredController):
     """Informers and the worker pool of the InferenceService controller."""
 
     def __init__(
@@ -95,6 +87,7 @@ class InferenceServiceController:
     ) -> None:
         """``events`` records the WriteRefused Warning events on InferenceServices (without
         it a refused write is told by the log line and the condition only)."""
+        super().__init__()
         self._clock: Clock = clock or RealClock()
         # Looked up by index, not by a scan of the namespace: every replica event and every
         # pass would otherwise read all InferenceServices or replicas (quadratic in a fleet).
@@ -118,23 +111,13 @@ class InferenceServiceController:
             clock=self._clock,
             events=events,
         )
-        self.controller = Controller(
-            name=CONTROLLER_NAME,
-            reconciler=self.reconciler,
-            workers=workers,
-            clock=self._clock,
-            busy_window=BUSY_WINDOW,
+        self.controller = worker_pool(
+            CONTROLLER_NAME, self.reconciler, workers=workers, clock=self._clock
         )
-        watched: list[tuple[SharedInformer, Callable[[Obj], None]]] = [
-            (self.services, self._service_event),
-            (self.replicas, self._replica_event),
-            (self.runtimes, self._runtime_event),
-            (self.cluster_runtimes, self._runtime_event),
-        ]
-        self._registrations = [
-            (informer, informer.add_event_handler(_each_event(handle)))
-            for informer, handle in watched
-        ]
+        self.watch(self.services, each_event(self._service_event))
+        self.watch(self.replicas, each_event(self._replica_event))
+        self.watch(self.runtimes, each_event(self._runtime_event))
+        self.watch(self.cluster_runtimes, each_event(self._runtime_event))
 
     def _service_event(self, isvc: Obj) -> None:
         self.controller.queue.add(object_key(isvc))
@@ -160,13 +143,3 @@ class InferenceServiceController:
         for isvc in candidates:
             if ((isvc.get("spec") or {}).get("runtime") or {}).get("name") == name:
                 self.controller.queue.add(object_key(isvc))
-
-    async def run(self) -> None:
-        await self.controller.run()
-
-    async def shutdown(self, *, drain: bool = True) -> None:
-        await self.controller.shutdown(drain=drain)
-
-    def close(self) -> None:
-        for informer, registration in self._registrations:
-            informer.remove_event_handler(registration)

@@ -36,7 +36,7 @@ class LiveRuntime:
     spec: Mapping[str, Any]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Revision:
     """A ControllerRevision labelled ``ome.io/runtime-of``, in the manager's namespace."""
 
@@ -101,41 +101,54 @@ class Settings:
 
 
 @dataclass(frozen=True, slots=True)
-class Create:
-    """Write a snapshot of ``source``'s live spec: ``body`` is the whole ControllerRevision."""
+class RuntimeAction:
+    """What the plan says of one live runtime: a snapshot to write, or why none can be."""
 
     source: Source
-    body: Mapping[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
-class Mark:
-    """Annotate ``revision`` with ``ome.io/gc-eligible-since: since``."""
+class Create(RuntimeAction):
+    """Write a snapshot of ``source``'s live spec: ``body`` is the whole ControllerRevision."""
+
+    body: Mapping[str, Any]
+
+    @property
+    def name(self) -> str:
+        """The revision's name, as the body spells it."""
+        return str(self.body["metadata"]["name"])
+
+
+@dataclass(frozen=True, slots=True)
+class Skipped(RuntimeAction):
+    """A runtime whose snapshot can't be written; ``reason`` says why."""
+
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class RevisionAction:
+    """A write to one stored revision, preconditioned on the resourceVersion it was read at:
+    a revision that changed or went since is left for the next pass."""
 
     revision: Revision
+
+
+@dataclass(frozen=True, slots=True)
+class Mark(RevisionAction):
+    """Annotate ``revision`` with ``ome.io/gc-eligible-since: since``."""
+
     since: str
 
 
 @dataclass(frozen=True, slots=True)
-class Unmark:
+class Unmark(RevisionAction):
     """Remove ``revision``'s ``ome.io/gc-eligible-since``: it is kept again."""
 
-    revision: Revision
-
 
 @dataclass(frozen=True, slots=True)
-class Delete:
-    """Delete ``revision``, preconditioned on its uid and resourceVersion."""
-
-    revision: Revision
-
-
-@dataclass(frozen=True, slots=True)
-class Skipped:
-    """A runtime whose snapshot can't be written; ``reason`` says why."""
-
-    source: Source
-    reason: str
+class Delete(RevisionAction):
+    """Delete ``revision``, preconditioned on its uid as well."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -115,7 +115,7 @@ def plan(observed: Observed, settings: Settings, now: dt.datetime) -> Plan:
             in_use.add(current[source])
         elif by_source.get(source):
             in_use.add(newest_first(by_source[source])[0].name)
-    in_use &= set(by_name) | {c.body["metadata"]["name"] for c in creates}
+    in_use &= set(by_name) | {c.name for c in creates}
 
     ours = newest_first(r for r in observed.revisions if r.written_by_ome)
     newest = {r.name for r in ours[: max(settings.retention, 0)]}

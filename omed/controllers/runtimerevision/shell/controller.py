@@ -21,13 +21,9 @@ from omed.api.constants import LABEL_RUNTIME_OF
 from omed.clock import Clock, RealClock
 from omed.controllers.runtimerevision.core import observe
 from omed.controllers.runtimerevision.core.model import Settings
-from omed.controllers.runtimerevision.shell.reconciler import (
-    PINNED,
-    RUNTIME_NAME,
-    RUNTIME_OF,
-    RuntimeRevisionReconciler,
-)
-from omed.informers import Handlers, InformerFactory, SharedInformer
+from omed.controllers.runtimerevision.shell.reconciler import Index, RuntimeRevisionReconciler
+from omed.controllers.wiring import WiredController, worker_pool
+from omed.informers import Handlers, InformerFactory
 from omed.informers.transform import Obj
 from omed.kube.client import KubeClient
 from omed.kube.resources import (
@@ -36,9 +32,11 @@ from omed.kube.resources import (
     INFERENCE_SERVICES,
     SERVING_RUNTIMES,
 )
-from omed.workqueue import Controller
 
 CONTROLLER_NAME: Final = "runtimerevision"
+WORKERS: Final = 1
+"""The controller's workers. Upstream OME has no flag for them; a pass for one runtime name
+reads caches and sends at most a few writes, and runtimes change rarely."""
 
 
 def runtime_of_index(obj: Obj) -> tuple[str, ...]:
@@ -59,7 +57,7 @@ def pinned_index(obj: Obj) -> tuple[str, ...]:
     return observe.pins(obj)
 
 
-class RuntimeRevisionController:
+class RuntimeRevisionController(WiredController):
     """Informers and the worker pool of the runtime revision controller."""
 
     def __init__(
@@ -70,53 +68,50 @@ class RuntimeRevisionController:
         namespace: str,
         retention: int,
         grace_period: float,
-        workers: int = 1,
         clock: Clock | None = None,
     ) -> None:
         """``namespace`` is the manager's, where the revisions live; ``grace_period`` is in
         seconds."""
+        super().__init__()
         self._clock: Clock = clock or RealClock()
         self.revisions = factory.informer(
             CONTROLLER_REVISIONS,
             namespace=namespace,
             label_selector=LABEL_RUNTIME_OF,
-            indexers={RUNTIME_OF: runtime_of_index},
+            indexers={Index.RUNTIME_OF: runtime_of_index},
         )
-        self.runtimes = factory.informer(SERVING_RUNTIMES, indexers={RUNTIME_NAME: name_index})
+        self.runtimes = factory.informer(
+            SERVING_RUNTIMES, indexers={Index.RUNTIME_NAME: name_index}
+        )
         self.cluster_runtimes = factory.informer(CLUSTER_SERVING_RUNTIMES)
         self.services = factory.informer(
             INFERENCE_SERVICES,
-            indexers={RUNTIME_NAME: service_runtime_index, PINNED: pinned_index},
+            indexers={Index.RUNTIME_NAME: service_runtime_index, Index.PINNED: pinned_index},
         )
         self.reconciler = RuntimeRevisionReconciler(
             client=client,
             namespace=namespace,
-            revisions=self.revisions,
-            runtimes=self.runtimes,
-            cluster_runtimes=self.cluster_runtimes,
-            services=self.services,
+            revisions=self.revisions.store,
+            runtimes=self.runtimes.store,
+            cluster_runtimes=self.cluster_runtimes.store,
+            services=self.services.store,
             settings=Settings(retention=retention, grace_period=dt.timedelta(seconds=grace_period)),
             clock=self._clock,
         )
-        self.controller = Controller(
-            name=CONTROLLER_NAME, reconciler=self.reconciler, workers=workers, clock=self._clock
+        self.controller = worker_pool(
+            CONTROLLER_NAME, self.reconciler, workers=WORKERS, clock=self._clock
         )
-        watched: list[tuple[SharedInformer, Handlers]] = [
-            (self.revisions, self._each(runtime_of_index)),
-            (self.runtimes, self._each(name_index)),
-            (self.cluster_runtimes, self._each(name_index)),
-            (
-                self.services,
-                Handlers(
-                    on_add=self._service_event,
-                    on_update=self._service_update,
-                    on_delete=self._service_event,
-                ),
+        self.watch(self.revisions, self._each(runtime_of_index))
+        self.watch(self.runtimes, self._each(name_index))
+        self.watch(self.cluster_runtimes, self._each(name_index))
+        self.watch(
+            self.services,
+            Handlers(
+                on_add=self._service_event,
+                on_update=self._service_update,
+                on_delete=self._service_event,
             ),
-        ]
-        self._registrations = [
-            (informer, informer.add_event_handler(handlers)) for informer, handlers in watched
-        ]
+        )
 
     def _add(self, names: set[str] | tuple[str, ...]) -> None:
         for name in names:
@@ -149,13 +144,3 @@ class RuntimeRevisionController:
         if before == after:
             return
         self._add(self._service_names(old) | self._service_names(new))
-
-    async def run(self) -> None:
-        await self.controller.run()
-
-    async def shutdown(self, *, drain: bool = True) -> None:
-        await self.controller.shutdown(drain=drain)
-
-    def close(self) -> None:
-        for informer, registration in self._registrations:
-            informer.remove_event_handler(registration)

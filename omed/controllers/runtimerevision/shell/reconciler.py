@@ -18,6 +18,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections.abc import Iterable, Mapping
+from enum import StrEnum
 from typing import Any, Final
 
 from omed.api.constants import ANNOTATION_GC_ELIGIBLE_SINCE
@@ -25,7 +26,7 @@ from omed.clock import Clock
 from omed.controllers.runtimerevision.core import observe
 from omed.controllers.runtimerevision.core.model import Observed, Plan, Settings
 from omed.controllers.runtimerevision.core.plan import plan
-from omed.informers import SharedInformer
+from omed.informers import IndexedStore
 from omed.informers.transform import Obj
 from omed.kube.client import KubeClient
 from omed.kube.errors import AlreadyExists, Conflict, NotFound
@@ -38,18 +39,26 @@ log = logging.getLogger("omed.controllers.runtimerevision")
 EXPECTATION_TIMEOUT: Final = 30.0
 """Seconds a created snapshot may take to reach the cache before creates resume."""
 
-MSG_CREATED: Final = "Created runtime revision"
-MSG_MARKED: Final = "Marked runtime revision for garbage collection"
-MSG_UNMARKED: Final = "Runtime revision kept again; removed its garbage collection mark"
-MSG_DELETED: Final = "Deleted runtime revision"
-MSG_SKIPPED: Final = "Runtime revision not written"
 
-RUNTIME_NAME: Final = "runtime-name"
-"""InferenceServices by ``spec.runtime.name``; ServingRuntimes by ``metadata.name``."""
-PINNED: Final = "pinned-runtime-revision"
-"""InferenceServices by the revision names they pin."""
-RUNTIME_OF: Final = "runtime-of"
-"""Runtime ControllerRevisions by ``ome.io/runtime-of``."""
+class LogLine(StrEnum):
+    """The messages of the controller's log lines (their key-values are separate)."""
+
+    CREATED = "Created runtime revision"
+    MARKED = "Marked runtime revision for garbage collection"
+    UNMARKED = "Runtime revision kept again; removed its garbage collection mark"
+    DELETED = "Deleted runtime revision"
+    SKIPPED = "Runtime revision not written"
+
+
+class Index(StrEnum):
+    """The informer indexes a pass looks a runtime name up by, never scanning a cache."""
+
+    RUNTIME_NAME = "runtime-name"
+    """InferenceServices by ``spec.runtime.name``; ServingRuntimes by ``metadata.name``."""
+    PINNED = "pinned-runtime-revision"
+    """InferenceServices by the revision names they pin."""
+    RUNTIME_OF = "runtime-of"
+    """Runtime ControllerRevisions by ``ome.io/runtime-of``."""
 
 
 class RuntimeRevisionReconciler:
@@ -58,19 +67,19 @@ class RuntimeRevisionReconciler:
         *,
         client: KubeClient,
         namespace: str,
-        revisions: SharedInformer,
-        runtimes: SharedInformer,
-        cluster_runtimes: SharedInformer,
-        services: SharedInformer,
+        revisions: IndexedStore,
+        runtimes: IndexedStore,
+        cluster_runtimes: IndexedStore,
+        services: IndexedStore,
         settings: Settings,
         clock: Clock,
     ) -> None:
         self._client = client
         self._namespace = namespace
-        self._revisions = revisions.store
-        self._runtimes = runtimes.store
-        self._cluster_runtimes = cluster_runtimes.store
-        self._services = services.store
+        self._revisions = revisions
+        self._runtimes = runtimes
+        self._cluster_runtimes = cluster_runtimes
+        self._services = services
         self._settings = settings
         self._clock = clock
         self._expected: dict[str, dict[str, float]] = {}
@@ -81,18 +90,20 @@ class RuntimeRevisionReconciler:
         return self._namespace
 
     def observe(self, name: str) -> Observed:
-        revisions = [observe.revision(obj) for obj in self._revisions.by_index(RUNTIME_OF, name)]
+        revisions = [
+            observe.revision(obj) for obj in self._revisions.by_index(Index.RUNTIME_OF, name)
+        ]
         runtimes = [
-            observe.live_runtime(obj) for obj in self._runtimes.by_index(RUNTIME_NAME, name)
+            observe.live_runtime(obj) for obj in self._runtimes.by_index(Index.RUNTIME_NAME, name)
         ]
         cluster = self._cluster_runtimes.get(name)
         if cluster is not None:
             runtimes.append(observe.live_runtime(cluster))
         services: dict[str, Obj] = {}
-        for obj in self._services.by_index(RUNTIME_NAME, name):
+        for obj in self._services.by_index(Index.RUNTIME_NAME, name):
             services[_key(obj)] = obj
         for rev in revisions:
-            for obj in self._services.by_index(PINNED, rev.name):
+            for obj in self._services.by_index(Index.PINNED, rev.name):
                 services[_key(obj)] = obj
         return Observed(
             runtime_name=name,
@@ -124,7 +135,7 @@ class RuntimeRevisionReconciler:
     async def execute(self, key: str, decided: Plan, *, paused: bool) -> None:
         for skip in decided.skipped:
             log.warning(
-                MSG_SKIPPED,
+                LogLine.SKIPPED,
                 extra=kv(
                     kind=skip.source.kind,
                     namespace=skip.source.namespace,
@@ -134,19 +145,18 @@ class RuntimeRevisionReconciler:
             )
         if not paused:
             for create in decided.creates:
-                name = create.body["metadata"]["name"]
                 await self._create(create.body)
-                self._expected.setdefault(key, {})[name] = (
+                self._expected.setdefault(key, {})[create.name] = (
                     self._clock.monotonic() + EXPECTATION_TIMEOUT
                 )
-                log.info(MSG_CREATED, extra=kv(revision=name, runtime=key))
+                log.info(LogLine.CREATED, extra=kv(revision=create.name, runtime=key))
         for unmark in decided.unmarks:
             if await self._annotate(unmark.revision.name, unmark.revision.resource_version, None):
-                log.info(MSG_UNMARKED, extra=kv(revision=unmark.revision.name, runtime=key))
+                log.info(LogLine.UNMARKED, extra=kv(revision=unmark.revision.name, runtime=key))
         for mark in decided.marks:
             if await self._annotate(mark.revision.name, mark.revision.resource_version, mark.since):
                 log.info(
-                    MSG_MARKED,
+                    LogLine.MARKED,
                     extra=kv(revision=mark.revision.name, runtime=key, since=mark.since),
                 )
         for delete in decided.deletes:
@@ -161,7 +171,7 @@ class RuntimeRevisionReconciler:
                 )
             except (NotFound, Conflict):
                 continue
-            log.info(MSG_DELETED, extra=kv(revision=rev.name, runtime=key, since=rev.mark))
+            log.info(LogLine.DELETED, extra=kv(revision=rev.name, runtime=key, since=rev.mark))
 
     async def _create(self, body: Mapping[str, Any]) -> None:
         try:

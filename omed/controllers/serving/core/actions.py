@@ -10,30 +10,33 @@ Kind = Literal["Service", "PodDisruptionBudget"]
 
 
 @dataclass(frozen=True, slots=True)
-class Create:
+class ObjectAction:
+    """A write of one component object, named by its kind and name (in the component's
+    namespace); what its log line names."""
+
     kind: Kind
     name: str
+
+
+@dataclass(frozen=True, slots=True)
+class Create(ObjectAction):
     body: Mapping[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
-class Patch:
+class Patch(ObjectAction):
     """A JSON merge patch carrying the object's ``resourceVersion``, so it applies only to the
     object compared (a Conflict sends the key round again). ``adopt``: it also makes the
     InferenceReplica the controller of an object no controller owns."""
 
-    kind: Kind
-    name: str
     patch: Mapping[str, Any]
     adopt: bool = False
 
 
 @dataclass(frozen=True, slots=True)
-class Delete:
+class Delete(ObjectAction):
     """Delete with the uid as precondition: only the object compared goes."""
 
-    kind: Kind
-    name: str
     uid: str
     reason: str
 

@@ -13,6 +13,7 @@ apart (``-headless``, ``-rev-<hash>``).
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Final
 
 CONTROLLER_NAME: Final = "serving"
@@ -62,11 +63,15 @@ def disruption_budget(base: str) -> str:
 
 # -- Log lines ------------------------------------------------------------------------------
 
-MSG_CREATED: Final = "Created component object"
-MSG_UPDATED: Final = "Updated component object"
-MSG_ADOPTED: Final = "Adopted component object"
-MSG_DELETED: Final = "Deleted component object"
-MSG_NAME_TAKEN: Final = "Component object name taken by an object omed does not control"
-MSG_PDB_ENTRY_INVALID: Final = (
-    "Invalid podDisruptionBudget entry; keeping each component's PodDisruptionBudget as it is"
-)
+
+class LogLine(StrEnum):
+    """The messages of the controller's log lines (their key-values are separate)."""
+
+    CREATED = "Created component object"
+    UPDATED = "Updated component object"
+    ADOPTED = "Adopted component object"
+    DELETED = "Deleted component object"
+    NAME_TAKEN = "Component object name taken by an object omed does not control"
+    PDB_ENTRY_INVALID = (
+        "Invalid podDisruptionBudget entry; keeping each component's PodDisruptionBudget as it is"
+    )

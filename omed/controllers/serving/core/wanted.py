@@ -39,19 +39,22 @@ from omed.controllers.serving.core.model import Component, RevisionSelector, Ser
 
 
 @dataclass(frozen=True, slots=True)
-class WantedService:
+class WantedObject:
+    """What every object of a component names: its name, its labels, and the pods it selects."""
+
     name: str
     labels: Mapping[str, str]
     selector: Mapping[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class WantedService(WantedObject):
     ports: tuple[ServicePort, ...]
     headless: bool
 
 
 @dataclass(frozen=True, slots=True)
-class WantedBudget:
-    name: str
-    labels: Mapping[str, str]
-    selector: Mapping[str, str]
+class WantedBudget(WantedObject):
     min_available: int
 
 
@@ -98,6 +101,17 @@ def owner_reference(component: Component) -> dict[str, Any]:
     return controller_reference(kind=KIND_INFERENCE_REPLICA, name=component.name, uid=component.uid)
 
 
+def _metadata(component: Component, wanted: WantedObject) -> dict[str, Any]:
+    """The metadata of every object of the component: in its namespace, controlled by its
+    InferenceReplica."""
+    return {
+        "name": wanted.name,
+        "namespace": component.namespace,
+        "labels": dict(wanted.labels),
+        "ownerReferences": [owner_reference(component)],
+    }
+
+
 def service_body(component: Component, wanted: WantedService) -> dict[str, Any]:
     spec: dict[str, Any] = {"selector": dict(wanted.selector)}
     if wanted.ports:
@@ -108,12 +122,7 @@ def service_body(component: Component, wanted: WantedService) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": {
-            "name": wanted.name,
-            "namespace": component.namespace,
-            "labels": dict(wanted.labels),
-            "ownerReferences": [owner_reference(component)],
-        },
+        "metadata": _metadata(component, wanted),
         "spec": spec,
     }
 
@@ -132,12 +141,7 @@ def budget_body(component: Component, wanted: WantedBudget) -> dict[str, Any]:
     return {
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
-        "metadata": {
-            "name": wanted.name,
-            "namespace": component.namespace,
-            "labels": dict(wanted.labels),
-            "ownerReferences": [owner_reference(component)],
-        },
+        "metadata": _metadata(component, wanted),
         "spec": {
             "minAvailable": wanted.min_available,
             "selector": {"matchLabels": dict(wanted.selector)},

@@ -20,7 +20,7 @@ entry.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from omed.api.constants import (
@@ -33,9 +33,9 @@ from omed.api.constants import (
 )
 from omed.clock import Clock, RealClock
 from omed.controllers.owners import controller_name
-from omed.controllers.pacing import BUSY_WINDOW
 from omed.controllers.serving.core import names
 from omed.controllers.serving.shell.reconciler import COMPONENT, ConfigData, ServingReconciler
+from omed.controllers.wiring import WiredController, each_event, worker_pool
 from omed.events import EventSink
 from omed.informers import (
     OWNER_UID,
@@ -49,7 +49,6 @@ from omed.informers import (
 from omed.informers.transform import Obj
 from omed.kube.api import KubeApi
 from omed.kube.resources import INFERENCE_REPLICAS, POD_DISRUPTION_BUDGETS, SERVICES
-from omed.workqueue import Controller
 
 
 def component_index(obj: Obj) -> tuple[str, ...]:
@@ -70,12 +69,7 @@ def _revision_labels(pod: Mapping[str, Any]) -> tuple[Any, ...]:
     return tuple(labels.get(label) for label in _REVISION_LABELS)
 
 
-def _each_event(handle: Callable[[Obj], None]) -> Handlers:
-    """``handle`` called with the object of every add, update (the new one) and delete."""
-    return Handlers(on_add=handle, on_update=lambda _old, new: handle(new), on_delete=handle)
-
-
-class ServingController:
+class ServingController(WiredController):
     """Informers and the worker pool of the serving controller."""
 
     def __init__(
@@ -84,13 +78,14 @@ class ServingController:
         client: KubeApi,
         factory: InformerFactory,
         config: ConfigData,
+        events: EventSink | None = None,
         workers: int = 1,
         namespace: str | None = None,
         clock: Clock | None = None,
-        events: EventSink | None = None,
     ) -> None:
         """``config`` returns the inferenceservice-config data (through the TTL cache);
         ``events`` records the WriteRefused Warning events on InferenceReplicas."""
+        super().__init__()
         self._clock: Clock = clock or RealClock()
         self.replicas: SharedInformer = factory.informer(INFERENCE_REPLICAS, namespace=namespace)
         self.pods: SharedInformer = inference_pod_informer(factory, namespace=namespace)
@@ -111,28 +106,16 @@ class ServingController:
             events=events,
             requeues=lambda key: self.controller.queue.num_requeues(key),  # noqa: PLW0108 - below
         )
-        self.controller = Controller(
-            name=names.CONTROLLER_NAME,
-            reconciler=self.reconciler,
-            workers=workers,
-            clock=self._clock,
-            busy_window=BUSY_WINDOW,
+        self.controller = worker_pool(
+            names.CONTROLLER_NAME, self.reconciler, workers=workers, clock=self._clock
         )
-        self._registrations = [
-            (self.replicas, self.replicas.add_event_handler(_each_event(self._replica_event))),
-            (
-                self.pods,
-                self.pods.add_event_handler(
-                    Handlers(
-                        on_add=self._pod_event,
-                        on_update=self._pod_update,
-                        on_delete=self._pod_event,
-                    )
-                ),
-            ),
-            (self.services, self.services.add_event_handler(_each_event(self._owned_event))),
-            (self.budgets, self.budgets.add_event_handler(_each_event(self._owned_event))),
-        ]
+        self.watch(self.replicas, each_event(self._replica_event))
+        self.watch(
+            self.pods,
+            Handlers(on_add=self._pod_event, on_update=self._pod_update, on_delete=self._pod_event),
+        )
+        self.watch(self.services, each_event(self._owned_event))
+        self.watch(self.budgets, each_event(self._owned_event))
 
     def _replica_event(self, irep: Obj) -> None:
         self.controller.queue.add(object_key(irep))
@@ -168,13 +151,3 @@ class ServingController:
             candidate = f"{namespace}/{name}"
             if isvc and component and self.replicas.store.get(candidate) is not None:
                 self.controller.queue.add(candidate)
-
-    async def run(self) -> None:
-        await self.controller.run()
-
-    async def shutdown(self, *, drain: bool = True) -> None:
-        await self.controller.shutdown(drain=drain)
-
-    def close(self) -> None:
-        for informer, registration in self._registrations:
-            informer.remove_event_handler(registration)

@@ -53,14 +53,17 @@ class Executor:
             try:
                 if isinstance(action, Create):
                     await self._client.create(resource, action.body, namespace)
-                    log.info(names.MSG_CREATED, extra=fields)
+                    log.info(names.LogLine.CREATED, extra=fields)
                 elif isinstance(action, Patch):
                     await self._client.patch(resource, action.name, action.patch, namespace)
-                    log.info(names.MSG_ADOPTED if action.adopt else names.MSG_UPDATED, extra=fields)
+                    log.info(
+                        names.LogLine.ADOPTED if action.adopt else names.LogLine.UPDATED,
+                        extra=fields,
+                    )
                 elif isinstance(action, Delete):
                     await self._client.delete(resource, action.name, namespace, uid=action.uid)
                     fields["kv"]["reason"] = action.reason
-                    log.info(names.MSG_DELETED, extra=fields)
+                    log.info(names.LogLine.DELETED, extra=fields)
             except AlreadyExists:
                 outcome.taken.append((action.kind, action.name))
             except (Conflict, NotFound):

@@ -77,7 +77,7 @@ class ServingReconciler:
         except ReconcileConfigError as err:
             if self._invalid_entry != str(err):
                 self._invalid_entry = str(err)
-                log.error(names.MSG_PDB_ENTRY_INVALID, extra=kv(error=str(err)))
+                log.error(names.LogLine.PDB_ENTRY_INVALID, extra=kv(error=str(err)))
             return BUDGET_INVALID
         self._invalid_entry = None
         return setting
@@ -118,7 +118,7 @@ class ServingReconciler:
         )
         taken = frozenset((*decision.taken, *outcome.taken))
         for kind, name in sorted(taken - self._taken.get(key, frozenset())):
-            log.warning(names.MSG_NAME_TAKEN, extra=kv(key=key, kind=kind, name=name))
+            log.warning(names.LogLine.NAME_TAKEN, extra=kv(key=key, kind=kind, name=name))
         if taken:
             self._taken[key] = taken
         else:

@@ -91,7 +91,7 @@ async def test_an_unusable_entry_is_logged_once_and_the_services_still_come(
     with caplog.at_level(logging.ERROR, logger="omed.controllers.serving"):
         assert await pass_.reconcile(KEY) == Result()
         await pass_.reconcile(KEY)
-    lines = [r for r in caplog.records if r.getMessage() == names.MSG_PDB_ENTRY_INVALID]
+    lines = [r for r in caplog.records if r.getMessage() == names.LogLine.PDB_ENTRY_INVALID]
     assert len(lines) == 1
     assert "minAvailable -1 must be at least 0" in lines[0].kv["error"]  # type: ignore[attr-defined]
     assert {c[2] for c in client.calls if c[1] == "services"} == {
@@ -115,7 +115,7 @@ async def test_a_taken_name_is_logged_once_and_backs_off(caplog: pytest.LogCaptu
     with caplog.at_level(logging.WARNING, logger="omed.controllers.serving"):
         assert await pass_.reconcile(KEY) == Result(requeue=True)
         assert await pass_.reconcile(KEY) == Result(requeue=True)
-    taken = [r for r in caplog.records if r.getMessage() == names.MSG_NAME_TAKEN]
+    taken = [r for r in caplog.records if r.getMessage() == names.LogLine.NAME_TAKEN]
     assert len(taken) == 1
 
 
