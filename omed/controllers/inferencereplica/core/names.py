@@ -241,6 +241,7 @@ class LogLine(StrEnum):
     SCALE_DOWN_WAVE = "OMENative scale-down wave"
     """Part of the interface users grep for; one line per pass while a scale-down runs."""
     SKIPPED_UNSAFE_DELETE = "Skipped deleting a pod that is still routed"
+    POD_FORCE_DELETED = "Force-deleted a pod stuck Terminating on a dead node"
     STATUS_CONFLICT = "InferenceReplica changed while reconciling; retrying"
     """DEBUG: the status write met a Conflict; the key goes back with back-off."""
     WAITING_FOR_CACHE = "Waiting for the pod cache to show this controller's writes"

@@ -111,7 +111,11 @@ def node_state(pod: PodView, nodes: Mapping[str, NodeView] | None) -> NodeState:
     pod isn't bound)."""
     if nodes is None or pod.node is None:
         return HEALTHY
-    node = nodes.get(pod.node)
+    return node_state_of(pod.node, nodes.get(pod.node))
+
+
+def node_state_of(name: str, node: NodeView | None) -> NodeState:
+    """The state of node ``name``, ``node`` as read (None: it is gone)."""
     if node is None:
         return NodeState(NODE_GONE)
     if node.unreachable:
@@ -149,5 +153,6 @@ __all__ = [
     "NodeState",
     "NodeView",
     "node_state",
+    "node_state_of",
     "node_view",
 ]
