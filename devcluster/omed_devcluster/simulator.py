@@ -30,6 +30,15 @@ When one of its nodes goes away (:meth:`NodeSimulator.remove_node`, or a delete 
 it does at once what the pod GC controller does only after its 40 s quarantine: the pods in
 its scope bound to that node are marked Failed (condition DisruptionTarget, reason
 ``DeletionByPodGC``) and force-deleted. The real pod GC still collects the other orphans.
+``remove_node(collect_pods=False)`` leaves them to the real pod GC instead.
+
+Faults of stuck deletions: :meth:`NodeSimulator.set_node_ready` (False) stops a node's
+kubelet and writes what the node lifecycle controller writes for it (the test control plane
+doesn't run that controller: its nodes post no heartbeats), so deleted pods there stay
+Terminating; :meth:`NodeSimulator.remove_node` with ``collect_pods=False`` deletes a node
+under its pods; :meth:`NodeSimulator.ignore_deletions` keeps a Ready node's kubelet from
+acting on deletions; the ``sim.omed.dev/termination-delay`` annotation makes a healthy
+kubelet slow to stop a pod.
 
 Work is event-driven: watch events and timed wake-ups (one sleeping task) put pod keys on a
 deduplicating queue served by a bounded pool of workers. Nothing polls per pod.
@@ -158,6 +167,8 @@ class NodeSimulator:
         self._kubelet_version = kubelet_version
         self._tasks: list[asyncio.Task[None]] = []
         self._evictions: dict[str, asyncio.Task[None]] = {}
+        self._no_pod_gc: set[str] = set()
+        """Nodes removed with ``collect_pods=False``: their pods are left as they are."""
         self._registering: set[str] = set()
         """Nodes being created: a node list from before their create must not forget them."""
         self._started = False
@@ -306,6 +317,8 @@ class NodeSimulator:
         if name not in self._kubelets.nodes or name in self._registering:
             return
         self._kubelets.forget_node(name)
+        if name in self._no_pod_gc:
+            return  # left to omed, or to the real pod GC after its quarantine
         for pod in list(self._ctx.pods.values()):
             if (pod.get("spec") or {}).get("nodeName") == name:
                 self._spawn(self._collect_orphan(pod))
@@ -349,10 +362,17 @@ class NodeSimulator:
             capacity["nvidia.com/gpu"] = str(gpus)
         return await self._register_node(index, name=name, capacity=capacity, labels=labels)
 
-    async def remove_node(self, name: str) -> None:
+    async def remove_node(self, name: str, *, collect_pods: bool = True) -> None:
         """Delete a node; the pods in scope bound to it are marked Failed and force-deleted
-        at once, as the pod GC does (after its quarantine) with orphaned pods."""
+        at once, as the pod GC does (after its quarantine) with orphaned pods.
+
+        ``collect_pods=False`` deletes only the node object, as when a machine is removed
+        from the cluster under its pods: they keep their last status, and a deleted one stays
+        Terminating (no kubelet will confirm it) until someone force-deletes it, or the real
+        pod GC does after its 40 s quarantine."""
         self._require_node(name)
+        if not collect_pods:
+            self._no_pod_gc.add(name)
         with contextlib.suppress(NotFound):
             await self.client.delete(NODES, name)
         self._forget_node(name)
@@ -391,6 +411,17 @@ class NodeSimulator:
             self._evictions[name] = asyncio.create_task(
                 self._evict_later(name, self.timings.not_ready_eviction)
             )
+
+    def ignore_deletions(self, name: str, ignore: bool = True) -> None:
+        """Make a node's kubelet ignore pod deletions (or act on them again): the node stays
+        Ready and its pods run, but a deleted pod stays Terminating with its containers
+        running, as under a kubelet that never processes the deletion."""
+        self._require_node(name)
+        if ignore:
+            self._kubelets.ignoring_deletions.add(name)
+        else:
+            self._kubelets.ignoring_deletions.discard(name)
+        self._kubelets.set_node_up(name, self._kubelets.up.get(name, True))
 
     async def _evict_later(self, name: str, delay: float) -> None:
         await self._clock.sleep(delay)

@@ -33,7 +33,7 @@ class Patcher(Protocol):
 
 class KubeApi(Patcher, Protocol):
     """The reads and writes a controller makes: :class:`~omed.kube.client.KubeClient`'s
-    get, list, create, status update, patch and delete."""
+    get, list, create, update, status update, patch and delete."""
 
     async def get(self, resource: Resource, name: str, namespace: str | None = None) -> Any: ...
 
@@ -52,6 +52,10 @@ class KubeApi(Patcher, Protocol):
         body: Mapping[str, Any],
         namespace: str | None = None,
         **params: Any,
+    ) -> Any: ...
+
+    async def replace(
+        self, resource: Resource, body: Mapping[str, Any], namespace: str | None = None
     ) -> Any: ...
 
     async def replace_status(

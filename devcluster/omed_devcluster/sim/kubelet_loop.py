@@ -17,7 +17,8 @@ Invariants:
 - a container whose image the pod's spec changed (an in-place update) is restarted on the
   new image (:meth:`~.kubelet.PodRuntime.set_images`), at most once per change;
 - a deleted pod is removed (DELETE, grace 0, uid precondition) only after its containers
-  exited and the terminal status was written;
+  exited and the terminal status was written; on a node that ignores deletions
+  (:attr:`Kubelets.ignoring_deletions`) never;
 - a container that newly waits on ErrImagePull, ImagePullBackOff or CrashLoopBackOff gets
   kubelet's Warning event, after the status write that says so (:mod:`~.events`).
 """
@@ -61,6 +62,10 @@ class Kubelets:
         """Called with each pod our writes return, so the cache moves past our own write."""
         self.nodes: dict[str, int] = {}
         self.up: dict[str, bool] = {}
+        self.ignoring_deletions: set[str] = set()
+        """Nodes whose kubelet runs its pods but never acts on a deletion (a wedged kubelet,
+        a container that ignores SIGTERM under an unbounded grace): deleted pods there stay
+        Terminating, their containers running, while the node stays Ready."""
         self.injections: list[Injection] = []
         self._ips: dict[str, PodIPs] = {}
         self._runtimes: dict[str, PodRuntime] = {}
@@ -164,7 +169,7 @@ class Kubelets:
         plans = self._plans(pod)
         self._set_images(rt, pod, now, plans.termination_delay)
         rt.set_plans(plans.containers, now)
-        if deleting:
+        if deleting and node not in self.ignoring_deletions:
             grace = float(meta.get("deletionGracePeriodSeconds") or 0)
             rt.begin_termination(now, grace=grace, delay=plans.termination_delay)
         rt.advance(now)

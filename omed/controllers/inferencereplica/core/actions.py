@@ -146,7 +146,28 @@ class RemoveReleaseAnnotation(ReplicaWrite):
 
 @dataclass(frozen=True, slots=True)
 class RemoveFinalizer(ReplicaWrite):
-    """The InferenceReplica is being deleted and no pod of it is left."""
+    """The InferenceReplica is being deleted and no pod of it is left (a fresh list must
+    show none), or, ``lifted``, its ``teardown.deadline`` passed: the finalizer goes with
+    whatever is left, which the TeardownDeadlineExceeded event names."""
+
+    lifted: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ForceDeletePod(InstanceAction):
+    """Delete a pod stuck Terminating on a dead node with grace 0 and a uid precondition
+    (:mod:`.escalation`), once a fresh read of the pod and its node still shows it due; its
+    audit row is written first, its event after."""
+
+    pod: PodRef
+    node: str | None
+    cause: str
+    """Why its node is dead: node-gone, node-unreachable-taint or node-not-ready."""
+    revision: str | None
+    overdue_slack: float
+    node_unreachable_threshold: float | None
+    event: RecordEvent
+    """PodForceDeleted, recorded once the delete is sent."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,6 +189,7 @@ Action = (
     | SetServingGate
     | DeletePods
     | RemoveFinalizer
+    | ForceDeletePod
     | RecordEvent
     | PatchPodImages
     | RemoveReleaseAnnotation

@@ -28,6 +28,7 @@ from omed.controllers.inferencereplica.core.actions import (
     Plan,
 )
 from omed.controllers.inferencereplica.core.conversion import StoredForm, convert
+from omed.controllers.inferencereplica.core.escalation import escalate
 from omed.controllers.inferencereplica.core.memory import KeyMemory
 from omed.controllers.inferencereplica.core.model import (
     CreateRefusal,
@@ -35,6 +36,7 @@ from omed.controllers.inferencereplica.core.model import (
     PlanSettings,
     ReplicaTarget,
 )
+from omed.controllers.inferencereplica.core.nodes import with_node_facts
 from omed.controllers.inferencereplica.core.orphans import finalizer_first
 from omed.controllers.inferencereplica.core.pacing import pace
 from omed.controllers.inferencereplica.core.plan import plan
@@ -77,6 +79,7 @@ def decide(given: PassInput) -> Decision:
         observed = dataclasses.replace(
             observed, refused=dict(memory.refused), write_refused=memory.write_refused
         )
+    observed = with_node_facts(observed)
     target = given.target
     if given.adoptable and not target.has_finalizer:
         decided = finalizer_first(observed)
@@ -87,6 +90,12 @@ def decide(given: PassInput) -> Decision:
     decided = pace(
         decided, last_write=memory.last_status_write, now=given.monotonic, busy=given.busy
     )
+    if not (given.adoptable and not target.has_finalizer):
+        # After the pace, which may hold the status write and its events back: what the
+        # escalation reports must go out in this pass, as its memory says it did.
+        decided, memory = escalate(
+            decided, target=target, observed=observed, memory=memory, now=given.now
+        )
     return Decision(plan=decided, memory=memory)
 
 

@@ -36,6 +36,9 @@ class KeyMemory:
     """The refused write condition WriteRefused shows, until a pass completes without one."""
     last_status_write: float | None = None
     """When this manager last stored the status (monotonic seconds): what pacing counts."""
+    escalations_reported: frozenset[str] = frozenset()
+    """What the escalation (:mod:`.escalation`) reported once and still holds: a pod's
+    finalizer block, the set of pods a teardown is blocked by."""
 
     def report_once(self, version: str) -> KeyMemory | None:
         """The memory after reporting that ``version`` can't be read; None when it was."""

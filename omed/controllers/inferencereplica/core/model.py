@@ -63,6 +63,10 @@ class PodView:
     operation_id: str | None = None
     resource_version: str = ""
     terminating: bool = False
+    deleted_at: dt.datetime | None = None
+    """The pod's deletionTimestamp: when its grace period ends (the kubelet should have
+    confirmed the deletion by then)."""
+    finalizers: tuple[str, ...] = ()
     node: str | None = None
     phase: str | None = None
     ready: bool = False
@@ -89,7 +93,9 @@ class PodView:
     """PodScheduled is False with reason Unschedulable: no node fits it."""
     node_lost: bool = False
     """Its node stopped reporting: Ready not True with reason NodeNotReady (the node
-    lifecycle controller's mark), or the pod's status reason NodeLost."""
+    lifecycle controller's mark), or the pod's status reason NodeLost; or, from the node
+    cache (:func:`.nodes.with_node_facts`), its node is not Ready, tainted
+    ``node.kubernetes.io/unreachable``, or gone."""
     endpoint_ready: bool | None = None
     """What the EndpointSlices of the component's traffic Service say of the pod: True, a
     ready endpoint (traffic goes to it); False, listed but not ready; None, not listed (or the
@@ -171,6 +177,8 @@ class ReplicaTarget:
     """``status.collisionCount``: bumped when another object holds the update revision's name."""
     paused: bool = False
     deleting: bool = False
+    deleted_at: dt.datetime | None = None
+    """The replica's deletionTimestamp: when its teardown started (``teardown.deadline``)."""
     orphaning: bool = False
     """Deleted with ``propagationPolicy: Orphan`` (the collector's ``orphan`` finalizer is on):
     its pods are to be left running, not drained."""
@@ -231,6 +239,10 @@ class ObservedState:
     WriteRefused. Never the status write's own refusal (that write can't carry it)."""
     revisions: tuple[Any, ...] = ()
     """The replica's ControllerRevisions in the cache (:class:`~.revisions.RevisionView`)."""
+    nodes: Mapping[str, Any] | None = None
+    """The nodes of its pods by name (:class:`~.nodes.NodeView`), from the node cache; a name
+    missing from the map is a node that is gone. None: no node cache (nothing is known of
+    nodes, and nothing is judged from them)."""
 
     def pods_of(self, index: int) -> tuple[PodView, ...]:
         return self.pods.get(index, ())

@@ -175,6 +175,14 @@ propagationPolicy Orphan)."""
 EVENT_WRITE_SIZE_EXCEEDED: Final = "WriteSizeExceeded"
 """Warning, on the InferenceReplica: a write of it other than the status's was rejected as too
 large (a status write is StatusSizeExceeded)."""
+EVENT_POD_FORCE_DELETED: Final = "PodForceDeleted"
+"""Warning: a pod stuck Terminating on a dead node was deleted with grace 0 (:mod:`.escalation`)."""
+EVENT_POD_DELETE_BLOCKED: Final = "PodDeleteBlockedByFinalizer"
+"""Warning, once per pod: a pod due for a force delete has finalizers, so it isn't deleted."""
+EVENT_TEARDOWN_BLOCKED: Final = "TeardownBlocked"
+"""Warning, once per set of pods: a deleted replica's teardown waits on pods that don't go."""
+EVENT_TEARDOWN_DEADLINE: Final = "TeardownDeadlineExceeded"
+"""Warning: ``teardown.deadline`` passed; the finalizer is lifted with what is left named."""
 
 # -- Conditions ---------------------------------------------------------------------------------
 
@@ -233,6 +241,7 @@ class LogLine(StrEnum):
     SCALE_DOWN_WAVE = "OMENative scale-down wave"
     """Part of the interface users grep for; one line per pass while a scale-down runs."""
     SKIPPED_UNSAFE_DELETE = "Skipped deleting a pod that is still routed"
+    POD_FORCE_DELETED = "Force-deleted a pod stuck Terminating on a dead node"
     STATUS_CONFLICT = "InferenceReplica changed while reconciling; retrying"
     """DEBUG: the status write met a Conflict; the key goes back with back-off."""
     WAITING_FOR_CACHE = "Waiting for the pod cache to show this controller's writes"

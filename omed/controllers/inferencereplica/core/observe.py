@@ -221,6 +221,8 @@ def pod_view(pod: Mapping[str, Any], *, replica: str) -> PodView:
         operation_id=annotations.get(ANNOTATION_OPERATION_ID),
         resource_version=str(metadata.get("resourceVersion") or ""),
         terminating=bool(metadata.get("deletionTimestamp")),
+        deleted_at=_time(metadata.get("deletionTimestamp")),
+        finalizers=tuple(str(f) for f in metadata.get("finalizers") or ()),
         node=(pod.get("spec") or {}).get("nodeName") or None,
         phase=(pod.get("status") or {}).get("phase"),
         ready=ready,
@@ -325,6 +327,7 @@ def replica_target(
         collision_count=resolved.collision_count,
         paused=bool(spec.paused),
         deleting=meta.deletion_timestamp is not None,
+        deleted_at=meta.deletion_timestamp,
         orphaning=meta.deletion_timestamp is not None
         and FINALIZER_ORPHAN in (meta.finalizers or ()),
         has_finalizer=FINALIZER in (meta.finalizers or ()),

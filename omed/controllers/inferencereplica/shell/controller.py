@@ -1,12 +1,13 @@
 """The InferenceReplica controller: informers in, reconciles by a worker pool out.
 
-Why: this module wires the reconciler (:mod:`.reconciler`) to the product: three shared
+Why: this module wires the reconciler (:mod:`.reconciler`) to the product: its shared
 informers (InferenceReplicas in every namespace, the product's pod cache of pods labelled
-``ome.io/inferenceservice``, and the InferenceReplica ControllerRevisions, labelled
-``ome.io/managed-by=OMENative`` with a ``component``), maps pod and revision events to the
-owning InferenceReplica (its controller owner reference), keeps the expectations current, and
-runs a workqueue :class:`~omed.workqueue.Controller` whose reconciler is
-:class:`InferenceReplicaReconciler`.
+``ome.io/inferenceservice``, the InferenceReplica ControllerRevisions, labelled
+``ome.io/managed-by=OMENative`` with a ``component``, the EndpointSlices of omed's Services,
+and the stripped node cache, :mod:`omed.informers.nodes`), maps pod, revision, slice and
+node events to the InferenceReplicas they concern (a pod's by its controller owner
+reference), keeps the expectations current, and runs a workqueue
+:class:`~omed.workqueue.Controller` whose reconciler is :class:`InferenceReplicaReconciler`.
 
 Wiring, for the manager::
 
@@ -65,6 +66,7 @@ from omed.informers import (
     object_key,
 )
 from omed.informers.endpoints import endpoint_slice_informer
+from omed.informers.nodes import POD_NODE, node_informer, pod_node_index
 from omed.informers.transform import Obj
 from omed.kube.api import KubeApi
 from omed.kube.resources import CONTROLLER_REVISIONS, INFERENCE_REPLICAS
@@ -97,6 +99,7 @@ class InferenceReplicaController:
         status_encoding: StatusEncodingSettings | None = None,
         lifecycle: Callable[[], Awaitable[LifecycleConfig]] | None = None,
         endpoints: bool = True,
+        nodes: bool = True,
     ) -> None:
         self._clock: Clock = clock or RealClock()
         self.replicas: SharedInformer = factory.informer(INFERENCE_REPLICAS, namespace=namespace)
@@ -104,6 +107,9 @@ class InferenceReplicaController:
         self.slices: SharedInformer | None = (
             endpoint_slice_informer(factory, namespace=namespace) if endpoints else None
         )
+        self.nodes: SharedInformer | None = node_informer(factory) if nodes else None
+        if self.nodes is not None:
+            self.pods.add_indexers({POD_NODE: pod_node_index})
         # InferenceReplica revisions only: runtime revisions (ome.io/runtime-of) carry no
         # component label and stay out of this cache.
         self.revisions: SharedInformer = factory.informer(
@@ -127,6 +133,7 @@ class InferenceReplicaController:
             requeues=lambda key: self.controller.queue.num_requeues(key),  # noqa: PLW0108 - below
             lifecycle=lifecycle,
             slices=self.slices.store if self.slices is not None else None,
+            nodes=self.nodes if self.nodes is not None else None,
         )
         self.controller = Controller(
             name=names.CONTROLLER_NAME,
@@ -159,6 +166,17 @@ class InferenceReplicaController:
                 )
             ),
         ]
+        self._node_registration = (
+            self.nodes.add_event_handler(
+                Handlers(
+                    on_add=lambda new: self._node_event(None, new),
+                    on_update=self._node_event,
+                    on_delete=lambda old: self._node_event(None, old),
+                )
+            )
+            if self.nodes is not None
+            else None
+        )
         if self.slices is not None:
             self._registrations.append(
                 self.slices.add_event_handler(
@@ -169,6 +187,17 @@ class InferenceReplicaController:
                     )
                 )
             )
+
+    def _node_event(self, old: Obj | None, new: Obj) -> None:
+        """A node changed (its Ready condition or lifecycle taints; an equal object is a
+        heartbeat and wakes nothing), or went: wake every InferenceReplica with a pod on it."""
+        if old is not None and old == new:
+            return
+        name = str((new.get("metadata") or {}).get("name") or "")
+        for pod in self.pods.store.by_index(POD_NODE, name):
+            key = owner_key(pod)
+            if key is not None:
+                self.controller.queue.add(key)
 
     def _slice_event(self, obj: Obj) -> None:
         """A slice changed: wake the InferenceReplica whose traffic Service it serves (the
@@ -219,3 +248,5 @@ class InferenceReplicaController:
         if self.slices is not None:
             self.slices.remove_event_handler(self._registrations[3])
         self.revisions.remove_event_handler(self._registrations[2])
+        if self.nodes is not None and self._node_registration is not None:
+            self.nodes.remove_event_handler(self._node_registration)

@@ -52,11 +52,12 @@ from typing import Any
 
 from omed.api.constants import API_VERSION, KIND_INFERENCE_SERVICE, READINESS_GATE_SERVING
 from omed.clock import Clock, rfc3339
-from omed.controllers.inferencereplica.core import names
+from omed.controllers.inferencereplica.core import escalation, names
 from omed.controllers.inferencereplica.core.actions import (
     AddFinalizer,
     CreatePods,
     DeletePods,
+    ForceDeletePod,
     PatchPodImages,
     Plan,
     PodRef,
@@ -71,7 +72,14 @@ from omed.controllers.inferencereplica.core.encoding import (
     status_write,
 )
 from omed.controllers.inferencereplica.core.model import CreateRefusal, ReplicaTarget
-from omed.controllers.inferencereplica.core.observe import endpoint_readiness
+from omed.controllers.inferencereplica.core.nodes import (
+    HEALTHY,
+    NODE_GONE,
+    NodeState,
+    node_state_of,
+    node_view,
+)
+from omed.controllers.inferencereplica.core.observe import endpoint_readiness, pod_view
 from omed.controllers.inferencereplica.core.rejectedwrite import RejectedWrite, ReplicaWriteKind
 from omed.controllers.inferencereplica.core.revisionactions import (
     CreateControllerRevision,
@@ -81,6 +89,8 @@ from omed.controllers.inferencereplica.core.status import encode_rows_into_statu
 from omed.controllers.inferencereplica.core.waiting import refusal_token
 from omed.controllers.inferencereplica.shell import revisionwrites, statusmetrics, updatewrites
 from omed.controllers.inferencereplica.shell.expectations import Expectations
+from omed.controllers.ledger import document as ledger
+from omed.controllers.ledger.writer import write_entry
 from omed.controllers.owners import controller_uid
 from omed.controllers.refusals import RefusedWrite, refused_write, uid_changed
 from omed.events import NORMAL, EventSink
@@ -88,7 +98,7 @@ from omed.informers.endpoints import LABEL_SERVICE_NAME
 from omed.kube.api import KubeApi
 from omed.kube.client import STRATEGIC_MERGE_PATCH
 from omed.kube.errors import AlreadyExists, ApiError, Conflict, NotFound, TooLarge
-from omed.kube.resources import ENDPOINT_SLICES, INFERENCE_REPLICAS, PODS
+from omed.kube.resources import CONFIGMAPS, ENDPOINT_SLICES, INFERENCE_REPLICAS, NODES, PODS
 from omed.log import kv
 from omed.statuscodec import REASON_CONVERTED, Encoding, converted_message, encoded_size
 
@@ -230,13 +240,25 @@ class Executor:
                     self._client, namespace=target.namespace, action=patch
                 ),
             )
-        if plan.of_type(RemoveFinalizer) and not outcome.errors:
+        forced = plan.of_type(ForceDeletePod)
+        if forced:
+            await asyncio.gather(
+                *(
+                    self._force_delete(outcome, key=key, target=target, action=action)
+                    for action in forced
+                )
+            )
+        for remove in plan.of_type(RemoveFinalizer):
+            if outcome.errors:
+                break
             await self._remove_finalizer(
                 outcome,
                 current,
                 namespace=target.namespace,
                 uid=target.uid,
-                selector=names.label_selector(target.isvc, target.component),
+                selector=None
+                if remove.lifted
+                else names.label_selector(target.isvc, target.component),
             )
         return outcome
 
@@ -411,13 +433,25 @@ class Executor:
         return result
 
     async def _remove_finalizer(
-        self, outcome: Outcome, irep: Mapping[str, Any], *, namespace: str, uid: str, selector: str
+        self,
+        outcome: Outcome,
+        irep: Mapping[str, Any],
+        *,
+        namespace: str,
+        uid: str,
+        selector: str | None,
     ) -> None:
-        left = [
-            pod
-            for pod in await self._client.list_all(PODS, namespace, labelSelector=selector)
-            if controller_uid(pod, kind="InferenceReplica") == uid
-        ]
+        """Remove omed's finalizer once a fresh list (``selector``) shows no pod of the
+        replica; ``selector`` None: at once (the teardown deadline lifts it)."""
+        left = (
+            [
+                pod
+                for pod in await self._client.list_all(PODS, namespace, labelSelector=selector)
+                if controller_uid(pod, kind="InferenceReplica") == uid
+            ]
+            if selector is not None
+            else []
+        )
         if left:  # the cache is behind: not yet
             outcome.retry_soon = True
             return
@@ -604,6 +638,96 @@ class Executor:
                         outcome.errors.append(err)
 
         await asyncio.gather(*(one(ref, version) for ref, version in fresh))
+
+    async def _force_delete(
+        self, outcome: Outcome, *, key: str, target: ReplicaTarget, action: ForceDeletePod
+    ) -> None:
+        """Read the pod and its node again; if the escalation still finds the pod due
+        (:func:`~..core.escalation.judge`), write its ForceDelete audit row, then delete it with
+        grace 0 and a uid precondition, then record PodForceDeleted."""
+        namespace, ref = target.namespace, action.pod
+        try:
+            pod = await self._client.get(PODS, ref.name, namespace)
+        except NotFound:
+            return  # gone meanwhile
+        if (pod.get("metadata") or {}).get("uid") != ref.uid:
+            return
+        state = await self._node_state(action.node)
+        view = pod_view(pod, replica=target.name)
+        verdict = escalation.judge(
+            view,
+            state,
+            overdue_slack=action.overdue_slack,
+            threshold=action.node_unreachable_threshold,
+            now=self._clock.now(),
+        )
+        if not verdict.due:
+            return  # not any more, or not yet (the plan's requeue comes at its time)
+        if target.parent is not None and target.parent.uid:
+            owner = ledger.Owner(name=target.parent.name, uid=target.parent.uid)
+            entry = ledger.force_delete_entry(
+                pod_uid=ref.uid,
+                component=target.component,
+                index=action.index,
+                node=action.node,
+                revision=action.revision,
+                now=self._clock.now(),
+            )
+            try:  # the audit row first: no force delete without its trace
+                await write_entry(self._client, namespace=namespace, owner=owner, entry=entry)
+            except Conflict:
+                outcome.retry_soon = True
+                return
+            except Exception as err:
+                self._failed_write(
+                    outcome,
+                    err,
+                    verb="update",
+                    resource=CONFIGMAPS.plural,
+                    name=ledger.ledger_name(owner.name),
+                )
+                return
+        self._expectations.expect_deletion(key, ref.uid)
+        try:
+            await self._client.delete(
+                PODS, ref.name, namespace, grace_period_seconds=0, uid=ref.uid
+            )
+        except (NotFound, Conflict):
+            self._expectations.deletion_failed(key, ref.uid)
+            outcome.retry_soon = True
+            return
+        except BaseException as err:
+            self._expectations.deletion_failed(key, ref.uid)
+            if not isinstance(err, Exception):
+                raise
+            self._failed_write(outcome, err, verb="delete", resource=PODS.plural, name=ref.name)
+            return
+        self._expectations.sent(key, deletion=ref.uid)
+        log.info(
+            names.LogLine.POD_FORCE_DELETED,
+            extra=kv(key=key, pod=ref.name, node=action.node, cause=action.cause),
+        )
+        self._record(event_object(target), action.event)
+
+    @staticmethod
+    def _failed_write(
+        outcome: Outcome, err: Exception, *, verb: str, resource: str, name: str
+    ) -> None:
+        refusal = refused_write(err, verb=verb, resource=resource, name=name)
+        if refusal is not None:
+            outcome.write_refused.append(refusal)
+        else:
+            outcome.errors.append(err)
+
+    async def _node_state(self, node: str | None) -> NodeState:
+        """The state of ``node`` as the API server has it now (gone on NotFound)."""
+        if node is None:
+            return HEALTHY
+        try:
+            fresh = await self._client.get(NODES, node)
+        except NotFound:
+            return NodeState(NODE_GONE)
+        return node_state_of(node, node_view(fresh))
 
     async def _ready_endpoints(
         self, namespace: str, service: str | None, semaphore: asyncio.Semaphore

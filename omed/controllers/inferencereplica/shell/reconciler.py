@@ -56,7 +56,8 @@ from omed.controllers.inferencereplica.core.encoding import (
     StatusEncodingSettings,
 )
 from omed.controllers.inferencereplica.core.memory import EMPTY, KeyMemory
-from omed.controllers.inferencereplica.core.model import PlanSettings, ReplicaTarget
+from omed.controllers.inferencereplica.core.model import ObservedState, PlanSettings, ReplicaTarget
+from omed.controllers.inferencereplica.core.nodes import NodeView, node_view
 from omed.controllers.inferencereplica.core.observe import (
     InvalidReplica,
     observe_pods,
@@ -111,6 +112,15 @@ class ObjectCache(Protocol):
     def by_index(self, index: str, value: str) -> list[Obj]: ...
 
 
+class NodeCache(Protocol):
+    """The part of a :class:`~omed.informers.SharedInformer` of nodes a reconcile reads."""
+
+    @property
+    def store(self) -> ObjectCache: ...
+
+    def has_synced(self) -> bool: ...
+
+
 class InferenceReplicaReconciler:
     """One reconcile: observe the caches, decide, execute. Implements the ``Reconciler``."""
 
@@ -130,8 +140,11 @@ class InferenceReplicaReconciler:
         requeues: Callable[[str], int] = lambda _key: 0,
         lifecycle: Callable[[], Awaitable[LifecycleConfig]] | None = None,
         slices: ObjectCache | None = None,
+        nodes: NodeCache | None = None,
     ) -> None:
         self._client = client
+        self._nodes = nodes
+        """The node cache (:mod:`omed.informers.nodes`); None: nothing is judged from nodes."""
         self._slices = slices
         """The EndpointSlice cache (:mod:`omed.informers.endpoints`); None: routing is judged
         by the pods' conditions alone."""
@@ -204,6 +217,7 @@ class InferenceReplicaReconciler:
         except (InvalidReplica, RowsUnreadable) as err:
             self._unreadable(key, irep, err, memory)
             return await self._teardown_from_pods(key, irep)
+        observed = self._with_nodes(observed)
         memory = dataclasses.replace(memory, reported=None)
         self._remember(key, memory)
         adoptable = self._adoptable(target)
@@ -251,6 +265,20 @@ class InferenceReplicaReconciler:
         if settled.backoff:
             return Result(requeue=True)  # the rate limiter's back-off, not the plan's timers
         return result
+
+    def _with_nodes(self, observed: ObservedState) -> ObservedState:
+        """``observed`` with the cached nodes of its pods; none known (``nodes`` None) until
+        the node cache has synced, so a node not listed yet is never taken for gone."""
+        if self._nodes is None or not self._nodes.has_synced():
+            return observed
+        store = self._nodes.store
+        pods = [p for group in observed.pods.values() for p in group] + list(observed.stray_pods)
+        found: dict[str, NodeView] = {}
+        for name in {pod.node for pod in pods if pod.node}:
+            cached = store.get(name)
+            if cached is not None:
+                found[name] = node_view(cached)
+        return dataclasses.replace(observed, nodes=found)
 
     def _slices_of(self, target: ReplicaTarget) -> list[Obj]:
         """The cached EndpointSlices of ``target``'s traffic Service (none without a cache)."""
