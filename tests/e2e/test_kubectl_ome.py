@@ -415,3 +415,54 @@ async def test_list_retry_blocks_and_status_read_what_the_manager_wrote(
     assert err == (
         f'error: get InferenceService "{ns}/pool-a": inferenceservices.ome.io "pool-a" not found\n'
     )
+
+
+async def test_status_shows_node_unknown_for_an_instance_on_a_not_ready_node(
+    world: support.ManagerWorld, control_plane: Any, kubeconfig: str
+) -> None:
+    # An Instance whose Create can't finish (its pod never gets Ready) sits on a node whose
+    # kubelet then stops: OME holds the operation on NodeUnknown, and the plugin shows it.
+    ns = world.namespace
+    assert world.simulator is not None
+    world.simulator.inject(ns, {"component": "engine"}, "NeverReady")
+    await world.start_manager("manager-a")
+    service = support.inference_service(
+        SERVICE, runtime="srt-engine", engine={"minReplicas": 1, "maxReplicas": 1}
+    )
+    await world.create_service(RUNTIME, service)
+
+    async def bound_node() -> str | None:
+        for pod in await world.pods():
+            node = (pod.get("spec") or {}).get("nodeName")
+            if node:
+                return str(node)
+        return None
+
+    await eventually(bound_node, timeout=60, what="the engine pod bound to a node")
+    node = await bound_node()
+    assert node is not None
+    await world.simulator.set_node_ready(node, False)
+
+    async def held_on_node_unknown() -> bool:
+        irep = await world.kube.get(INFERENCE_REPLICAS, ENGINE, ns)
+        rows = decode_status(irep.get("status") or {}, max_rows=20)
+        waiting = [(r.get("operation") or {}).get("waiting") for r in rows]
+        return names.WAITING_NODE_UNKNOWN in waiting
+
+    await eventually(held_on_node_unknown, timeout=60, what="the Create held on NodeUnknown")
+    code, out, err = await kubectl(
+        control_plane,
+        kubeconfig,
+        "ome",
+        "instance",
+        "status",
+        SERVICE,
+        "0",
+        "--component",
+        "engine",
+        "-n",
+        ns,
+    )
+    assert (code, err) == (0, ""), err
+    assert "waiting=NodeUnknown" in out, out
+    await world.simulator.set_node_ready(node, True)
