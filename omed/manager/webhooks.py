@@ -16,9 +16,7 @@ from omed.config import ConfigCache, DeployConfig, Options, deploy_entry
 from omed.config.entries import CONFIGMAP_NAME
 from omed.kube.client import KubeClient
 from omed.kube.resources import CONFIGMAPS
-from omed.webhooks.defaulting import InferenceServiceDefaulter
-from omed.webhooks.inferencereplica import InferenceReplicaValidator
-from omed.webhooks.inferenceservice import InferenceServiceValidator
+from omed.webhooks import admission_handlers
 from omed.webhooks.policies import FeatureGates
 from omed.webhooks.server import WebhookServer
 
@@ -41,11 +39,7 @@ def build_webhook_server(
         return deploy_entry(await config.get())
 
     return WebhookServer(
-        handlers=[
-            InferenceServiceDefaulter(deploy_config=deploy_config),
-            InferenceServiceValidator(gates=gates),
-            InferenceReplicaValidator(),
-        ],
+        handlers=admission_handlers(gates=gates, deploy_config=deploy_config),
         port=options.webhook_port,
         cert_dir=options.webhook_cert_dir,
     )

@@ -1,11 +1,14 @@
 """omed's admission webhooks, served by every manager replica.
 
-Why: the API server asks these webhooks before it stores an InferenceService or an
-InferenceReplica, so a mistake is refused when the user writes it, with a message that
-names the field, instead of surfacing later as a rollout that never moves.
+Why: the API server asks these webhooks before it stores an InferenceService, an
+InferenceReplica or one of omed's runtime revisions, so a mistake is refused when the user
+writes it, with a message that names the field, instead of surfacing later as a rollout that
+never moves.
 
 * ``/validate-ome-io-v1beta1-inferenceservice``: :class:`InferenceServiceValidator`
 * ``/validate-ome-io-v1beta1-inferencereplica``: :class:`InferenceReplicaValidator`
+* ``/validate-apps-v1-controllerrevision``: :class:`ControllerRevisionValidator` (the runtime
+  revisions omed wrote keep their data, labels and revision)
 * ``/mutate-ome-io-v1beta1-inferenceservice``: :class:`InferenceServiceDefaulter`
 
 :class:`WebhookServer` serves them over HTTPS (port 9443, ``tls.crt``/``tls.key`` from
@@ -19,6 +22,7 @@ reads the ConfigMap's ``deploy`` entry, through the callable the manager hands i
 
 from __future__ import annotations
 
+from omed.webhooks.controllerrevision import ControllerRevisionValidator
 from omed.webhooks.defaulting import DeployConfigSource, InferenceServiceDefaulter
 from omed.webhooks.inferencereplica import InferenceReplicaValidator
 from omed.webhooks.inferenceservice import InferenceServiceValidator
@@ -39,6 +43,7 @@ __all__ = [
     "AdmissionRequest",
     "AdmissionResponse",
     "CertificateError",
+    "ControllerRevisionValidator",
     "DeployConfigSource",
     "FeatureGates",
     "InferenceReplicaValidator",
@@ -52,9 +57,10 @@ __all__ = [
 def admission_handlers(
     *, gates: FeatureGates, deploy_config: DeployConfigSource
 ) -> list[AdmissionHandler]:
-    """The three webhooks, as the manager serves them."""
+    """The webhooks, as the manager serves them."""
     return [
         InferenceServiceValidator(gates=gates),
         InferenceReplicaValidator(),
+        ControllerRevisionValidator(),
         InferenceServiceDefaulter(deploy_config=deploy_config),
     ]

@@ -192,3 +192,66 @@ async def test_in_use_and_newest_revisions_stay_and_the_rest_go_at_mark_plus_gra
         return await pinned_mark() is None
 
     await eventually(unmarked, timeout=30, what="the pinned revision's mark removed")
+
+
+async def test_a_runtime_revision_keeps_its_labels_and_takes_annotations(
+    kube: KubeClient, namespace: str, managers: Any, control_plane: Any, kubeconfig: str
+) -> None:
+    # The chart's ControllerRevision webhook, through the real API server and kubectl: a
+    # relabel of a revision omed wrote is refused with upstream's message, an annotation is
+    # taken, and a ControllerRevision that isn't a runtime revision never reaches the webhook.
+    own = managers.namespace
+    manager = managers.start(name="cr-webhook")
+    await manager.wait_ready(timeout=60)
+    await eventually(manager.is_leader, timeout=30, what="cr-webhook leads")
+    live = await kube.create(SERVING_RUNTIMES, runtime(1), namespace)
+    name = f"r-{namespace}-{RUNTIME}-{content_hash(live['spec'])}"
+
+    async def written() -> dict[str, Any] | None:
+        return (await revisions(kube, own)).get(name)
+
+    await eventually(written, timeout=30, what=f"revision {name}")
+    code, _out, err = await kubectl(
+        control_plane,
+        kubeconfig,
+        "label",
+        "controllerrevision",
+        name,
+        "-n",
+        own,
+        f"{LABEL_RUNTIME_OF}=other",
+        "--overwrite",
+    )
+    assert code == 1
+    assert f"ControllerRevision {own}/{name} is owned by OME; .labels are immutable" in err, err
+    code, _out, err = await kubectl(
+        control_plane, kubeconfig, "annotate", "controllerrevision", name, "-n", own, "note=x"
+    )
+    assert code == 0, err
+    stored = await written()
+    assert stored is not None
+    assert stored["metadata"]["labels"][LABEL_RUNTIME_OF] == RUNTIME
+    assert stored["metadata"]["annotations"]["note"] == "x"
+
+    other = {
+        "apiVersion": "apps/v1",
+        "kind": "ControllerRevision",
+        "metadata": {"name": "not-a-runtime-revision", "labels": {"app": "x"}},
+        "data": {"spec": {}},
+        "revision": 1,
+    }
+    await kube.create(CONTROLLER_REVISIONS, other, namespace)
+    code, _out, err = await kubectl(
+        control_plane,
+        kubeconfig,
+        "label",
+        "controllerrevision",
+        "not-a-runtime-revision",
+        "-n",
+        namespace,
+        "app=y",
+        "--overwrite",
+    )
+    assert code == 0, err
+    await kube.delete(SERVING_RUNTIMES, RUNTIME, namespace)
+    await kube.delete(CONTROLLER_REVISIONS, "not-a-runtime-revision", namespace)

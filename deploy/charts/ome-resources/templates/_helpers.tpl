@@ -416,9 +416,13 @@ writes never reach it), CREATE and UPDATE, failurePolicy Fail (docs/webhooks.md)
     caBundle: {{ .caBundle }}
     {{- end }}
   rules:
-    - apiGroups: ["ome.io"]
-      apiVersions: ["v1beta1"]
-      operations: ["CREATE", "UPDATE"]
+    - apiGroups: [{{ .apiGroup | default "ome.io" | quote }}]
+      apiVersions: [{{ .apiVersion | default "v1beta1" | quote }}]
+      operations: {{ .operations | default (list "CREATE" "UPDATE") | toJson }}
       resources: [{{ .resource | quote }}]
       scope: Namespaced
+  {{- with .objectSelector }}
+  objectSelector:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
 {{- end -}}
