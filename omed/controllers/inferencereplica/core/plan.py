@@ -40,7 +40,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Sequence
 
-from omed.api.base import Condition
+from omed.api.base import Condition, transition_time
 from omed.api.inferencereplica import InferenceReplicaStatus, InstanceStatus
 from omed.controllers.inferencereplica.core import (
     names,
@@ -154,7 +154,7 @@ def plan(
         now=now,
     )
     conditions = [
-        *work.conditions,
+        *(_since(flagged, observed.status.conditions) for flagged in work.conditions),
         *steps.create_deadline_condition(work, rows, observed.status),
         *_write_refused_condition(target, observed, now),
     ]
@@ -185,6 +185,7 @@ def plan(
             actions.append(created)
         live = revisions.in_use(target, (*rows, *observed.rows.values()), status)
         actions.extend(revisions.retention(target, observed.revisions, live))
+    actions.extend(podgroups.events(work))
     actions.extend(work.gangs.writes)  # PodGroups first: pods are created against them
     actions.extend(work.gates)
     actions.extend(work.creates)
@@ -308,6 +309,20 @@ def _progress(
     if any(inst.wanted and not inst.facts.ready for inst in kept):
         return names.PROGRESS_WAITING
     return names.PROGRESS_COMPLETE
+
+
+def _since(flagged: Condition, previous: Sequence[Condition] | None) -> Condition:
+    """A condition the pass flagged (:meth:`~.work.PassWork.flag`), its transition time kept
+    from the stored one while its status stays: a condition that holds writes nothing."""
+    since = transition_time(
+        previous,
+        type=flagged.type,
+        status=flagged.status,
+        now=flagged.last_transition_time or dt.datetime.min,
+    )
+    if since == flagged.last_transition_time:
+        return flagged
+    return flagged.model_copy(update={"last_transition_time": since})
 
 
 def _write_refused_condition(

@@ -76,3 +76,6 @@ class GangState:
     (None: waiting for the cache to show a PodGroup just created, no token)."""
     created_for: list[int] = field(default_factory=list)
     """Instances whose PodGroup this pass creates."""
+    warnings: list[tuple[str, str]] = field(default_factory=list)
+    """(reason, message) of the Warning events of this pass: they record no transition of
+    the status, so they go out whether or not the pass writes it."""

@@ -58,8 +58,9 @@ from omed.api.constants import (
     MANAGED_BY_OME_NATIVE,
     POD_GROUP_API_GROUP,
 )
+from omed.api.events import WARNING
 from omed.controllers.inferencereplica.core import names, operations
-from omed.controllers.inferencereplica.core.actions import RETRY_SOON, ScaleDownWave
+from omed.controllers.inferencereplica.core.actions import RETRY_SOON, RecordEvent, ScaleDownWave
 from omed.controllers.inferencereplica.core.batching import budget_of, delete_cost
 from omed.controllers.inferencereplica.core.model import ReplicaTarget
 from omed.controllers.inferencereplica.core.podgroupactions import (
@@ -240,7 +241,8 @@ def reset(work: PassWork, instances: list[InstanceWork]) -> None:
             continue  # the failed member goes first, or the new group gets the same verdict
         _decide(state, name, DeletePodGroup(name=name, uid=group.uid))
         state.held[inst.index] = None
-        work.warn(
+        _warn(
+            work,
             names.EVENT_POD_GROUP_RESET,
             names.pod_group_reset(work.target.component, name, "its phase is Failed"),
         )
@@ -267,7 +269,8 @@ def admits(work: PassWork, inst: InstanceWork) -> bool:
         return False
     if not group.ours:
         state.held[inst.index] = None
-        work.warn(
+        _warn(
+            work,
             names.EVENT_POD_GROUP_NAME_TAKEN,
             names.pod_group_name_taken(target.component, name, inst.index),
         )
@@ -378,6 +381,19 @@ def remaining(work: PassWork) -> bool:
 # -- events -----------------------------------------------------------------------------------
 
 
+def _warn(work: PassWork, reason: str, message: str) -> None:
+    _state(work).warnings.append((reason, message))
+
+
+def events(work: PassWork) -> list[RecordEvent]:
+    """The pass's PodGroup Warning events (once each per pass)."""
+    seen: list[tuple[str, str]] = []
+    for warning in _state(work).warnings:
+        if warning not in seen:
+            seen.append(warning)
+    return [RecordEvent(type=WARNING, reason=reason, message=message) for reason, message in seen]
+
+
 def _scheduler_name(target: ReplicaTarget) -> str:
     """The pods' schedulerName: the leader's (or the single pod's), else the workers'."""
     for runner in ("leader", "default", "worker"):
@@ -393,7 +409,8 @@ def _scheduler_name(target: ReplicaTarget) -> str:
 def _no_gang_scheduler(work: PassWork) -> None:
     scheduler = _scheduler_name(work.target)
     if scheduler in ("", DEFAULT_SCHEDULER):
-        work.warn(
+        _warn(
+            work,
             names.EVENT_MAYBE_NO_GANG_SCHEDULER,
             names.maybe_no_gang_scheduler(work.target.component, scheduler),
         )
@@ -412,4 +429,4 @@ def _split_risk(work: PassWork) -> None:
         else None
     )
     if not required:
-        work.warn(names.EVENT_GANG_SPLIT_RISK, names.gang_split_risk(work.target.component))
+        _warn(work, names.EVENT_GANG_SPLIT_RISK, names.gang_split_risk(work.target.component))
