@@ -54,6 +54,8 @@ class ControllerContext:
     clock: Clock
     namespace: str
     """The manager's namespace (``POD_NAMESPACE``): where runtime revisions live."""
+    pod_groups: bool = False
+    """The PodGroup CRD was present at start: multi-pod Instances get PodGroups."""
 
 
 class ManagedController(Protocol):
@@ -89,7 +91,9 @@ def _inference_replica(context: ControllerContext) -> ManagedController:
         client=context.client,
         factory=context.informers,
         events=context.events,
-        settings=PlanSettings.from_config(context.startup.lifecycle_scale),
+        settings=PlanSettings.from_config(
+            context.startup.lifecycle_scale, pod_groups=context.pod_groups
+        ),
         workers=context.options.inferencereplica_max_concurrent_reconciles,
         clock=context.clock,
         status_encoding=StatusEncodingSettings.from_config(context.startup.omenative_status),

@@ -49,8 +49,10 @@ from omed.manager.lifecycle import Manager, Server
 from omed.manager.startup import (
     MSG_FAILED_TO_START,
     MSG_KUBECONFIG,
+    MSG_POD_GROUPS,
     MSG_STATUS_REPRESENTATION,
     StartupFailure,
+    detect_pod_group_crd,
     detect_policy_crds,
     load_configmap_startup,
     manager_namespace,
@@ -203,6 +205,8 @@ async def _run(options: Options, *, env: Mapping[str, str], stop: asyncio.Event)
         for error in errors:
             log.info("Policy CRD lookup failed; the feature stays off", extra=kv(error=error))
         gates = FeatureGates(**found)
+        pod_groups, why = await detect_pod_group_crd(api)
+        log.info(MSG_POD_GROUPS, extra=kv(podGroups=pod_groups, reason=why))
 
         config = ConfigCache(
             fetch=lambda: configmap_data(api, namespace),
@@ -225,6 +229,7 @@ async def _run(options: Options, *, env: Mapping[str, str], stop: asyncio.Event)
             options=options,
             clock=clock,
             namespace=namespace,
+            pod_groups=pod_groups,
         )
         controllers = [(factory.name, factory.build(context)) for factory in CONTROLLERS]
         work = LeaderWork(controllers=controllers, informers=informers, recorder=recorder)

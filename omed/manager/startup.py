@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, NoReturn, Protocol
 
-from omed.api.constants import GROUP, PLURAL_INFERENCE_REPLICAS, VERSION
+from omed.api.constants import GROUP, PLURAL_INFERENCE_REPLICAS, POD_GROUP_CRD, VERSION
 from omed.config import (
     INVALID_LEADER_ELECTION_TIMING,
     StartupConfig,
@@ -47,12 +47,14 @@ __all__ = [
     "MSG_FAILED_TO_START",
     "MSG_INVALID_TIMING",
     "MSG_KUBECONFIG",
+    "MSG_POD_GROUPS",
     "MSG_SCHEMA_PREFLIGHT_FAILED",
     "MSG_STATUS_REPRESENTATION",
     "POLICY_CRDS",
     "ClusterReader",
     "StartupFailure",
     "check_status_schema",
+    "detect_pod_group_crd",
     "detect_policy_crds",
     "load_configmap_startup",
     "log_level",
@@ -247,6 +249,33 @@ async def detect_policy_crds(client: ClusterReader) -> tuple[dict[str, bool], li
         else:
             found[gate] = True
     return found, errors
+
+
+POD_GROUP_VERSION: Final = "v1alpha1"
+"""The PodGroup version omed writes (scheduler-plugins' ``scheduling.x-k8s.io/v1alpha1``)."""
+MSG_POD_GROUPS: Final = "Gang scheduling"
+"""Logged once at start: whether multi-pod Instances get PodGroups, and why not."""
+
+
+async def detect_pod_group_crd(client: ClusterReader) -> tuple[bool, str]:
+    """Whether multi-pod Instances get PodGroups: the CRD ``podgroups.scheduling.x-k8s.io``
+    exists and serves ``v1alpha1``, read once at start; and why, for the start-up log line.
+
+    A CRD that can't be read counts as absent, as the policy CRDs do: pods are created
+    without PodGroups, and the InferenceReplicas with multi-pod Instances say so in their
+    GangSchedulingUnavailable condition, rather than the manager stopping. A CRD installed
+    later is seen at the next start.
+    """
+    try:
+        crd = await client.get(CRDS, POD_GROUP_CRD)
+    except NotFound:
+        return False, f"CustomResourceDefinition {POD_GROUP_CRD} not found"
+    except Exception as err:
+        return False, f"get CustomResourceDefinition {POD_GROUP_CRD}: {_describe(err)}"
+    versions = ((crd or {}).get("spec") or {}).get("versions") or []
+    if not any(v.get("name") == POD_GROUP_VERSION and v.get("served") for v in versions):
+        return False, f"CustomResourceDefinition {POD_GROUP_CRD} serves no {POD_GROUP_VERSION}"
+    return True, f"CustomResourceDefinition {POD_GROUP_CRD} found"
 
 
 def _describe(err: BaseException) -> str:

@@ -20,6 +20,7 @@ from omed.manager.startup import (
     MSG_SCHEMA_PREFLIGHT_FAILED,
     StartupFailure,
     check_status_schema,
+    detect_pod_group_crd,
     detect_policy_crds,
     load_configmap_startup,
     log_level,
@@ -279,3 +280,24 @@ async def test_policy_features_follow_their_crds() -> None:
     found, errors = await detect_policy_crds(FakeReader())
     assert found == {"rollout_policy": False, "autoscaler_policy": False}
     assert errors == []
+
+
+async def test_pod_groups_follow_the_pod_group_crd_serving_v1alpha1() -> None:
+    key = ("customresourcedefinitions", None, "podgroups.scheduling.x-k8s.io")
+    served = {"spec": {"versions": [{"name": "v1alpha1", "served": True, "storage": True}]}}
+    assert await detect_pod_group_crd(FakeReader({key: served})) == (
+        True,
+        "CustomResourceDefinition podgroups.scheduling.x-k8s.io found",
+    )
+    assert await detect_pod_group_crd(FakeReader()) == (
+        False,
+        "CustomResourceDefinition podgroups.scheduling.x-k8s.io not found",
+    )
+    other = {"spec": {"versions": [{"name": "v1beta1", "served": True}]}}
+    found, why = await detect_pod_group_crd(FakeReader({key: other}))
+    assert not found and why.endswith("serves no v1alpha1")
+    reader = FakeReader()
+    reader.errors[key] = Forbidden(403, "Forbidden", "cannot get customresourcedefinitions")
+    found, why = await detect_pod_group_crd(reader)
+    assert not found
+    assert why.startswith("get CustomResourceDefinition podgroups.scheduling.x-k8s.io: ")

@@ -17,6 +17,11 @@ from typing import Any, Final, TypeVar
 
 from omed.api.inferencereplica import InferenceReplicaStatus, InstanceStatus
 from omed.config import BatchSize
+from omed.controllers.inferencereplica.core.podgroupactions import (
+    CreatePodGroup,
+    DeletePodGroup,
+    UpdatePodGroup,
+)
 from omed.controllers.inferencereplica.core.revisionactions import (
     CreateControllerRevision,
     DeleteControllerRevision,
@@ -193,6 +198,9 @@ Action = (
     | RecordEvent
     | PatchPodImages
     | RemoveReleaseAnnotation
+    | CreatePodGroup
+    | UpdatePodGroup
+    | DeletePodGroup
 )
 
 

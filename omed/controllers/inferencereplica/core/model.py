@@ -27,6 +27,7 @@ from omed.api.lifecycle import ReadyPolicy
 from omed.config import BatchSize, LifecycleScaleConfig
 from omed.config.lifecycle import LifecycleConfig
 from omed.controllers.inferencereplica.core.names import RUNNER_ORDER, pod_name
+from omed.controllers.inferencereplica.core.podgroupactions import PodGroupView
 from omed.controllers.inferencereplica.core.policy import (
     DEFAULT_REVISION_HISTORY_LIMIT,
     UpdatePolicy,
@@ -243,6 +244,8 @@ class ObservedState:
     """The nodes of its pods by name (:class:`~.nodes.NodeView`), from the node cache; a name
     missing from the map is a node that is gone. None: no node cache (nothing is known of
     nodes, and nothing is judged from them)."""
+    pod_groups: tuple[PodGroupView, ...] = ()
+    """The replica's PodGroups in the cache (empty unless PodGroups are enabled)."""
 
     def pods_of(self, index: int) -> tuple[PodView, ...]:
         return self.pods.get(index, ())
@@ -259,11 +262,15 @@ class PlanSettings:
     """The manager-wide pace of crash-loop repairs (the entry's ``repairBatchSize``), for a
     component whose own ``lifecycle.repairBatchSize`` is unset; 1 when neither is set."""
     scale_up_requeue_interval: float = DEFAULT_SCALE_UP_REQUEUE
+    pod_groups: bool = False
+    """The PodGroup CRD (``podgroups.scheduling.x-k8s.io``) was present when the manager
+    started: multi-pod Instances get PodGroups (:mod:`.podgroups`)."""
 
     @classmethod
-    def from_config(cls, config: LifecycleScaleConfig) -> PlanSettings:
+    def from_config(cls, config: LifecycleScaleConfig, *, pod_groups: bool = False) -> PlanSettings:
         """The settings of the ``lifecycle`` entry (see ``StartupConfig.lifecycle_scale``)."""
         return cls(
+            pod_groups=pod_groups,
             scale_up_pod_batch_size=config.scale_up_pod_batch_size,
             scale_down_pod_batch_size=config.scale_down_pod_batch_size,
             scale_down_requeue_interval=config.scale_down_requeue_interval,

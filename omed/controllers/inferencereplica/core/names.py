@@ -115,14 +115,22 @@ WAITING_ADMISSION: Final = "AdmissionUnavailable"
 WAITING_SOURCE_UNROUTED: Final = "SourceUnrouted"
 """operation.waiting: a migration's source still receives traffic (migrations; not set yet)."""
 WAITING_POD_GROUP_TERMINATING: Final = "PodGroupTerminating"
-"""operation.waiting: the Instance's PodGroup is still going (PodGroups; not set yet)."""
+"""operation.waiting: the Instance's PodGroup is being deleted (deletionTimestamp set); its
+pods are created once it is gone and made again."""
 WAITING_CAPACITY_PROVISIONING: Final = "CapacityProvisioning"
 """operation.waiting: capacity for the Instance is being provisioned (TPU slices; not set yet)."""
 WAITING_TOKENS_SET: Final = frozenset(
-    {WAITING_PAUSED, WAITING_QUOTA, WAITING_NODE_UNKNOWN, WAITING_UNSCHEDULABLE, WAITING_ADMISSION}
+    {
+        WAITING_PAUSED,
+        WAITING_QUOTA,
+        WAITING_NODE_UNKNOWN,
+        WAITING_UNSCHEDULABLE,
+        WAITING_ADMISSION,
+        WAITING_POD_GROUP_TERMINATING,
+    }
 )
-"""The tokens omed sets (and so clears). The others belong to migrations, PodGroups and TPU
-slices, which omed doesn't run; a token omed doesn't set is left alone."""
+"""The tokens omed sets (and so clears). The others belong to migrations and TPU slices,
+which omed doesn't run; a token omed doesn't set is left alone."""
 WAITING_TOKENS_SHOWN_BY_NAME: Final = (
     WAITING_QUOTA,
     WAITING_NODE_UNKNOWN,
@@ -295,3 +303,71 @@ def parse_pod_name(name: str, *, replica: str, index: int) -> tuple[str, int] | 
 def label_selector(isvc: str, component: str) -> str:
     """The selector of an InferenceReplica's pods, as ``status.labelSelector`` publishes it."""
     return f"{LABEL_INFERENCE_SERVICE}={isvc},{LABEL_COMPONENT}={component}"
+
+
+# -- PodGroups (gang scheduling) --------------------------------------------------------------
+
+CONDITION_GANG_UNAVAILABLE: Final = "GangSchedulingUnavailable"
+"""True on an InferenceReplica with multi-pod Instances while the PodGroup CRD was absent when
+the manager started: its pods are created without PodGroups."""
+REASON_POD_GROUP_CRD_NOT_INSTALLED: Final = "PodGroupCRDNotInstalled"
+MESSAGE_POD_GROUP_CRD_NOT_INSTALLED: Final = (
+    "scheduler-plugins scheduling.x-k8s.io/v1alpha1 PodGroup CRD is not installed; "
+    "multi-pod Instances may schedule partially"
+)
+"""Upstream's message. The CRD is looked for once, at start: a manager started before the CRD
+was installed keeps this condition until it is restarted."""
+EVENT_MAYBE_NO_GANG_SCHEDULER: Final = "MaybeNoGangScheduler"
+"""Warning: PodGroups were created, but the pods' schedulerName is the default scheduler's."""
+EVENT_POD_GROUP_RESET: Final = "PodGroupReset"
+"""Warning: a PodGroup the gang scheduler ruled Failed is deleted, to be made again."""
+EVENT_GANG_SPLIT_RISK: Final = "GangSplitRisk"
+"""Warning: a gang's worker pods are created with no required podAffinity."""
+EVENT_POD_GROUP_NAME_TAKEN: Final = "PodGroupNameTaken"
+"""Warning (omed's own): the PodGroup name of an Instance is held by an object another
+controller owns; the Instance's pods wait for the name."""
+
+
+def maybe_no_gang_scheduler(component: str, scheduler: str) -> str:
+    """The MaybeNoGangScheduler message (upstream's; the name quoted as Go's ``%q`` does)."""
+    return (
+        f"OMENative component={component} created scheduler-plugins PodGroup objects but pod "
+        f"template's spec.schedulerName is {_go_quote(scheduler)} (default kube-scheduler does "
+        "not enforce PodGroup gang); set runtime.spec.schedulerName to a gang-aware scheduler "
+        "(e.g. scheduler-plugins-scheduler) or install scheduler-plugins as a plugin in the "
+        "default scheduler"
+    )
+
+
+def pod_group_reset(component: str, name: str, reason: str) -> str:
+    """The PodGroupReset message (upstream's), ``reason`` the group's own explanation."""
+    return (
+        f"OMENative component={component}: deleting PodGroup {name} so the gang can be "
+        f"admitted again ({reason})"
+    )
+
+
+def gang_split_risk(component: str) -> str:
+    """The GangSplitRisk message. Upstream's first sentence; its advice names the one remedy
+    omed's API has (upstream's also names ``<component>.topologyKey``, which omed doesn't
+    model)."""
+    return (
+        f"OMENative component={component} is a multi-node gang but its worker pods have no "
+        "co-location podAffinity: the gang may be scheduled across separate network/NVLink/TPU "
+        "topology domains, breaking the tightly-coupled collectives a multi-node runtime needs "
+        "(NCCL/RCCL/NIXL all-reduce, multi-host TPU sessions). Declare a required worker "
+        "podAffinity that keeps the gang in one topology domain."
+    )
+
+
+def pod_group_name_taken(component: str, name: str, index: int) -> str:
+    return (
+        f"PodGroup {name} is controlled by another object: the pods of Instance {index} of "
+        f"{component} wait until the name is free"
+    )
+
+
+def _go_quote(text: str) -> str:
+    import json
+
+    return json.dumps(text, ensure_ascii=False)

@@ -15,7 +15,10 @@ One pass, in order:
 4. the scale-up batch: wanted Instances with missing pods, resumed Creates first, whole
    Instances up to ``scaleUpPodBatchSize`` pods; each gets its Create operation in the rows;
 5. Create operations move on; serving gates follow readiness (``readyPolicy``);
-6. rows, summary, events; ``WriteStatus`` when anything changed.
+6. PodGroups (:mod:`.podgroups`; a Failed one is reset before step 2): created for the
+   multi-pod Instances that need one (their pods wait for the cache to show it), patched,
+   the leftovers deleted within the scale-down budget;
+7. rows, summary, events; ``WriteStatus`` when anything changed.
 
 Invariants (checked by the property tests):
 
@@ -37,9 +40,16 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Sequence
 
-from omed.api.base import Condition
+from omed.api.base import Condition, transition_time
 from omed.api.inferencereplica import InferenceReplicaStatus, InstanceStatus
-from omed.controllers.inferencereplica.core import names, operations, revisions, steps, waiting
+from omed.controllers.inferencereplica.core import (
+    names,
+    operations,
+    podgroups,
+    revisions,
+    steps,
+    waiting,
+)
 from omed.controllers.inferencereplica.core.actions import (
     Action,
     AddFinalizer,
@@ -81,11 +91,13 @@ def plan(
         return let_go(target, observed)
     wanted = 0 if target.deleting else target.replicas
     work = _Pass(target, settings, now, act=target.deleting or not target.paused)
+    work.gangs = podgroups.start(enabled=settings.pod_groups, groups=observed.pod_groups)
     surges = update.surge_indexes({i: row.operation for i, row in observed.rows.items()})
     indexes = sorted(set(observed.rows) | set(observed.pods) | set(range(wanted)) | set(surges))
     instances = [_instance(target, observed, index, wanted) for index in indexes]
     for inst in instances:
         inst.surge_of = surges.get(inst.index)
+    podgroups.reset(work, instances)
 
     wave = createdelete.scale_down(work, instances)
     for inst in instances:
@@ -100,6 +112,7 @@ def plan(
             createdelete.drive_create(work, inst)
         if inst.keep and not operations.is_delete(inst.op) and not inst.draining and work.act:
             _serving_gates(work, inst)
+    podgroups.finish(work, instances, wave)
     waiting.mark(work, instances, observed.refused)
 
     rows = tuple(
@@ -141,7 +154,7 @@ def plan(
         now=now,
     )
     conditions = [
-        *work.conditions,
+        *(_since(flagged, observed.status.conditions) for flagged in work.conditions),
         *steps.create_deadline_condition(work, rows, observed.status),
         *_write_refused_condition(target, observed, now),
     ]
@@ -172,11 +185,13 @@ def plan(
             actions.append(created)
         live = revisions.in_use(target, (*rows, *observed.rows.values()), status)
         actions.extend(revisions.retention(target, observed.revisions, live))
+    actions.extend(podgroups.events(work))
+    actions.extend(work.gangs.writes)  # PodGroups first: pods are created against them
     actions.extend(work.gates)
     actions.extend(work.creates)
     actions.extend(work.patches)
     actions.extend(work.deletes)
-    if _may_remove_finalizer(target, instances, observed):
+    if _may_remove_finalizer(target, instances, observed) and not podgroups.remaining(work):
         actions.append(RemoveFinalizer())
 
     if wave is not None and work.act and settings.scale_down_requeue_interval is not None:
@@ -294,6 +309,20 @@ def _progress(
     if any(inst.wanted and not inst.facts.ready for inst in kept):
         return names.PROGRESS_WAITING
     return names.PROGRESS_COMPLETE
+
+
+def _since(flagged: Condition, previous: Sequence[Condition] | None) -> Condition:
+    """A condition the pass flagged (:meth:`~.work.PassWork.flag`), its transition time kept
+    from the stored one while its status stays: a condition that holds writes nothing."""
+    since = transition_time(
+        previous,
+        type=flagged.type,
+        status=flagged.status,
+        now=flagged.last_transition_time or dt.datetime.min,
+    )
+    if since == flagged.last_transition_time:
+        return flagged
+    return flagged.model_copy(update={"last_transition_time": since})
 
 
 def _write_refused_condition(

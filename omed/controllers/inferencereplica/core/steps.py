@@ -22,7 +22,7 @@ from omed.api.inferencereplica import (
     Operation,
     OperationType,
 )
-from omed.controllers.inferencereplica.core import names, operations
+from omed.controllers.inferencereplica.core import names, operations, podgroups
 from omed.controllers.inferencereplica.core.actions import (
     CreatePods,
     DeletePods,
@@ -139,6 +139,8 @@ def start(
 def create(work: PassWork, inst: InstanceWork, op_id: str) -> None:
     if not work.act or not inst.facts.missing:
         return
+    if not podgroups.admits(work, inst):
+        return  # a gang's pods wait for the cache to show its PodGroup
     work.creates.append(
         CreatePods(
             index=inst.index,

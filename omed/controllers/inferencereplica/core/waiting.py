@@ -9,6 +9,8 @@ wins:
 * ``QuotaExceeded`` / ``AdmissionUnavailable``: a create of one of the operation's missing
   pods was refused by ResourceQuota admission, or because an admission webhook couldn't be
   called (the controller keeps the API server's last answer per Instance, ``refused``);
+* ``PodGroupTerminating``: the Instance's PodGroup is being deleted, so its missing pods
+  wait (:mod:`.podgroups`);
 * ``NodeUnknown``: a pod of the operation sits on a node that stopped reporting (the pod's
   Ready is not True with reason NodeNotReady, or its status reason is NodeLost): it can't
   get Ready, and deleting it waits for the node;
@@ -16,11 +18,11 @@ wins:
   Unschedulable.
 
 The pods of an Update's surge Instance count as the operation's own. The token is cleared
-in the pass that no longer sees its cause. SourceUnrouted, PodGroupTerminating and
-CapacityProvisioning need migrations, PodGroups and TPU slices, which omed doesn't run: it
-never sets them (and leaves alone a token it doesn't know).
+in the pass that no longer sees its cause. SourceUnrouted and CapacityProvisioning need
+migrations and TPU slices, which omed doesn't run: it never sets them (and leaves alone a
+token it doesn't know).
 
-Invariant: pure; a token follows only from this pass's pods, refusals and pause.
+Invariant: pure; a token follows only from this pass's pods, refusals, PodGroups and pause.
 """
 
 from __future__ import annotations
@@ -82,6 +84,9 @@ def hold(
         refusal = refused.get(member.index)
         if refusal is not None and member.facts.missing:
             return refusal.token, refusal.pod
+        gang = work.gangs.held.get(member.index)
+        if gang is not None:
+            return gang, None
     pods = [pod for member in members for pod in member.facts.pods]
     lost = next((pod for pod in pods if pod.node_lost), None)
     if lost is not None:

@@ -26,6 +26,7 @@ from omed.controllers.inferencereplica.core.actions import (
     SetServingGate,
 )
 from omed.controllers.inferencereplica.core.model import PlanSettings, ReplicaTarget
+from omed.controllers.inferencereplica.core.podgroupactions import GangState
 from omed.controllers.inferencereplica.core.rows import InstanceFacts, condition
 
 
@@ -75,6 +76,8 @@ class PassWork:
     release: RemoveReleaseAnnotation | None = None
     release_events: list[RecordEvent] = field(default_factory=list)
     """Events of a release: recorded with the annotation's removal, status change or not."""
+    gangs: GangState = field(default_factory=GangState)
+    """The PodGroups seen and decided in this pass (:mod:`.podgroups`)."""
 
     def tell(self, reason: str, message: str) -> None:
         """Record a Normal event with the pass's status write."""

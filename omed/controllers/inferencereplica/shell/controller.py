@@ -4,8 +4,9 @@ Why: this module wires the reconciler (:mod:`.reconciler`) to the product: its s
 informers (InferenceReplicas in every namespace, the product's pod cache of pods labelled
 ``ome.io/inferenceservice``, the InferenceReplica ControllerRevisions, labelled
 ``ome.io/managed-by=OMENative`` with a ``component``, the EndpointSlices of omed's Services,
-and the stripped node cache, :mod:`omed.informers.nodes`), maps pod, revision, slice and
-node events to the InferenceReplicas they concern (a pod's by its controller owner
+the stripped node cache, :mod:`omed.informers.nodes`, and, when the PodGroup CRD was present
+at start, the PodGroups labelled as the revisions are), maps pod, revision, slice, node and
+PodGroup events to the InferenceReplicas they concern (a pod's by its controller owner
 reference), keeps the expectations current, and runs a workqueue
 :class:`~omed.workqueue.Controller` whose reconciler is :class:`InferenceReplicaReconciler`.
 
@@ -50,6 +51,7 @@ from omed.controllers.inferencereplica.core.orphans import (
     owner_key,
     unowned,
 )
+from omed.controllers.inferencereplica.core.podgroups import POD_GROUP_SELECTOR
 from omed.controllers.inferencereplica.core.revisions import REVISION_SELECTOR
 from omed.controllers.inferencereplica.shell import statusmetrics
 from omed.controllers.inferencereplica.shell.expectations import DEFAULT_TIMEOUT, Expectations
@@ -69,7 +71,7 @@ from omed.informers.endpoints import endpoint_slice_informer
 from omed.informers.nodes import POD_NODE, node_informer, pod_node_index
 from omed.informers.transform import Obj
 from omed.kube.api import KubeApi
-from omed.kube.resources import CONTROLLER_REVISIONS, INFERENCE_REPLICAS
+from omed.kube.resources import CONTROLLER_REVISIONS, INFERENCE_REPLICAS, POD_GROUPS
 from omed.workqueue import Controller
 from omed.workqueue.ratelimit import RateLimiter
 
@@ -118,12 +120,25 @@ class InferenceReplicaController:
             label_selector=REVISION_SELECTOR,
             indexers={NAMESPACE: namespace_index},
         )
+        # Only when the PodGroup CRD was there at start: without it the list would fail for
+        # good, and the caches would never sync.
+        self.pod_groups: SharedInformer | None = (
+            factory.informer(
+                POD_GROUPS,
+                namespace=namespace,
+                label_selector=POD_GROUP_SELECTOR,
+                indexers={NAMESPACE: namespace_index},
+            )
+            if settings.pod_groups
+            else None
+        )
         self.expectations = Expectations(clock=self._clock, timeout=expectation_timeout)
         self.reconciler = InferenceReplicaReconciler(
             client=client,
             replicas=self.replicas.store,
             pods=self.pods.store,
             revisions=self.revisions.store,
+            pod_groups=self.pod_groups.store if self.pod_groups is not None else None,
             events=events,
             settings=settings,
             expectations=self.expectations,
@@ -187,6 +202,17 @@ class InferenceReplicaController:
                     )
                 )
             )
+        self._pod_group_registration = (
+            self.pod_groups.add_event_handler(
+                Handlers(
+                    on_add=self._revision_event,
+                    on_update=lambda _old, new: self._revision_event(new),
+                    on_delete=self._revision_event,
+                )
+            )
+            if self.pod_groups is not None
+            else None
+        )
 
     def _node_event(self, old: Obj | None, new: Obj) -> None:
         """A node changed (its Ready condition or lifecycle taints; an equal object is a
@@ -207,6 +233,7 @@ class InferenceReplicaController:
                 self.controller.queue.add(key)
 
     def _revision_event(self, obj: Obj) -> None:
+        """A ControllerRevision or PodGroup changed: wake the replica that controls it."""
         key = owner_key(obj)
         if key is not None:
             self.controller.queue.add(key)
@@ -250,3 +277,5 @@ class InferenceReplicaController:
         self.revisions.remove_event_handler(self._registrations[2])
         if self.nodes is not None and self._node_registration is not None:
             self.nodes.remove_event_handler(self._node_registration)
+        if self.pod_groups is not None and self._pod_group_registration is not None:
+            self.pod_groups.remove_event_handler(self._pod_group_registration)

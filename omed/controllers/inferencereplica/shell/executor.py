@@ -19,14 +19,16 @@ each decision safe against what the cache didn't know. Order and guards:
    whose timeout for it starts again when the API server answers);
    creations tolerate ``AlreadyExists`` (fixed names: a repeat after a crash), deletions
    tolerate ``NotFound``;
-5. old ControllerRevisions past the history limit (uid precondition);
-6. ``RemoveFinalizer`` after re-listing the pods from the API server.
+5. PodGroup creates and patches go ahead of the pod actions, their deletes (uid
+   precondition) after them (:mod:`.podgroupwrites`);
+6. old ControllerRevisions past the history limit (uid precondition);
+7. ``RemoveFinalizer`` after re-listing the pods from the API server.
 
 Every write the API server refuses for good (403, 401, 400, 405, a 422 that isn't a stale
 patch) is recorded as a :class:`~omed.controllers.refusals.RefusedWrite` on the
 :class:`Outcome` (``write_refused``), not raised: the reconciler reports it and backs off.
 
-A write of the InferenceReplica that the API server rejects as too large (steps 1, 2 and 5)
+A write of the InferenceReplica that the API server rejects as too large (steps 1, 2 and 7)
 is recorded as a :class:`~..core.rejectedwrite.RejectedWrite` on the :class:`Outcome`: which
 write it was, the bytes sent, and for a status write its encoding. Only a status write is a
 StatusSizeExceeded (the event users filter for, with that write's own size and encoding); the
@@ -80,6 +82,11 @@ from omed.controllers.inferencereplica.core.nodes import (
     node_view,
 )
 from omed.controllers.inferencereplica.core.observe import endpoint_readiness, pod_view
+from omed.controllers.inferencereplica.core.podgroupactions import (
+    CreatePodGroup,
+    DeletePodGroup,
+    UpdatePodGroup,
+)
 from omed.controllers.inferencereplica.core.rejectedwrite import RejectedWrite, ReplicaWriteKind
 from omed.controllers.inferencereplica.core.revisionactions import (
     CreateControllerRevision,
@@ -87,7 +94,12 @@ from omed.controllers.inferencereplica.core.revisionactions import (
 )
 from omed.controllers.inferencereplica.core.status import encode_rows_into_status
 from omed.controllers.inferencereplica.core.waiting import refusal_token
-from omed.controllers.inferencereplica.shell import revisionwrites, statusmetrics, updatewrites
+from omed.controllers.inferencereplica.shell import (
+    podgroupwrites,
+    revisionwrites,
+    statusmetrics,
+    updatewrites,
+)
 from omed.controllers.inferencereplica.shell.expectations import Expectations
 from omed.controllers.ledger import document as ledger
 from omed.controllers.ledger.writer import write_entry
@@ -226,7 +238,27 @@ class Executor:
                 pods_plan = dataclasses.replace(
                     plan, actions=tuple(a for a in plan.actions if not isinstance(a, CreatePods))
                 )
+        # A gang's pods are planned only once the cache shows its PodGroup, so a failed
+        # PodGroup write holds no pod back; it is reported like any other write.
+        for made in plan.of_type(CreatePodGroup):
+            failure = await podgroupwrites.create(
+                self._client, namespace=target.namespace, action=made
+            )
+            if failure is not None:
+                self._failed(outcome, failure)
+        for patched in plan.of_type(UpdatePodGroup):
+            failure = await podgroupwrites.update(
+                self._client, namespace=target.namespace, action=patched
+            )
+            if failure is not None:
+                self._failed(outcome, failure)
         await self.run_pod_actions(outcome, key=key, namespace=target.namespace, plan=pods_plan)
+        for gone in plan.of_type(DeletePodGroup):
+            failure = await podgroupwrites.delete(
+                self._client, namespace=target.namespace, action=gone
+            )
+            if failure is not None:
+                self._failed(outcome, failure)
         for pruned in plan.of_type(DeleteControllerRevision):
             failure = await revisionwrites.prune(
                 self._client, namespace=target.namespace, action=pruned

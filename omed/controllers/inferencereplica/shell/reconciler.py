@@ -38,7 +38,7 @@ from omed.api.constants import KIND_INFERENCE_REPLICA, LABEL_INFERENCE_SERVICE
 from omed.clock import Clock
 from omed.config.lifecycle import LifecycleConfig
 from omed.controllers.deletion import orphaning
-from omed.controllers.inferencereplica.core import names, orphans
+from omed.controllers.inferencereplica.core import names, orphans, podgroups
 from omed.controllers.inferencereplica.core.actions import (
     RETRY_SOON,
     DeletePods,
@@ -133,6 +133,7 @@ class InferenceReplicaReconciler:
         events: EventSink,
         pods: ObjectCache,
         revisions: ObjectCache | None = None,
+        pod_groups: ObjectCache | None = None,
         busy: Callable[[], bool] = lambda: False,
         expectations: Expectations,
         settings: PlanSettings,
@@ -157,6 +158,7 @@ class InferenceReplicaReconciler:
         self._replicas = replicas
         self._pods = pods
         self._revisions = revisions
+        self._pod_groups = pod_groups
         self._events = events
         self._settings = settings
         self._expectations = expectations
@@ -211,6 +213,11 @@ class InferenceReplicaReconciler:
                 self._slices_of(target),
                 views,
             )
+            if self._pod_groups is not None:
+                observed = dataclasses.replace(
+                    observed,
+                    pod_groups=podgroups.views(self._labelled(self._pod_groups, irep), uid=uid),
+                )
         except StatusDecodeFailed as err:
             self._decode_failed(key, irep, err, memory)
             return await self._teardown_from_pods(key, irep)
@@ -301,6 +308,12 @@ class InferenceReplicaReconciler:
         the same labels included: a name it holds is a collision)."""
         if self._revisions is None:
             return []
+        return self._labelled(self._revisions, irep)
+
+    @staticmethod
+    def _labelled(cache: ObjectCache, irep: Mapping[str, Any]) -> list[Obj]:
+        """The cached objects in ``irep``'s namespace labelled with its InferenceService and
+        component (ControllerRevisions, PodGroups)."""
         meta = irep.get("metadata") or {}
         spec = irep.get("spec") or {}
         parent = spec.get("parentRef") if isinstance(spec, Mapping) else None
@@ -308,7 +321,7 @@ class InferenceReplicaReconciler:
         component = spec.get("component") if isinstance(spec, Mapping) else None
         return [
             obj
-            for obj in self._revisions.by_index(NAMESPACE, str(meta.get("namespace") or ""))
+            for obj in cache.by_index(NAMESPACE, str(meta.get("namespace") or ""))
             if (labels := (obj.get("metadata") or {}).get("labels") or {}).get(
                 LABEL_INFERENCE_SERVICE
             )
