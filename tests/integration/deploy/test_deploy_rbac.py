@@ -84,6 +84,7 @@ ALLOWED = [
     Check("list", "controllerrevisions", "apps"),
     Check("watch", "controllerrevisions", "apps"),
     Check("create", "controllerrevisions", "apps"),
+    Check("patch", "controllerrevisions", "apps"),
     Check("delete", "controllerrevisions", "apps"),
     Check("delete", "pods"),
     Check("get", "pods"),
@@ -151,6 +152,15 @@ ALLOWED = [
         name="ome-controller-manager-leader-lock",
         namespace=OWN,
     ),
+    # node facts: the stripped node informer and a fresh read before a force delete
+    Check("get", "nodes", name="node-a", namespace=None),
+    Check("list", "nodes", namespace=None),
+    Check("watch", "nodes", namespace=None),
+    # the audit ledger <isvc>-ome-migration-audit in the service's namespace: read, then
+    # created or replaced (its names follow the services, so no resourceNames)
+    Check("get", "configmaps", name="chat-ome-migration-audit"),
+    Check("create", "configmaps"),
+    Check("update", "configmaps", name="chat-ome-migration-audit"),
     # the ConfigMap, in its namespace (last: wait_for_rbac's probe of the Role)
     Check("get", "configmaps", name="inferenceservice-config", namespace=OWN),
 ]
@@ -161,10 +171,6 @@ DENIED = [
     Check("list", "secrets", namespace=None, allowed=False),
     Check("delete", "nodes", name="node-a", namespace=None, allowed=False),
     Check("patch", "nodes", name="node-a", namespace=None, allowed=False),
-    # removed from the chart: no code path sends them (docs/deploy.md, RBAC)
-    Check("get", "nodes", name="node-a", namespace=None, allowed=False),
-    Check("list", "nodes", namespace=None, allowed=False),
-    Check("watch", "nodes", namespace=None, allowed=False),
     Check("get", "inferenceservices", "ome.io", allowed=False),
     Check("get", "inferenceservices", "ome.io", "status", allowed=False),
     Check("patch", "inferenceservices", "ome.io", "status", allowed=False),
@@ -180,13 +186,11 @@ DENIED = [
     Check("update", "controllerrevisions", "apps", namespace=OWN, allowed=False),
     Check("get", "controllerrevisions", "apps", allowed=False),
     Check("update", "controllerrevisions", "apps", allowed=False),
-    # InferenceReplica revisions are created and deleted, never patched (only the runtime
-    # revisions of the manager's namespace get a garbage-collection mark)
-    Check("patch", "controllerrevisions", "apps", allowed=False),
-    Check("get", "configmaps", name="inferenceservice-config", allowed=False),
-    Check("get", "configmaps", name="kube-root-ca.crt", namespace=OWN, allowed=False),
     Check("list", "configmaps", namespace=OWN, allowed=False),
-    Check("update", "configmaps", name="inferenceservice-config", namespace=OWN, allowed=False),
+    Check("list", "configmaps", allowed=False),
+    Check("watch", "configmaps", allowed=False),
+    Check("delete", "configmaps", name="chat-ome-migration-audit", allowed=False),
+    Check("patch", "configmaps", name="inferenceservice-config", namespace=OWN, allowed=False),
     Check(
         "update",
         "leases",
@@ -367,7 +371,9 @@ async def test_requests_as_the_service_account(
                 SECRETS, {"metadata": {"name": "x"}}, namespace
             ),
             "list Secrets": lambda: client.list_page(SECRETS, namespace),
-            "get another ConfigMap": lambda: client.get(CONFIGMAPS, "kube-root-ca.crt", namespace),
+            "delete a ConfigMap": lambda: client.delete(
+                CONFIGMAPS, "inferenceservice-config", namespace
+            ),
             "list ConfigMaps elsewhere": lambda: client.list_page(CONFIGMAPS, "default"),
             "get a Lease elsewhere": lambda: client.get(LEASES, "any", "default"),
         }

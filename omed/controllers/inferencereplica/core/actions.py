@@ -23,6 +23,7 @@ from omed.controllers.inferencereplica.core.podgroupactions import (
     UpdatePodGroup,
 )
 from omed.controllers.inferencereplica.core.revisionactions import (
+    AdoptControllerRevision,
     CreateControllerRevision,
     DeleteControllerRevision,
 )
@@ -188,6 +189,7 @@ class RecordEvent:
 Action = (
     AddFinalizer
     | CreateControllerRevision
+    | AdoptControllerRevision
     | DeleteControllerRevision
     | WriteStatus
     | CreatePods

@@ -183,6 +183,9 @@ def plan(
         created = revisions.create_action(target, observed.revisions)
         if created is not None:
             actions.append(created)
+        adopted = revisions.adopt_action(target, observed.revisions)
+        if adopted is not None:
+            actions.append(adopted)
         live = revisions.in_use(target, (*rows, *observed.rows.values()), status)
         actions.extend(revisions.retention(target, observed.revisions, live))
     actions.extend(podgroups.events(work))

@@ -104,7 +104,8 @@ class TemplateDigests:
     payload_fnv: int
     """FNV-32a over the payload: upstream's hash continues from it with the suffixes."""
     data_digest: str
-    """SHA-256 of the payload as compact JSON, as a stored record's ``data`` is compared."""
+    """SHA-256 of the payload as compact JSON with sorted keys, as a stored record's ``data``
+    is compared (the API server may re-encode it with sorted keys)."""
     legacy_digest: str
     """The hash omed gave these templates before upstream's (:func:`legacy_revision_of`)."""
 
@@ -132,7 +133,9 @@ def template_digests(runners: tuple[RunnerShape, ...]) -> TemplateDigests:
     found = TemplateDigests(
         payload=payload,
         payload_fnv=fnv32a(payload),
-        data_digest=hashlib.sha256(orjson.dumps(orjson.loads(payload))).hexdigest(),
+        data_digest=hashlib.sha256(
+            orjson.dumps(orjson.loads(payload), option=orjson.OPT_SORT_KEYS)
+        ).hexdigest(),
         legacy_digest=_legacy_digest(runners),
     )
     if len(_DIGESTS) >= _DIGESTS_LIMIT:

@@ -21,3 +21,15 @@ class DeleteControllerRevision:
 
     name: str
     uid: str
+
+
+@dataclass(frozen=True, slots=True)
+class AdoptControllerRevision:
+    """Make the replica the controller of an unowned ControllerRevision that holds its update
+    revision's payload (one an earlier replica of the name left, deleted with
+    ``propagationPolicy: Orphan``): its name stays the update revision, so the pods made from
+    it are not rolled. ``uid`` and ``resource_version`` are the patch's preconditions."""
+
+    name: str
+    uid: str
+    resource_version: str

@@ -43,6 +43,7 @@ from omed.api.constants import (
     LABEL_MANAGED_BY,
     MANAGED_BY_OME_NATIVE,
 )
+from omed.api.gojson import marshal_untyped
 from omed.api.inferencereplica import InferenceReplicaStatus, InstanceStatus
 from omed.controllers.inferencereplica.core.model import PodView, ReplicaTarget, RunnerShape
 from omed.controllers.inferencereplica.core.podtemplate import (
@@ -51,6 +52,7 @@ from omed.controllers.inferencereplica.core.podtemplate import (
     template_digests,
 )
 from omed.controllers.inferencereplica.core.revisionactions import (
+    AdoptControllerRevision,
     CreateControllerRevision,
     DeleteControllerRevision,
 )
@@ -69,9 +71,13 @@ class RevisionView:
     uid: str
     revision: int
     data_digest: str
-    """SHA-256 of ``data`` as compact JSON (compared with the payload's, never stored)."""
+    """SHA-256 of ``data`` as compact JSON with sorted keys (compared with the payload's, never
+    stored)."""
     ours: bool
     """Its controller reference is this InferenceReplica (by uid)."""
+    controlled: bool = True
+    """It has a controller reference at all (False: an orphan, adoptable)."""
+    resource_version: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +86,8 @@ class ResolvedRevision:
     payload: bytes
     collision_count: int
     legacy: str | None
+    adopt: RevisionView | None = None
+    """An orphaned record of this payload whose name is the update revision (to adopt)."""
 
 
 def _digest(data: bytes) -> str:
@@ -108,7 +116,7 @@ def _record_digest(uid: str, data: Any) -> str:
 
 
 def _data_bytes(data: Any) -> bytes:
-    return orjson.dumps(data) if data is not None else b""
+    return orjson.dumps(data, option=orjson.OPT_SORT_KEYS) if data is not None else b""
 
 
 def revision_views(revisions: Iterable[Mapping[str, Any]], *, uid: str) -> tuple[RevisionView, ...]:
@@ -124,6 +132,8 @@ def revision_views(revisions: Iterable[Mapping[str, Any]], *, uid: str) -> tuple
                 revision=number if isinstance(number, int) else 0,
                 data_digest=_record_digest(str(meta.get("uid") or ""), obj.get("data")),
                 ours=bool(uid) and controller_uid(obj, kind=KIND_INFERENCE_REPLICA) == uid,
+                controlled=any(ref.get("controller") for ref in meta.get("ownerReferences") or ()),
+                resource_version=str(meta.get("resourceVersion") or ""),
             )
         )
     return tuple(sorted(views, key=lambda v: v.name))
@@ -158,6 +168,16 @@ def resolve_revision(
             break
         cc += 1
     legacy = legacy_revision_of(isvc=isvc, component=component, runners=runners)
+    kept = [v for v in existing if (v.ours or not v.controlled) and v.data_digest == wanted]
+    if name not in by_name and kept:
+        # An earlier replica of this name was deleted with its records orphaned (their hash
+        # is scoped to its uid): the newest record of this payload, orphaned or adopted since,
+        # keeps its name, so the pods made from it aren't rolled.
+        found = max(kept, key=lambda v: (v.revision, v.name))
+        adopt = found if not found.controlled else None
+        return ResolvedRevision(
+            name=found.name, payload=payload, collision_count=cc, legacy=legacy, adopt=adopt
+        )
     return ResolvedRevision(name=name, payload=payload, collision_count=cc, legacy=legacy)
 
 
@@ -175,30 +195,43 @@ REVISION_SELECTOR: Final = f"{LABEL_MANAGED_BY}={MANAGED_BY_OME_NATIVE},{LABEL_C
 revisions carry ``ome.io/runtime-of`` and no ``component``)."""
 
 
+def adopt_action(
+    target: ReplicaTarget, existing: tuple[RevisionView, ...]
+) -> AdoptControllerRevision | None:
+    """The adoption of the orphaned record that names the update revision, if any."""
+    found = next(
+        (v for v in existing if v.name == target.update_revision and not v.controlled), None
+    )
+    if found is None:
+        return None
+    return AdoptControllerRevision(
+        name=found.name, uid=found.uid, resource_version=found.resource_version
+    )
+
+
 def create_action(
     target: ReplicaTarget, existing: tuple[RevisionView, ...]
 ) -> CreateControllerRevision | None:
     """The create of the update revision's record, when the cache lacks it."""
     if not target.revision_payload or any(v.name == target.update_revision for v in existing):
         return None
-    import orjson
-
     number = max((v.revision for v in existing if v.ours), default=0) + 1
-    body = {
+    owner = controller_reference(kind=KIND_INFERENCE_REPLICA, name=target.name, uid=target.uid)
+    assert owner["apiVersion"] == API_VERSION
+    body: dict[str, Any] = {
         "apiVersion": "apps/v1",
         "kind": "ControllerRevision",
         "metadata": {
             "name": target.update_revision,
             "namespace": target.namespace,
             "labels": labels_of(target),
-            "ownerReferences": [
-                controller_reference(kind=KIND_INFERENCE_REPLICA, name=target.name, uid=target.uid)
-            ],
+            "ownerReferences": [owner],
         },
-        "data": orjson.loads(target.revision_payload),
+        # Bytes in the form a merge patch re-encodes them to (see
+        # omed.api.gojson.marshal_untyped), or the collector's orphaning patch is refused.
+        "data": orjson.Fragment(marshal_untyped(orjson.loads(target.revision_payload)).encode()),
         "revision": number,
     }
-    assert body["metadata"]["ownerReferences"][0]["apiVersion"] == API_VERSION
     return CreateControllerRevision(name=target.update_revision, body=body)
 
 

@@ -89,6 +89,7 @@ from omed.controllers.inferencereplica.core.podgroupactions import (
 )
 from omed.controllers.inferencereplica.core.rejectedwrite import RejectedWrite, ReplicaWriteKind
 from omed.controllers.inferencereplica.core.revisionactions import (
+    AdoptControllerRevision,
     CreateControllerRevision,
     DeleteControllerRevision,
 )
@@ -228,6 +229,10 @@ class Executor:
                 ),
             )
         pods_plan = plan
+        for adopted in plan.of_type(AdoptControllerRevision):
+            failure = await revisionwrites.adopt(self._client, target=target, action=adopted)
+            if failure is not None:
+                self._failed(outcome, failure)
         for recorded in plan.of_type(CreateControllerRevision):
             failure = await revisionwrites.record(
                 self._client, namespace=target.namespace, action=recorded

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import logging
 
+from omed.controllers.inferencereplica.core.model import ReplicaTarget
+from omed.controllers.inferencereplica.core.podtemplate import owner_reference
 from omed.controllers.inferencereplica.core.revisionactions import (
+    AdoptControllerRevision,
     CreateControllerRevision,
     DeleteControllerRevision,
 )
@@ -52,4 +55,30 @@ async def prune(
         )
         return refusal if refusal is not None else err
     log.debug("deleted ControllerRevision %s/%s", namespace, action.name)
+    return None
+
+
+async def adopt(
+    client: KubeApi, *, target: ReplicaTarget, action: AdoptControllerRevision
+) -> RefusedWrite | Exception | None:
+    """Take an orphaned record over (uid and resourceVersion preconditions): a merge patch
+    that adds the replica's controller reference. One changed since the cache counts as
+    done here; the next pass judges it again."""
+    patch = {
+        "metadata": {
+            "ownerReferences": [owner_reference(target)],
+            "uid": action.uid,
+            "resourceVersion": action.resource_version,
+        }
+    }
+    try:
+        await client.patch(CONTROLLER_REVISIONS, action.name, patch, target.namespace)
+    except (NotFound, Conflict):
+        return None
+    except ApiError as err:
+        refusal = refused_write(
+            err, verb="patch", resource=CONTROLLER_REVISIONS.plural, name=action.name
+        )
+        return refusal if refusal is not None else err
+    log.info("adopted ControllerRevision %s/%s", target.namespace, action.name)
     return None

@@ -14,6 +14,7 @@ from omed.controllers.inferencereplica.core.model import PlanSettings
 from omed.controllers.inferencereplica.core.observe import observe, replica_target
 from omed.controllers.inferencereplica.core.plan import plan
 from omed.controllers.inferencereplica.core.revisionactions import (
+    AdoptControllerRevision,
     CreateControllerRevision,
     DeleteControllerRevision,
 )
@@ -173,7 +174,12 @@ def test_the_first_pass_records_the_revision_before_its_pods() -> None:
     }
     assert body["metadata"]["ownerReferences"][0]["uid"] == "irep-uid"
     assert body["metadata"]["ownerReferences"][0]["controller"] is True
-    assert orjson.dumps(body["data"]) == PAYLOAD
+    # The payload's content, in the bytes Go re-encodes a decoded object to (sorted keys,
+    # HTML-safe strings), so the collector's merge patch finds data unchanged.
+    assert orjson.loads(orjson.dumps(body["data"])) == orjson.loads(PAYLOAD)
+    assert orjson.dumps(body["data"]) == orjson.dumps(
+        orjson.loads(PAYLOAD), option=orjson.OPT_SORT_KEYS
+    )
     assert body["revision"] == 1
     kinds = [type(a).__name__ for a in decided.actions]
     assert kinds.index("CreateControllerRevision") < kinds.index("CreatePods")
@@ -299,3 +305,31 @@ def test_a_held_block_of_the_legacy_name_is_read_as_the_update_revision() -> Non
     _, observed = observe(irep(status=status), [], revisions=[])
     assert observed.status.retry_blocks is not None
     assert observed.status.retry_blocks[0].target_revision == UPSTREAM
+
+
+def test_an_orphaned_record_of_the_payload_keeps_its_name_and_is_adopted() -> None:
+    # An earlier replica of the name, deleted with propagationPolicy Orphan, left its record
+    # (its hash scoped to that replica's uid) and its pods: the new replica takes the name
+    # over instead of rolling the pods to a name of its own uid.
+    earlier = "chat-engine-0badc0de"
+    orphan = record(earlier, 3)
+    del orphan["metadata"]["ownerReferences"]
+    orphan["metadata"]["resourceVersion"] = "77"
+    target, observed = observe(irep(), [], revisions=[orphan])
+    assert target.update_revision == earlier
+    decided = plan(target=target, observed=observed, settings=PlanSettings(), now=NOW)
+    (adopted,) = decided.of_type(AdoptControllerRevision)
+    assert (adopted.name, adopted.uid, adopted.resource_version) == (earlier, f"cr-{earlier}", "77")
+    assert not decided.of_type(CreateControllerRevision)
+
+    # Once adopted, the record still names the update revision, and nothing more is written.
+    owned = record(earlier, 3)
+    target, observed = observe(irep(), [], revisions=[owned])
+    assert target.update_revision == earlier
+    decided = plan(target=target, observed=observed, settings=PlanSettings(), now=NOW)
+    assert not decided.of_type(AdoptControllerRevision)
+    assert not decided.of_type(CreateControllerRevision)
+
+    # Another controller's record of the same payload is not taken.
+    foreign = record(earlier, 3, owner="someone-else")
+    assert observe(irep(), [], revisions=[foreign])[0].update_revision == UPSTREAM
