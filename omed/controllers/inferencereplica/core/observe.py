@@ -21,7 +21,10 @@ Invariants:
   ``kubectl ome instance status`` shows ``reason=Error``);
 * a pod runs its spec's images when every container's status names the spec's image
   (:mod:`.images`), or, where a status can't tell, the kubelet observed the pod's
-  generation: what an in-place Update waits for besides Ready.
+  generation: what an in-place Update waits for besides Ready;
+* a pod's stall (stuck in a terminal waiting reason, or Unschedulable) carries the time it
+  is measured from, read off the pod's own stamps (creation, condition transitions), so a
+  grace (:mod:`.graces`) runs on the same clock for every pass and every leader.
 """
 
 from __future__ import annotations

@@ -153,6 +153,14 @@ def test_a_create_stuck_in_image_pull_fails_at_the_grace_not_at_the_deadline() -
     assert condition.message is not None and "Instance(s) 0 of engine" in condition.message
     assert failed.status.condition(names.CONDITION_PROGRESS_DEADLINE) is None
 
+    # An image that can't be pulled is the revision's fault: the retry ladder takes over.
+    world.apply(failed)
+    world.tick()
+    plans = world.run(3)
+    assert len(events(plans, names.EVENT_UPDATE_STARTED)) == 1
+    (ladder,) = events(plans, names.EVENT_UPDATE_FAILED)
+    assert ladder.message.endswith("Backoff after 1 failed attempt(s): ImagePullBackOff")
+
 
 def test_without_a_grace_a_stuck_create_waits_for_its_deadline() -> None:
     world = world_of(spec(1, image="ome/bad-image:1", ready_timeout=30.0, strategy="RecreatePod"))
