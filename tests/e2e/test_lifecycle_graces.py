@@ -179,7 +179,11 @@ async def test_a_pod_no_node_fits_fails_the_create_at_the_unschedulable_grace(
     assert row is not None
     assert (row.get("lastFailure") or {}).get("reason") == "Unschedulable"
     assert (row.get("lastFailure") or {}).get("pod") == POD
-    (event,) = await events(world, names.EVENT_UNSCHEDULABLE_GRACE)
+
+    async def reported() -> list[dict[str, Any]]:  # the recorder sends it after the write
+        return await events(world, names.EVENT_UNSCHEDULABLE_GRACE)
+
+    (event,) = await eventually(reported, timeout=30, what="the grace's event")
     pod = await world.kube.get(PODS, POD, world.namespace)
     assert not pod["spec"].get("nodeName")
     scheduled = next(c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled")
