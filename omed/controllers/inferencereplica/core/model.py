@@ -20,7 +20,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from omed.api.inferencereplica import InferenceReplicaStatus, InstanceStatus
 from omed.api.lifecycle import ReadyPolicy
@@ -48,6 +48,27 @@ class ContainerFailure:
     exit_code: int | None = None
     time: dt.datetime | None = None
     """The container's ``finishedAt``, when it reports one."""
+
+
+StallKind = Literal["Stuck", "Unschedulable"]
+
+
+@dataclass(frozen=True, slots=True)
+class PodStall:
+    """What keeps a pod from coming up by itself, and since when: read off the pod alone,
+    so every pass and every leader reads the same time (the graces of :mod:`.graces`)."""
+
+    kind: StallKind
+    """Stuck: a container waits in a terminal kubelet reason; Unschedulable: no node fits."""
+    reason: str
+    """The kubelet's waiting reason (ErrImagePull read as ImagePullBackOff), or Unschedulable."""
+    since: dt.datetime
+    """Stuck: the pod's creation, or the last time its ContainersReady left True, whichever
+    is later; Unschedulable: the PodScheduled condition's lastTransitionTime."""
+    container: str = ""
+    """The stuck container (Stuck only)."""
+    message: str = ""
+    """The scheduler's message (Unschedulable only), such as ``0/2 nodes are available: ...``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +118,8 @@ class PodView:
     lifecycle controller's mark), or the pod's status reason NodeLost; or, from the node
     cache (:func:`.nodes.with_node_facts`), its node is not Ready, tainted
     ``node.kubernetes.io/unreachable``, or gone."""
+    stall: PodStall | None = None
+    """What keeps the pod from coming up by itself, if anything does (see :class:`PodStall`)."""
     endpoint_ready: bool | None = None
     """What the EndpointSlices of the component's traffic Service say of the pod: True, a
     ready endpoint (traffic goes to it); False, listed but not ready; None, not listed (or the

@@ -168,6 +168,12 @@ EVENT_REPAIR_PARKED: Final = "InstanceRepairParked"
 what)."""
 EVENT_PROGRESS_DEADLINE: Final = "ProgressDeadlineExceeded"
 """Warning: an Instance wasn't Ready within instanceReadyTimeout; its Update attempt failed."""
+EVENT_STUCK_POD_GRACE: Final = "StuckPodGraceExceeded"
+"""Warning: a pod of an attempt (Create, Update, Restart) sat in a terminal waiting reason past
+stuckPodGracePeriod; the attempt failed."""
+EVENT_UNSCHEDULABLE_GRACE: Final = "UnschedulableGraceExceeded"
+"""Warning: a pod of an attempt stayed Unschedulable past unschedulableGracePeriod; the
+attempt failed."""
 EVENT_RETRY_BLOCK_MALFORMED: Final = "RetryBlockMalformed"
 """Warning: a retry block can't be acted on (see the condition of the same type)."""
 EVENT_STATUS_UNREADABLE: Final = "InstanceStatusUnreadable"
@@ -214,6 +220,15 @@ REASON_RETRY_BLOCK_MALFORMED: Final = "Malformed"
 """The reason of condition RetryBlockMalformed."""
 CONDITION_PROGRESS_DEADLINE: Final = "ProgressDeadlineExceeded"
 REASON_PROGRESS_DEADLINE: Final = "ProgressDeadlineExceeded"
+CONDITION_STUCK_POD_GRACE: Final = "StuckPodGraceExceeded"
+REASON_STUCK_POD_GRACE: Final = "StuckPodGraceExceeded"
+CONDITION_UNSCHEDULABLE_GRACE: Final = "UnschedulableGraceExceeded"
+REASON_UNSCHEDULABLE_GRACE: Final = "UnschedulableGraceExceeded"
+CREATE_FAILED_REASONS: Final = frozenset(
+    {REASON_PROGRESS_DEADLINE, REASON_STUCK_POD_GRACE, REASON_UNSCHEDULABLE_GRACE}
+)
+"""The reasons of a row's Ready condition after its Create failed (instanceReadyTimeout, or
+one of the graces): kept while the Instance stays not Ready and no operation starts on it."""
 BLOCKED_IN_PLACE_IMPOSSIBLE: Final = "InPlaceUpdateImpossible"
 BLOCKED_REVISION_HELD: Final = "RevisionHeld"
 BLOCKED_RETRY_BACKOFF: Final = "RetryBackoff"

@@ -21,7 +21,10 @@ Invariants:
   ``kubectl ome instance status`` shows ``reason=Error``);
 * a pod runs its spec's images when every container's status names the spec's image
   (:mod:`.images`), or, where a status can't tell, the kubelet observed the pod's
-  generation: what an in-place Update waits for besides Ready.
+  generation: what an in-place Update waits for besides Ready;
+* a pod's stall (stuck in a terminal waiting reason, or Unschedulable) carries the time it
+  is measured from, read off the pod's own stamps (creation, condition transitions), so a
+  grace (:mod:`.graces`) runs on the same clock for every pass and every leader.
 """
 
 from __future__ import annotations
@@ -57,6 +60,7 @@ from omed.controllers.inferencereplica.core.model import (
     ContainerFailure,
     ObservedState,
     ParentRef,
+    PodStall,
     PodView,
     ReplicaTarget,
     RunnerShape,
@@ -89,6 +93,10 @@ FAILING_WAITING_REASONS: Final = frozenset(
     }
 )
 _IMAGE_PULL: Final = frozenset({"ImagePullBackOff", "ErrImagePull"})
+STUCK_WAITING_REASONS: Final = FAILING_WAITING_REASONS | {"ErrImageNeverPull", "ImageInspectError"}
+"""The kubelet's waiting reasons that no wait resolves (upstream OME's terminal set, plus the
+kubelet's two other image reasons): a pod parked in one past ``stuckPodGracePeriod`` fails
+its attempt (:mod:`.graces`)."""
 
 
 class InvalidReplica(Exception):
@@ -155,6 +163,43 @@ def _failure(pod: Mapping[str, Any]) -> tuple[bool, ContainerFailure | None]:
     if current is None and pod_failed:
         current = ContainerFailure("", str(status.get("reason") or "Failed"))
     return current is not None, current or last
+
+
+def _stall(pod: Mapping[str, Any], conditions: Mapping[str, Any]) -> PodStall | None:
+    """The pod's stall (:class:`~.model.PodStall`): a container, init containers first, waiting
+    in a terminal reason, or PodScheduled False with reason Unschedulable. A pod without the
+    time it would be measured from (no creation stamp, no transition time) proves no
+    duration and shows none."""
+    status = pod.get("status") or {}
+    scheduled = conditions.get("PodScheduled") or {}
+    if scheduled.get("status") == "False" and scheduled.get("reason") == "Unschedulable":
+        since = _time(scheduled.get("lastTransitionTime"))
+        if since is None:
+            return None
+        return PodStall(
+            "Unschedulable", "Unschedulable", since, message=str(scheduled.get("message") or "")
+        )
+    for container in (
+        *(status.get("initContainerStatuses") or ()),
+        *(status.get("containerStatuses") or ()),
+    ):
+        reason = ((container.get("state") or {}).get("waiting") or {}).get("reason")
+        if reason not in STUCK_WAITING_REASONS:
+            continue
+        since = _time((pod.get("metadata") or {}).get("creationTimestamp"))
+        if since is None:
+            return None
+        unready = conditions.get("ContainersReady") or {}
+        left_ready = _time(unready.get("lastTransitionTime"))
+        if unready.get("status") != "True" and left_ready is not None:
+            since = max(since, left_ready)
+        return PodStall(
+            "Stuck",
+            "ImagePullBackOff" if reason in _IMAGE_PULL else str(reason),
+            since,
+            container=str(container.get("name") or ""),
+        )
+    return None
 
 
 def runs_spec_images(pod: Mapping[str, Any]) -> bool:
@@ -247,6 +292,7 @@ def pod_view(pod: Mapping[str, Any], *, replica: str) -> PodView:
             and ready_condition.get("reason") == "NodeNotReady"
         )
         or (pod.get("status") or {}).get("reason") == "NodeLost",
+        stall=_stall(pod, conditions),
     )
 
 

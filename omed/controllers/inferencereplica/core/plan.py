@@ -43,6 +43,7 @@ from collections.abc import Sequence
 from omed.api.base import Condition, transition_time
 from omed.api.inferencereplica import InferenceReplicaStatus, InstanceStatus
 from omed.controllers.inferencereplica.core import (
+    graces,
     names,
     operations,
     podgroups,
@@ -125,6 +126,7 @@ def plan(
             now=now,
             deadline_failed=inst.deadline_failed,
             waiting_pod=inst.waiting_pod,
+            create_failed=inst.create_failed,
         )
         for inst in instances
         if inst.keep
@@ -156,6 +158,7 @@ def plan(
     conditions = [
         *(_since(flagged, observed.status.conditions) for flagged in work.conditions),
         *steps.create_deadline_condition(work, rows, observed.status),
+        *graces.create_grace_conditions(work, rows, observed.status),
         *_write_refused_condition(target, observed, now),
     ]
     status = status.model_copy(

@@ -100,6 +100,16 @@ class InstanceFacts:
         return next((pod for pod in self.live if pod.failing), None)
 
 
+@dataclass(frozen=True, slots=True)
+class CreateFailure:
+    """A Create this pass failed before its deadline (a grace ran out, :mod:`.graces`): the
+    reason and message of the row's Ready condition, and the failure the row records."""
+
+    reason: str
+    message: str
+    failure: LastFailure
+
+
 def instance_facts(
     target: ReplicaTarget,
     index: int,
@@ -262,11 +272,12 @@ def _deadline_marked(
     previous: InstanceStatus | None, *, op: Operation | None, ready: bool
 ) -> RowCondition | None:
     """The previous Ready condition when it says an earlier pass failed the Instance's Create
-    at instanceReadyTimeout, and that still holds: not Ready, and no operation since."""
+    (at instanceReadyTimeout or by a grace), and that still holds: not Ready, and no
+    operation since."""
     if previous is None or op is not None or ready:
         return None
     old = next((c for c in previous.conditions or () if c.type == names.CONDITION_READY), None)
-    if old is None or old.status != "False" or old.reason != names.REASON_PROGRESS_DEADLINE:
+    if old is None or old.status != "False" or old.reason not in names.CREATE_FAILED_REASONS:
         return None
     return old
 
@@ -281,9 +292,11 @@ def build_row(
     now: dt.datetime,
     deadline_failed: bool = False,
     waiting_pod: str | None = None,
+    create_failed: CreateFailure | None = None,
 ) -> InstanceStatus:
     """The row of one Instance after this pass's decisions; ``deadline_failed``: this pass
-    failed its Create at instanceReadyTimeout (see :func:`_deadline_marked`)."""
+    failed its Create at instanceReadyTimeout; ``create_failed``: this pass failed it by a
+    grace (see :func:`_deadline_marked` for how long the row says so)."""
     phase = _phase(facts, op)
     live = facts.live
     ready = phase == "Ready"
@@ -311,13 +324,17 @@ def build_row(
         ready_status = "False"
         reason, message = names.INSTANCE_PODS_NOT_READY, "a pod of the Instance is not Ready"
     last_failure = _last_failure(facts, previous.last_failure if previous else None, now)
-    marked = _deadline_marked(previous, op=op, ready=ready) if not deadline_failed else None
-    if deadline_failed or marked is not None:
+    failed_now = deadline_failed or create_failed is not None
+    marked = _deadline_marked(previous, op=op, ready=ready) if not failed_now else None
+    if marked is not None:
+        reason, message = marked.reason or names.REASON_PROGRESS_DEADLINE, marked.message or ""
+    elif create_failed is not None:
+        reason, message = create_failed.reason, create_failed.message
+        last_failure = create_failed.failure
+    elif deadline_failed:
         reason = names.REASON_PROGRESS_DEADLINE
         message = (
-            marked.message or ""
-            if marked is not None
-            else f"not Ready within instanceReadyTimeout; its Create operation failed at "
+            f"not Ready within instanceReadyTimeout; its Create operation failed at "
             f"{now.isoformat()}"
         )
     if deadline_failed:

@@ -27,7 +27,7 @@ from omed.controllers.inferencereplica.core.actions import (
 )
 from omed.controllers.inferencereplica.core.model import PlanSettings, ReplicaTarget
 from omed.controllers.inferencereplica.core.podgroupactions import GangState
-from omed.controllers.inferencereplica.core.rows import InstanceFacts, condition
+from omed.controllers.inferencereplica.core.rows import CreateFailure, InstanceFacts, condition
 
 
 @dataclass(slots=True)
@@ -47,6 +47,8 @@ class InstanceWork:
     """This pass sets the Instance's gates False (an update drains it): leave its gates."""
     deadline_failed: bool = False
     """This pass failed the Instance's Create at instanceReadyTimeout (its row says so)."""
+    create_failed: CreateFailure | None = None
+    """This pass failed the Instance's Create by a grace (its row says so, :mod:`.graces`)."""
     waiting_pod: str | None = None
     """The pod that shows what holds the operation (its waiting token), if one does."""
 

@@ -5,10 +5,10 @@ Why: the two operations that change how many Instances exist share their batch r
 batch only once the previous one is done. Every operation is recorded in the Instance's row
 (:mod:`..operations`) in the pass that starts it, before its pods are created or deleted.
 
-Create: ``CreatePods`` -> ``WaitReady`` -> done when the Instance is Ready; failed at
-``instanceReadyTimeout`` (the pods stay). Delete: ``Drain`` -> ``DeletePods`` ->
-``WaitPodsGone`` -> done when no pod is left; never abandoned (an Instance wanted again
-meanwhile comes back as the next incarnation).
+Create: ``CreatePods`` -> ``WaitReady`` -> done when the Instance is Ready; failed when a
+pod's grace runs out (:mod:`..graces`) or at ``instanceReadyTimeout`` (the pods stay).
+Delete: ``Drain`` -> ``DeletePods`` -> ``WaitPodsGone`` -> done when no pod is left; never
+abandoned (an Instance wanted again meanwhile comes back as the next incarnation).
 
 Invariants: a pod is deleted only when no pod of its Instance is routed (Ready not True and
 gate not True on every live pod); no pod is created for an index >= ``replicas`` nor where a
@@ -18,7 +18,7 @@ pod; paused, nothing starts and no pod is written.
 
 from __future__ import annotations
 
-from omed.controllers.inferencereplica.core import names, operations, steps
+from omed.controllers.inferencereplica.core import graces, names, operations, steps
 from omed.controllers.inferencereplica.core.actions import (
     ScaleDownWave,
     SetServingGate,
@@ -152,11 +152,17 @@ def scale_up(work: PassWork, instances: list[InstanceWork], wanted: int) -> int:
 
 
 def drive_create(work: PassWork, inst: InstanceWork) -> None:
-    """CreatePods -> WaitReady -> done; failed at instanceReadyTimeout (while not paused: a
-    paused replica's Create fails when it resumes, its deadline having kept running)."""
+    """CreatePods -> WaitReady -> done; failed when a pod's grace runs out (:mod:`..graces`)
+    or at instanceReadyTimeout (while not paused: a paused replica's Create fails when it
+    resumes, its deadline having kept running)."""
     assert inst.op is not None
     if inst.facts.ready:
         inst.op = None
+        return
+    grace = graces.judge(work, inst.op, inst.facts.live, instance=inst.index)
+    if grace is not None:
+        inst.op = None  # the pods stay, as at the deadline; the row says which grace ran out
+        inst.create_failed = graces.create_failure(grace, work.now)
         return
     if work.act and steps.expired(work, inst, inst.index):
         inst.op = None  # the pods stay; the row and a condition say the Create failed

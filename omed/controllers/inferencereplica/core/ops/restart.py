@@ -28,7 +28,7 @@ import datetime as dt
 from omed.api.base import resolve_int_or_percent
 from omed.api.inferencereplica import Operation
 from omed.config import resolve_budget
-from omed.controllers.inferencereplica.core import names, operations, retry
+from omed.controllers.inferencereplica.core import graces, names, operations, retry
 from omed.controllers.inferencereplica.core.model import PodView
 from omed.controllers.inferencereplica.core.names import OperationReason
 from omed.controllers.inferencereplica.core.policy import RetryPolicy
@@ -100,9 +100,10 @@ def start_restarts(work: PassWork, instances: list[InstanceWork], *, ran: bool) 
 
 def drive_restart(work: PassWork, inst: InstanceWork) -> None:
     """A Restart runs the RecreatePod steps; it ends when the new incarnation is Ready, or
-    when instanceReadyTimeout passes first. When the rebuilt pods fail again before that,
-    the repair is parked (:func:`_park`); a parked repair ends when the Instance gets Ready
-    in place or is no longer on the update revision (an Update takes over)."""
+    when a rebuilt pod's grace (:mod:`..graces`) or instanceReadyTimeout runs out first.
+    When the rebuilt pods fail again before that, the repair is parked (:func:`_park`); a
+    parked repair ends when the Instance gets Ready in place or is no longer on the update
+    revision (an Update takes over)."""
     op = inst.op
     assert op is not None
     if op.step in names.PARKED_STEPS:
@@ -120,6 +121,9 @@ def drive_restart(work: PassWork, inst: InstanceWork) -> None:
         crash = next((p for p in rebuilt if _crash_looping(p)), None)
         if config is not None or crash is not None:
             _park(work, inst, config=config is not None)
+            return
+        if graces.judge(work, op, rebuilt, instance=inst.index) is not None:
+            inst.op = None  # stuck or unschedulable past its grace: ends as at the deadline
             return
     timed_out = waiting and not inst.facts.ready and expired(work, inst, inst.index)
     if timed_out or recreate(work, inst):

@@ -38,8 +38,9 @@ Strategies (steps are names in :mod:`..names`):
 * InPlaceOnly: in place, or no Update at all and condition UpdateBlocked
   (InPlaceUpdateImpossible) on the InferenceReplica.
 
-An attempt fails when its pods on the revision fail for a revision cause: the operation
-ends and the revision's retry block moves up the ladder (:mod:`..retry`).
+An attempt fails when its pods on the revision fail for a revision cause, when a pod of it
+stays stuck or unschedulable past its grace (:mod:`..graces`), or at instanceReadyTimeout:
+the operation ends and the revision's retry block moves up the ladder (:mod:`..retry`).
 
 Invariants: pure (``now`` is injected); every pod action belongs to an operation stored in
 this pass's rows; a surge index is recorded in the row before any of its pods is created.
@@ -52,7 +53,14 @@ from dataclasses import dataclass
 
 from omed.api.base import resolve_int_or_percent
 from omed.api.inferencereplica import InferenceReplicaStatus, Operation, RetryBlock
-from omed.controllers.inferencereplica.core import names, operations, retry, retryreport, steps
+from omed.controllers.inferencereplica.core import (
+    graces,
+    names,
+    operations,
+    retry,
+    retryreport,
+    steps,
+)
 from omed.controllers.inferencereplica.core.inplace import in_place_patches
 from omed.controllers.inferencereplica.core.model import PodView, ReplicaTarget
 from omed.controllers.inferencereplica.core.ops import restart
@@ -306,6 +314,8 @@ def _drive(work: PassWork, inst: InstanceWork, fleet: _Fleet, *, ran: bool) -> s
             inst.op = op = operations.at_step(op, names.STEP_DRAIN, work.now)
     failure = retry.revision_failure(inst.facts.live, revision=revision, revision_ran=ran)
     waiting = op.step in (names.STEP_CREATE_PODS, names.STEP_WAIT_READY)
+    if failure is None and waiting:
+        failure = _grace(work, op, inst, revision)
     if failure is None and waiting and steps.expired(work, inst, inst.index):
         failure = names.REASON_PROGRESS_DEADLINE
     if failure is not None and waiting:
@@ -339,6 +349,8 @@ def _drive_surge(work: PassWork, inst: InstanceWork, fleet: _Fleet, *, ran: bool
     failure: str | None = None
     if step in (names.STEP_SURGE_CREATE, names.STEP_SURGE_WAIT_READY):
         failure = retry.revision_failure(surge.facts.live, revision=revision, revision_ran=ran)
+        if failure is None and not surge.facts.ready:
+            failure = _grace(work, op, surge, revision)
         if failure is None and not surge.facts.ready and steps.expired(work, inst, surge.index):
             failure = names.REASON_PROGRESS_DEADLINE
         if failure is not None:
@@ -356,6 +368,8 @@ def _drive_surge(work: PassWork, inst: InstanceWork, fleet: _Fleet, *, ran: bool
     if step not in (names.STEP_SURGE_ABORT, names.STEP_SURGE_DRAIN):
         if step in (names.STEP_CREATE_PODS, names.STEP_WAIT_READY):
             failure = retry.revision_failure(inst.facts.live, revision=revision, revision_ran=ran)
+            if failure is None and not inst.facts.ready:
+                failure = _grace(work, op, inst, revision)
             if failure is None and not inst.facts.ready and steps.expired(work, inst, inst.index):
                 failure = names.REASON_PROGRESS_DEADLINE
         if failure is None and not steps.recreate(work, inst):
@@ -371,6 +385,14 @@ def _drive_surge(work: PassWork, inst: InstanceWork, fleet: _Fleet, *, ran: bool
         else:
             _completed(work, inst)
     return failure
+
+
+def _grace(work: PassWork, op: Operation, member: InstanceWork, revision: str) -> str | None:
+    """The cause (the ladder's reason) when a grace ran out on ``member``'s pods on the
+    Update's revision: ``member`` is the Instance itself or its surge."""
+    own = graces.on_revision(member.facts.pods, revision)
+    failure = graces.judge(work, op, own, instance=member.index)
+    return failure.cause if failure is not None else None
 
 
 def _completed(work: PassWork, inst: InstanceWork) -> None:
