@@ -22,8 +22,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from omed.clock import parse_rfc3339
 from omed.controllers.inferencereplica.core.model import ObservedState, PodView
+from omed.controllers.inferencereplica.core.observe import api_time
 
 UNREACHABLE_TAINT: Final = "node.kubernetes.io/unreachable"
 NOT_READY_TAINT: Final = "node.kubernetes.io/not-ready"
@@ -33,15 +33,6 @@ LIFECYCLE_TAINTS: Final = (UNREACHABLE_TAINT, NOT_READY_TAINT)
 NODE_GONE: Final = "node-gone"
 NODE_UNREACHABLE: Final = "node-unreachable-taint"
 NODE_NOT_READY: Final = "node-not-ready"
-
-
-def _time(value: Any) -> dt.datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return parse_rfc3339(value)
-    except ValueError:
-        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,12 +73,14 @@ def node_view(node: Mapping[str, Any]) -> NodeView:
     unreachable = [
         t for t in (node.get("spec") or {}).get("taints") or () if t.get("key") == UNREACHABLE_TAINT
     ]
-    added = [t for t in (_time(taint.get("timeAdded")) for taint in unreachable) if t is not None]
+    added = [
+        t for t in (api_time(taint.get("timeAdded")) for taint in unreachable) if t is not None
+    ]
     return NodeView(
         name=str(meta.get("name") or ""),
         uid=str(meta.get("uid") or ""),
         ready=is_ready,
-        not_ready_since=None if is_ready else _time(ready.get("lastTransitionTime")),
+        not_ready_since=None if is_ready else api_time(ready.get("lastTransitionTime")),
         unreachable=bool(unreachable),
         unreachable_since=min(added) if added else None,
     )

@@ -109,7 +109,9 @@ def _int(value: Any) -> int | None:
     return None
 
 
-def _time(value: Any) -> dt.datetime | None:
+def api_time(value: Any) -> dt.datetime | None:
+    """An RFC 3339 timestamp of an object read from the API (None when absent or unreadable:
+    a cache never trusts a field's shape)."""
     if not isinstance(value, str) or not value:
         return None
     try:
@@ -141,7 +143,7 @@ def _failure(pod: Mapping[str, Any]) -> tuple[bool, ContainerFailure | None]:
                     name,
                     str(terminated_before.get("reason") or reason),
                     terminated_before.get("exitCode"),
-                    _time(terminated_before.get("finishedAt")),
+                    api_time(terminated_before.get("finishedAt")),
                 )
             else:
                 current = ContainerFailure(name, str(reason))
@@ -151,14 +153,14 @@ def _failure(pod: Mapping[str, Any]) -> tuple[bool, ContainerFailure | None]:
                 name,
                 str(terminated.get("reason") or "Error"),
                 terminated.get("exitCode"),
-                _time(terminated.get("finishedAt")),
+                api_time(terminated.get("finishedAt")),
             )
         if last is None and terminated_before and terminated_before.get("exitCode") != 0:
             last = ContainerFailure(
                 name,
                 str(terminated_before.get("reason") or "Error"),
                 terminated_before.get("exitCode"),
-                _time(terminated_before.get("finishedAt")),
+                api_time(terminated_before.get("finishedAt")),
             )
     if current is None and pod_failed:
         current = ContainerFailure("", str(status.get("reason") or "Failed"))
@@ -173,7 +175,7 @@ def _stall(pod: Mapping[str, Any], conditions: Mapping[str, Any]) -> PodStall | 
     status = pod.get("status") or {}
     scheduled = conditions.get("PodScheduled") or {}
     if scheduled.get("status") == "False" and scheduled.get("reason") == "Unschedulable":
-        since = _time(scheduled.get("lastTransitionTime"))
+        since = api_time(scheduled.get("lastTransitionTime"))
         if since is None:
             return None
         return PodStall(
@@ -186,11 +188,11 @@ def _stall(pod: Mapping[str, Any], conditions: Mapping[str, Any]) -> PodStall | 
         reason = ((container.get("state") or {}).get("waiting") or {}).get("reason")
         if reason not in STUCK_WAITING_REASONS:
             continue
-        since = _time((pod.get("metadata") or {}).get("creationTimestamp"))
+        since = api_time((pod.get("metadata") or {}).get("creationTimestamp"))
         if since is None:
             return None
         unready = conditions.get("ContainersReady") or {}
-        left_ready = _time(unready.get("lastTransitionTime"))
+        left_ready = api_time(unready.get("lastTransitionTime"))
         if unready.get("status") != "True" and left_ready is not None:
             since = max(since, left_ready)
         return PodStall(
@@ -266,12 +268,12 @@ def pod_view(pod: Mapping[str, Any], *, replica: str) -> PodView:
         operation_id=annotations.get(ANNOTATION_OPERATION_ID),
         resource_version=str(metadata.get("resourceVersion") or ""),
         terminating=bool(metadata.get("deletionTimestamp")),
-        deleted_at=_time(metadata.get("deletionTimestamp")),
+        deleted_at=api_time(metadata.get("deletionTimestamp")),
         finalizers=tuple(str(f) for f in metadata.get("finalizers") or ()),
         node=(pod.get("spec") or {}).get("nodeName") or None,
         phase=(pod.get("status") or {}).get("phase"),
         ready=ready,
-        ready_since=_time(conditions["Ready"].get("lastTransitionTime")) if ready else None,
+        ready_since=api_time(conditions["Ready"].get("lastTransitionTime")) if ready else None,
         containers_ready=(conditions.get("ContainersReady") or {}).get("status") == "True",
         serving=None if gate is None else gate == "True",
         failing=failing,

@@ -48,9 +48,9 @@ import asyncio
 import dataclasses
 import datetime as dt
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from omed.api.constants import API_VERSION, KIND_INFERENCE_SERVICE, READINESS_GATE_SERVING
 from omed.clock import Clock, rfc3339
@@ -116,6 +116,8 @@ from omed.log import kv
 from omed.statuscodec import REASON_CONVERTED, Encoding, converted_message, encoded_size
 
 log = logging.getLogger("omed.controllers.inferencereplica")
+
+A = TypeVar("A")
 
 WRITE_CONCURRENCY = 16
 """Pod writes one pass keeps in flight at once (the client's limiter paces them further)."""
@@ -245,31 +247,14 @@ class Executor:
                 )
         # A gang's pods are planned only once the cache shows its PodGroup, so a failed
         # PodGroup write holds no pod back; it is reported like any other write.
-        for made in plan.of_type(CreatePodGroup):
-            failure = await podgroupwrites.create(
-                self._client, namespace=target.namespace, action=made
-            )
-            if failure is not None:
-                self._failed(outcome, failure)
-        for patched in plan.of_type(UpdatePodGroup):
-            failure = await podgroupwrites.update(
-                self._client, namespace=target.namespace, action=patched
-            )
-            if failure is not None:
-                self._failed(outcome, failure)
-        await self.run_pod_actions(outcome, key=key, namespace=target.namespace, plan=pods_plan)
-        for gone in plan.of_type(DeletePodGroup):
-            failure = await podgroupwrites.delete(
-                self._client, namespace=target.namespace, action=gone
-            )
-            if failure is not None:
-                self._failed(outcome, failure)
-        for pruned in plan.of_type(DeleteControllerRevision):
-            failure = await revisionwrites.prune(
-                self._client, namespace=target.namespace, action=pruned
-            )
-            if failure is not None:
-                self._failed(outcome, failure)
+        namespace = target.namespace
+        await self._each(outcome, plan.of_type(CreatePodGroup), podgroupwrites.create, namespace)
+        await self._each(outcome, plan.of_type(UpdatePodGroup), podgroupwrites.update, namespace)
+        await self.run_pod_actions(outcome, key=key, namespace=namespace, plan=pods_plan)
+        await self._each(outcome, plan.of_type(DeletePodGroup), podgroupwrites.delete, namespace)
+        await self._each(
+            outcome, plan.of_type(DeleteControllerRevision), revisionwrites.prune, namespace
+        )
         for patch in plan.of_type(PatchPodImages):
             self._applied(
                 outcome,
@@ -352,6 +337,20 @@ class Executor:
             outcome.write_refused.append(failure)
         else:
             outcome.errors.append(failure)
+
+    async def _each(
+        self,
+        outcome: Outcome,
+        actions: Sequence[A],
+        write: Callable[..., Awaitable[RefusedWrite | Exception | None]],
+        namespace: str,
+    ) -> None:
+        """Send ``write`` for each action in turn; a refusal or error is reported and the
+        rest still go (each is an independent object)."""
+        for action in actions:
+            failure = await write(self._client, namespace=namespace, action=action)
+            if failure is not None:
+                self._failed(outcome, failure)
 
     @staticmethod
     def _applied(outcome: Outcome, result: updatewrites.Applied) -> None:

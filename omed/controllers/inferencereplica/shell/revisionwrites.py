@@ -25,6 +25,12 @@ from omed.kube.resources import CONTROLLER_REVISIONS
 log = logging.getLogger("omed.controllers.inferencereplica")
 
 
+def _failure(err: ApiError, *, verb: str, name: str) -> RefusedWrite | Exception:
+    """A refused write of a ControllerRevision (reported as such), or the error itself."""
+    refusal = refused_write(err, verb=verb, resource=CONTROLLER_REVISIONS.plural, name=name)
+    return refusal if refusal is not None else err
+
+
 async def record(
     client: KubeApi, *, namespace: str, action: CreateControllerRevision
 ) -> RefusedWrite | Exception | None:
@@ -34,10 +40,7 @@ async def record(
     except AlreadyExists:
         return None  # a repeat, or a collision the next pass sees in the cache
     except ApiError as err:
-        refusal = refused_write(
-            err, verb="create", resource=CONTROLLER_REVISIONS.plural, name=action.name
-        )
-        return refusal if refusal is not None else err
+        return _failure(err, verb="create", name=action.name)
     return None
 
 
@@ -50,10 +53,7 @@ async def prune(
     except (NotFound, Conflict):
         return None
     except ApiError as err:
-        refusal = refused_write(
-            err, verb="delete", resource=CONTROLLER_REVISIONS.plural, name=action.name
-        )
-        return refusal if refusal is not None else err
+        return _failure(err, verb="delete", name=action.name)
     log.debug("deleted ControllerRevision %s/%s", namespace, action.name)
     return None
 
@@ -76,9 +76,6 @@ async def adopt(
     except (NotFound, Conflict):
         return None
     except ApiError as err:
-        refusal = refused_write(
-            err, verb="patch", resource=CONTROLLER_REVISIONS.plural, name=action.name
-        )
-        return refusal if refusal is not None else err
+        return _failure(err, verb="patch", name=action.name)
     log.info("adopted ControllerRevision %s/%s", target.namespace, action.name)
     return None
