@@ -82,7 +82,9 @@ async def kubectl(
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
-    out, err = await asyncio.wait_for(proc.communicate(answer), timeout=60)
+    # Past the longest --timeout a command here is given (60s), so a command that runs out
+    # of its own time reports it instead of being cut off by this bound.
+    out, err = await asyncio.wait_for(proc.communicate(answer), timeout=120)
     assert proc.returncode is not None
     return proc.returncode, out.decode(), err.decode()
 

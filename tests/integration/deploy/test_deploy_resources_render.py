@@ -26,7 +26,7 @@ from omed.config import (
     reconcile_entries,
 )
 from omed.config.disruption import InstancePercent, disruption_budget_entry
-from omed.webhooks import defaulting, inferencereplica, inferenceservice
+from omed.webhooks import controllerrevision, defaulting, inferencereplica, inferenceservice
 from omed.webhooks.tls import new_server_context
 
 from .charts import (
@@ -705,7 +705,12 @@ WEBHOOKS = {
     "inferenceservice.ome-webhook-server.validator": (inferenceservice.PATH, "inferenceservices"),
     "inferencereplica.ome-webhook-server.validator": (inferencereplica.PATH, "inferencereplicas"),
     "inferenceservice.ome-webhook-server.defaulter": (defaulting.PATH, "inferenceservices"),
+    "controllerrevision-immutability.ome-webhook-server.validator": (
+        controllerrevision.PATH,
+        "controllerrevisions",
+    ),
 }
+RUNTIME_REVISION_HOOK = "controllerrevision-immutability.ome-webhook-server.validator"
 
 
 def _webhooks(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -730,15 +735,22 @@ def test_webhooks_route_to_the_paths_omed_serves(render: Render) -> None:
             "path": path,
             "port": 443,
         }
+        runtime_revisions = name == RUNTIME_REVISION_HOOK
         assert hook["rules"] == [
             {
-                "apiGroups": ["ome.io"],
-                "apiVersions": ["v1beta1"],
-                "operations": ["CREATE", "UPDATE"],
+                "apiGroups": ["apps"] if runtime_revisions else ["ome.io"],
+                "apiVersions": ["v1"] if runtime_revisions else ["v1beta1"],
+                "operations": ["UPDATE"] if runtime_revisions else ["CREATE", "UPDATE"],
                 "resources": [resource],
                 "scope": "Namespaced",
             }
         ]
+        if runtime_revisions:  # only omed's runtime revisions, never the cluster's others
+            assert hook["objectSelector"] == {
+                "matchExpressions": [{"key": "ome.io/runtime-of", "operator": "Exists"}]
+            }
+        else:
+            assert "objectSelector" not in hook
         assert hook["failurePolicy"] == "Fail"
         assert hook["sideEffects"] == "None"
         assert hook["admissionReviewVersions"] == ["v1"]
