@@ -170,10 +170,11 @@ class ManagerWorld:
 
     @asynccontextmanager
     async def running(
-        self, watcher: Watcher, *, nodes: int, timings: Timings | None = None
+        self, watcher: Watcher | None = None, *, nodes: int, timings: Timings | None = None
     ) -> AsyncIterator[None]:
         """The node simulator (``nodes`` nodes of 8 GPUs, running only this namespace's pods)
-        and ``watcher``, for the span of the ``with``; then every manager is killed."""
+        and ``watcher`` (if the test keeps a watch of its own), for the span of the ``with``;
+        then every manager is killed."""
         simulator = NodeSimulator(
             self.kube,
             nodes=nodes,
@@ -185,11 +186,13 @@ class ManagerWorld:
         await simulator.start()
         self.simulator = simulator
         try:
-            await watcher.start()
+            if watcher is not None:
+                await watcher.start()
             try:
                 yield
             finally:
-                await watcher.stop()
+                if watcher is not None:
+                    await watcher.stop()
         finally:
             self.managers.stop_all()  # kill -9 before the simulator goes, so nothing acts on a gap
             self.simulator = None

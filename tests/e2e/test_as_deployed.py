@@ -65,16 +65,6 @@ GPU_RUNTIME = support.serving_runtime(
 )
 
 
-class NoWatcher:
-    """These tests read the cluster directly; :meth:`ManagerWorld.running` needs a watcher."""
-
-    async def start(self) -> None:
-        return None
-
-    async def stop(self) -> None:
-        return None
-
-
 @asynccontextmanager
 async def simulated_nodes(
     kube: KubeClient, namespace: str, *, nodes: int, **options: Any
@@ -134,7 +124,7 @@ async def test_deleting_the_service_leaves_nothing_and_no_finalizer(
     kube: KubeClient, namespace: str, managers: Any, manager_config: Any
 ) -> None:
     world = support.ManagerWorld(kube=kube, namespace=namespace, managers=managers)
-    async with world.running(NoWatcher(), nodes=2):
+    async with world.running(nodes=2):
         await serving(world)
         replicas = await kube.list_all(INFERENCE_REPLICAS, namespace)
         isvc = await kube.get(INFERENCE_SERVICES, "chat", namespace)
@@ -167,7 +157,7 @@ async def test_deleting_the_namespace_of_a_serving_service_completes_within_the_
     await kube.create(NAMESPACES, {"metadata": {"name": namespace}})
     try:
         world = support.ManagerWorld(kube=kube, namespace=namespace, managers=managers)
-        async with world.running(NoWatcher(), nodes=2):
+        async with world.running(nodes=2):
             await serving(world)
             started = time.monotonic()
             await kube.delete(NAMESPACES, namespace)
@@ -311,7 +301,7 @@ async def test_a_refused_write_is_a_warning_event_and_a_condition_until_it_is_al
     install = managers.install
     plane = install.plane
     world = support.ManagerWorld(kube=kube, namespace=namespace, managers=managers)
-    async with world.running(NoWatcher(), nodes=1):
+    async with world.running(nodes=1):
         await world.start_manager("manager-a")
         service = support.inference_service(
             "chat",

@@ -47,23 +47,13 @@ RUNTIME = support.serving_runtime(
 FAST_RETRY = {"initialDelay": "1s", "maxDelay": "2s", "multiplier": 2}
 
 
-class _NoWatch:
-    """ManagerWorld.running's watcher: this test reads with the plugin instead."""
-
-    async def start(self) -> None:
-        return None
-
-    async def stop(self) -> None:
-        return None
-
-
 @pytest.fixture
 async def world(
     kube: KubeClient, namespace: str, managers: Any, manager_config: Any
 ) -> AsyncIterator[support.ManagerWorld]:
     await manager_config(lifecycle=support.lifecycle(scale_up_pod_batch_size=10))
     world = support.ManagerWorld(kube=kube, namespace=namespace, managers=managers)
-    async with world.running(_NoWatch(), nodes=2):
+    async with world.running(nodes=2):
         yield world
 
 

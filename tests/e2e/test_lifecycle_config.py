@@ -37,16 +37,6 @@ RUNTIME = support.serving_runtime(
 )
 
 
-class NoWatcher:
-    """This test reads the InferenceReplica's rows directly; it keeps no watch of its own."""
-
-    async def start(self) -> None:
-        return None
-
-    async def stop(self) -> None:
-        return None
-
-
 @pytest.fixture
 async def world(
     kube: KubeClient, namespace: str, managers: Any, manager_config: Any
@@ -58,7 +48,7 @@ async def world(
         }
     )
     world = support.ManagerWorld(kube=kube, namespace=namespace, managers=managers)
-    async with world.running(NoWatcher(), nodes=1):
+    async with world.running(nodes=1):
         assert world.simulator is not None
         world.simulator.inject(namespace, {"component": "engine"}, "NeverReady")
         yield world

@@ -39,16 +39,6 @@ SLACK = 30.0
 loaded machine; far below the deadline's 30 minutes."""
 
 
-class NoWatcher:
-    """This test reads the cluster directly; it keeps no watch of its own."""
-
-    async def start(self) -> None:
-        return None
-
-    async def stop(self) -> None:
-        return None
-
-
 def runtime(**runner: Any) -> dict[str, Any]:
     return support.serving_runtime(
         "srt-engine", engineConfig={"runner": {"name": "ome-container", **runner}}
@@ -68,7 +58,7 @@ async def world(
         }
     )
     world = support.ManagerWorld(kube=kube, namespace=namespace, managers=managers)
-    async with world.running(NoWatcher(), nodes=1):
+    async with world.running(nodes=1):
         yield world
 
 

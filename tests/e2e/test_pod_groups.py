@@ -206,7 +206,7 @@ async def test_without_the_crd_pods_are_created_and_the_condition_says_why(
         await kube.get(CRDS, CRD_NAME)
     await manager_config(lifecycle=LIFECYCLE)
     world = support.ManagerWorld(kube=kube, namespace=namespace, managers=managers)
-    async with world.running(Idle(), nodes=1):
+    async with world.running(nodes=1):
         manager = await world.start_manager("manager-a")
         line = await manager.wait_log(MSG_POD_GROUPS, timeout=10)
         assert "false" in line.split("podGroups", 1)[1][:10], line
@@ -238,13 +238,3 @@ async def test_without_the_crd_pods_are_created_and_the_condition_says_why(
             return len(await decoder_pods(world)) == 3
 
         await eventually(three_pods, timeout=60, what="the gang's 3 pods, without a PodGroup")
-
-
-class Idle:
-    """No watch of its own: the test reads the cluster directly."""
-
-    async def start(self) -> None:
-        return None
-
-    async def stop(self) -> None:
-        return None

@@ -50,14 +50,6 @@ RUNTIME = support.serving_runtime(
 )
 
 
-class _NoWatch:
-    async def start(self) -> None:
-        return None
-
-    async def stop(self) -> None:
-        return None
-
-
 @pytest.fixture
 async def world(
     kube: KubeClient, namespace: str, managers: Any, manager_config: Any
@@ -70,7 +62,7 @@ async def world(
         }
     )
     world = support.ManagerWorld(kube=kube, namespace=namespace, managers=managers)
-    async with world.running(_NoWatch(), nodes=2):
+    async with world.running(nodes=2):
         yield world
 
 
