@@ -56,6 +56,7 @@ from omed.kube.resources import (
     INFERENCE_SERVICES,
     NAMESPACES,
     POD_DISRUPTION_BUDGETS,
+    PODS,
     SERVICES,
 )
 from omed_devcluster.binaries import BinaryError, ensure_binaries
@@ -290,24 +291,45 @@ async def _services_table(client: KubeClient, *, timeout: float) -> list[str]:
                     ready.setdefault(name, set()).update(endpoint.get("addresses") or ())
         names = {svc["metadata"]["name"] for svc in services}
         wanted = {f"{SERVICE}-{c}" for c in COMPONENTS}
+        pods = await client.list_all(PODS, DEMO_NAMESPACE, labelSelector=selector)
+        serving = {
+            svc["metadata"]["name"]: _ready_pods(pods, svc["spec"].get("selector") or {})
+            for svc in services
+        }
         complete = (
             wanted | {f"{n}-headless" for n in wanted} <= names
             and wanted <= {b["metadata"]["name"] for b in budgets}
-            and all(ready.get(n) for n in wanted)
+            and all(ready.get(n) and len(ready[n]) == serving.get(n) for n in wanted)
         )
         if complete or time.monotonic() > deadline:
             break
         await asyncio.sleep(1.0)
     budget_of = {b["metadata"]["name"]: b["spec"].get("minAvailable") for b in budgets}
-    lines = [f"{'NAME':<34}{'CLUSTER-IP':<12}{'PORTS':<12}{'READY':<7}MIN-AVAILABLE"]
+    width = max([len("NAME"), *(len(svc["metadata"]["name"]) for svc in services)]) + 2
+    lines = [f"{'NAME':<{width}}{'CLUSTER-IP':<12}{'PORTS':<12}{'READY':<7}MIN-AVAILABLE"]
     for svc in sorted(services, key=lambda s: s["metadata"]["name"]):
         name = svc["metadata"]["name"]
         ports = ",".join(f"{p['port']}/{p['protocol']}" for p in svc["spec"].get("ports") or ())
         lines.append(
-            f"{name:<34}{svc['spec'].get('clusterIP', ''):<12}{ports or '-':<12}"
+            f"{name:<{width}}{svc['spec'].get('clusterIP', ''):<12}{ports or '-':<12}"
             f"{len(ready.get(name, ())):<7}{budget_of.get(name, '-')}"
         )
     return lines
+
+
+def _ready_pods(pods: list[dict[str, Any]], selector: dict[str, str]) -> int:
+    """How many live, Ready pods a Service's ``selector`` matches: what its EndpointSlices
+    list as ready once the EndpointSlice controller has caught up."""
+    count = 0
+    for pod in pods:
+        labels = pod["metadata"].get("labels") or {}
+        if pod["metadata"].get("deletionTimestamp") or any(
+            labels.get(k) != v for k, v in selector.items()
+        ):
+            continue
+        conditions = (pod.get("status") or {}).get("conditions") or ()
+        count += any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+    return count
 
 
 async def _demo(

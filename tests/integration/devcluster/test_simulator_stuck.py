@@ -42,7 +42,7 @@ async def test_a_lost_kubelet_leaves_deleted_pods_terminating(
 ) -> None:
     sim = await simulators(nodes=1)
     await pods.create(short_grace("stuck"))
-    await pods.wait("stuck", is_ready)
+    await pods.wait("stuck", is_ready, timeout=30)
     node = sim.node_names[0]
     await sim.set_node_ready(node, False)
     taints = {t["key"] for t in (await kube.get(NODES, node))["spec"]["taints"]}
@@ -58,7 +58,7 @@ async def test_a_node_removed_without_collection_leaves_its_pods(
 ) -> None:
     sim = await simulators(nodes=1)
     await pods.create(short_grace("left"))
-    await pods.wait("left", is_ready)
+    await pods.wait("left", is_ready, timeout=30)
     node = sim.node_names[0]
     await sim.remove_node(node, collect_pods=False)
     with pytest.raises(NotFound):
@@ -73,7 +73,7 @@ async def test_a_kubelet_that_ignores_deletions_keeps_the_node_ready(
 ) -> None:
     sim = await simulators(nodes=1)
     await pods.create(short_grace("wedged"))
-    await pods.wait("wedged", is_ready)
+    await pods.wait("wedged", is_ready, timeout=30)
     node = sim.node_names[0]
     sim.ignore_deletions(node)
     pod = await deleted_and_kept(pods, "wedged")
