@@ -380,6 +380,12 @@ async def test_list_retry_blocks_and_status_read_what_the_manager_wrote(
         "Release this held revision? [y/N]: error: release cancelled; nothing changed\n"
     )
 
+    # The cause is fixed first, as the release's help says: the image can be pulled now (the
+    # simulator's injection wins over its bad-image rule), so the revision OME tries again
+    # isn't held once more before the wait below sees it released.
+    assert world.simulator is not None
+    world.simulator.inject(ns, {"component": "engine"}, "None")
+
     # By its hash, confirmed at the prompt: the annotation is stored, and OME releases the block.
     code, out, err = await kubectl(
         control_plane, kubeconfig, *release, "--revision", bad[-8:], "-o", "json", answer=b"y\n"
@@ -397,7 +403,7 @@ async def test_list_retry_blocks_and_status_read_what_the_manager_wrote(
     )
     assert (code, err) == (0, ""), err
     assert out == f"inferencereplica.ome.io/{ENGINE} held-revision={bad[-8:]} unheld\n"
-    # (OME then tries the image again and, as it still can't be pulled, holds it once more.)
+    # (OME then rolls the engine to the revision, whose image can now be pulled.)
 
     # A name that is no InferenceService: the API server's own words, exit 1.
     code, out, err = await kubectl(
