@@ -28,17 +28,23 @@ def ready_rows(count: int, *, conditions: int, distinct: bool = False) -> list[d
             "phase": "Ready",
             "podCount": 1,
             "admitted": True,
-            "conditions": [
-                {
-                    "type": "Ready" if k == 0 else f"Extra{k}",
-                    "status": "True",
-                    "observedGeneration": 1,
-                    "lastTransitionTime": TIME,
-                    "reason": "InstanceReady",
-                    "message": "",
-                }
-                for k in range(conditions)
-            ],
+            "conditions": ready_conditions(conditions),
         }
         for i in range(count)
+    ]
+
+
+def ready_conditions(count: int) -> list[dict[str, Any]]:
+    """A row's ``count`` conditions: ``Ready`` first, then ``Extra1``, ``Extra2``, ...,
+    each True since :data:`TIME`."""
+    return [
+        {
+            "type": "Ready" if k == 0 else f"Extra{k}",
+            "status": "True",
+            "observedGeneration": 1,
+            "lastTransitionTime": TIME,
+            "reason": "InstanceReady",
+            "message": "",
+        }
+        for k in range(count)
     ]

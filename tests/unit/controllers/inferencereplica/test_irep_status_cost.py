@@ -35,10 +35,10 @@ from omed.controllers.inferencereplica.shell.reconciler import InferenceReplicaR
 from omed.metrics import REGISTRY
 from omed.statuscodec import COLUMNAR_V2, encode_columnar
 from omed.workqueue import Result
+from omed_devcluster.hostile import TIME, ready_conditions
 
 BOUND = 20000
 SETTINGS = StatusEncodingSettings(encoding=COLUMNAR_V2, max_decoded_instances=BOUND)
-TIME = "2026-09-14T20:50:00Z"
 
 
 def row(index: int, *, conditions: int) -> dict[str, Any]:
@@ -52,17 +52,7 @@ def row(index: int, *, conditions: int) -> dict[str, Any]:
         "servingPodCount": 1,
         "availablePodCount": 1,
         "admitted": True,
-        "conditions": [
-            {
-                "type": "Ready" if k == 0 else f"Extra{k}",
-                "status": "True",
-                "observedGeneration": 1,
-                "lastTransitionTime": TIME,
-                "reason": "InstanceReady",
-                "message": "",
-            }
-            for k in range(conditions)
-        ],
+        "conditions": ready_conditions(conditions),
         "readySince": TIME,
     }
 
