@@ -89,16 +89,15 @@ OBJECT: dict[str, Any] = {
         "annotations": {
             "ome.io/deploymentMode": "OMENative",
             f"ome.io/migration-request-v1-{REQUEST_UUID}": orjson.dumps(
-                {
-                    "schema": "v1",
-                    "requestUUID": REQUEST_UUID,
+                {  # upstream's wire format: the request's UUID is in the key
+                    "schemaVersion": "v1",
                     "component": "engine",
                     "instance": 3,
-                    "fromNode": "node-a",
-                    "hintNodes": ["node-b", "node-c"],
+                    "from_node": "node-a",
+                    "hint_target_nodes": ["node-b", "node-c"],
                     "reason": "node-a maintenance",
-                    "requestedAt": "2026-09-28T10:12:04Z",
-                    "requestedBy": "kubectl-ome",
+                    "requested_at": "2026-09-28T10:12:04Z",
+                    "requested_by": "kubectl-ome",
                 }
             ).decode(),
         },

@@ -14,12 +14,10 @@ flags.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import sys
-from collections.abc import Coroutine, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from omed import log as omed_log
 from omed.config import (
@@ -57,18 +55,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
     from omed.manager.process import run
+    from omed.manager.startup import run_loop
 
-    return _run_loop(run(options, env=env))
-
-
-def _run_loop(coroutine: Coroutine[Any, Any, int]) -> int:
-    """Run on uvloop when it is installed, else on asyncio's default loop."""
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.run(coroutine)
-    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        return runner.run(coroutine)
+    return run_loop(run(options, env=env))
 
 
 if __name__ == "__main__":

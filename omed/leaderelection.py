@@ -65,12 +65,13 @@ import random
 import socket
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 import aiohttp
 from prometheus_client import Gauge
 
 from omed.clock import Clock, RealClock, within
+from omed.kube.api import ObjectWriter
 from omed.kube.errors import ApiError, Conflict, NotFound
 from omed.kube.resources import LEASES
 from omed.log import kv
@@ -127,18 +128,9 @@ class WriteFenced(Exception):
     """
 
 
-class LeaseClient(Protocol):
-    """The part of :class:`omed.kube.client.KubeClient` the elector uses."""
-
-    async def get(self, resource: Any, name: str, namespace: str | None = None) -> Any: ...
-
-    async def create(
-        self, resource: Any, body: Mapping[str, Any], namespace: str | None = None
-    ) -> Any: ...
-
-    async def replace(
-        self, resource: Any, body: Mapping[str, Any], namespace: str | None = None
-    ) -> Any: ...
+LeaseClient = ObjectWriter
+"""The part of :class:`omed.kube.client.KubeClient` the elector uses: get, create and
+replace of its Lease."""
 
 
 def default_identity() -> str:

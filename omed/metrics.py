@@ -6,17 +6,69 @@ metric objects against :data:`REGISTRY`; the manager serves it on ``/metrics``. 
 (the work queues, the webhook server) don't update ``prometheus_client`` metric objects, which
 take a lock per update: they write plain numbers and :class:`FastHistogram` buckets, and a
 collector of their own turns those into metric families when ``/metrics`` is scraped.
+
+What every process exports besides (docs/metrics.md lists every series):
+
+* ``process_*`` (CPU seconds, resident and virtual memory, open and maximum file descriptors,
+  start time) and ``python_info`` and ``python_gc_*``: prometheus_client's process, platform
+  and garbage-collector collectors, the counterparts of controller-runtime's process and Go
+  runtime collectors;
+* ``omed_build_info{version, python_version} 1``: the version is :data:`omed.version.VERSION`,
+  the one the CLI and the plugin print, so a dashboard shows which build each pod runs.
+
+Invariant: no ``_created`` series, whatever the environment says. Go's client, which
+controller-runtime's names come from, has none, and each one doubles the series a counter or a
+histogram costs Prometheus; so importing this module turns them off for the whole process
+before any metric object exists (the collectors built at scrape time never make them).
 """
 
 from __future__ import annotations
 
+import platform
 from bisect import bisect_left
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from typing import Final
 
-from prometheus_client import CollectorRegistry
-from prometheus_client.core import HistogramMetricFamily
+from prometheus_client import (
+    CollectorRegistry,
+    GCCollector,
+    PlatformCollector,
+    ProcessCollector,
+    disable_created_metrics,
+)
+from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from omed.version import VERSION
+
+disable_created_metrics()  # type: ignore[no-untyped-call]
+
+BUILD_INFO: Final = "omed_build_info"
 
 REGISTRY = CollectorRegistry(auto_describe=True)
+
+
+class BuildInfoCollector(Collector):
+    """``omed_build_info{version, python_version} 1``: which build a process runs."""
+
+    def __init__(self, *, version: str = VERSION, python_version: str | None = None) -> None:
+        self._labels = [version, python_version or platform.python_version()]
+
+    def collect(self) -> Iterator[Metric]:
+        family = GaugeMetricFamily(
+            BUILD_INFO,
+            "A metric with a constant '1' value labeled by the version of omed and of the "
+            "Python that runs it.",
+            labels=["version", "python_version"],
+        )
+        family.add_metric(self._labels, 1)
+        yield family
+
+
+ProcessCollector(registry=REGISTRY)
+PlatformCollector(registry=REGISTRY)
+GCCollector(registry=REGISTRY)
+REGISTRY.register(BuildInfoCollector())
 
 
 class FastHistogram:

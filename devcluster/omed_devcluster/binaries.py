@@ -42,6 +42,9 @@ KUBERNETES_VERSIONS = ("v1.36.3", "v1.35.4", "v1.34.4")
 """Preferred first; the next is tried only when building the previous one fails."""
 ETCD_VERSION = "v3.6.16"
 HELM_VERSION = "v3.22.0"
+PROMTOOL_VERSION = "v0.316.0"
+"""Prometheus 3.x's Go module version (``github.com/prometheus/prometheus``, whose v3.N.M
+releases are tagged v0.3NN.M for Go): promtool, which checks the chart's alert rules."""
 
 KUBE_BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
 """Built together from one ``k8s.io/kubernetes`` module, so they always share a version."""
@@ -54,6 +57,7 @@ _ENV_NAMES = {
     "kubectl": "TEST_ASSET_KUBECTL",
     "etcd": "TEST_ASSET_ETCD",
     "helm": "TEST_ASSET_HELM",
+    "promtool": "TEST_ASSET_PROMTOOL",
 }
 
 _GO_LINES = {"1.34": "1.24.0", "1.35": "1.25.0", "1.36": "1.26.0", "1.37": "1.27.0"}
@@ -123,9 +127,12 @@ def _cached(directory: Path, name: str) -> Path | None:
 
 
 @contextlib.contextmanager
-def _build_lock(root: Path) -> Iterator[None]:
+def _build_lock(root: Path, what: str = "control-plane") -> Iterator[None]:
+    """One builder at a time of ``what`` (the control plane's binaries, or promtool): a lock
+    of its own each, so a long promtool build never holds up a control plane whose binaries
+    are cached."""
     root.mkdir(parents=True, exist_ok=True)
-    with (root / ".build.lock").open("w") as handle:
+    with (root / f".build-{what}.lock").open("w") as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -325,53 +332,90 @@ def _assemble(kube: dict[str, Path], version: str, *, etcd: Path, helm: Path) ->
     )
 
 
-def _etcd(root: Path) -> Path:
-    found = _from_environment("etcd")
+def _simple_binary(
+    root: Path, name: str, version: str, *, module: str, package: str, ldflags: str = "-s -w"
+) -> Path:
+    """``name`` from the environment, else from ``root``'s ``<name>-<version>/``, else built
+    there from the Go module ``module`` (its ``package``)."""
+    found = _from_environment(name)
     if found:
         return found
-    directory = root / f"etcd-{ETCD_VERSION}"
-    cached = _cached(directory, "etcd")
+    directory = root / f"{name}-{version}"
+    cached = _cached(directory, name)
     if cached:
         return cached
-    _progress(f"building etcd {ETCD_VERSION} into {directory}")
+    _progress(f"building {name} {version} into {directory} (first use only)")
     _build_simple(
+        module=module,
+        package=package,
+        version=version,
+        name=name,
+        target=directory,
+        ldflags=ldflags,
+    )
+    return directory / name
+
+
+def _etcd(root: Path) -> Path:
+    return _simple_binary(
+        root,
+        "etcd",
+        ETCD_VERSION,
         module="go.etcd.io/etcd/server/v3",
         package="go.etcd.io/etcd/server/v3",
-        version=ETCD_VERSION,
-        name="etcd",
-        target=directory,
     )
-    return directory / "etcd"
 
 
 def _helm(root: Path) -> Path:
-    found = _from_environment("helm")
-    if found:
-        return found
-    directory = root / f"helm-{HELM_VERSION}"
-    cached = _cached(directory, "helm")
-    if cached:
-        return cached
-    _progress(f"building helm {HELM_VERSION} into {directory}")
-    _build_simple(
+    return _simple_binary(
+        root,
+        "helm",
+        HELM_VERSION,
         module="helm.sh/helm/v3",
         package="helm.sh/helm/v3/cmd/helm",
-        version=HELM_VERSION,
-        name="helm",
-        target=directory,
         ldflags=f"-s -w -X helm.sh/helm/v3/internal/version.version={HELM_VERSION}",
     )
-    return directory / "helm"
 
 
 def ensure_binaries(*, root: Path | None = None) -> Binaries:
     """Find or build every binary; safe to call from several processes at once."""
     base = root or cache_root()
+    found = find_binaries(root=base)
+    if found is not None:
+        return found
     with _build_lock(base):
         kube, version = _kubernetes(base)
         etcd = _etcd(base)
         helm = _helm(base)
     return _assemble(kube, version, etcd=etcd, helm=helm)
+
+
+def prometheus_release(module_version: str) -> str:
+    """Prometheus's release of its Go module version: ``v0.316.0`` is 3.16.0."""
+    _, minor, patch = module_version.removeprefix("v").split(".")
+    return f"{int(minor) // 100}.{int(minor) % 100}.{patch}"
+
+
+def ensure_promtool(*, root: Path | None = None) -> Path:
+    """Find or build promtool (``TEST_ASSET_PROMTOOL``, ``KUBEBUILDER_ASSETS``, the cache,
+    else a build from Go modules); not one of the control plane's binaries, so only what
+    checks the chart's rules asks for it. Raises :class:`BinaryError` when it can't."""
+    base = root or cache_root()
+    found = _from_environment("promtool") or _cached(
+        base / f"promtool-{PROMTOOL_VERSION}", "promtool"
+    )
+    if found:
+        return found
+    with _build_lock(base, "promtool"):
+        return _simple_binary(
+            base,
+            "promtool",
+            PROMTOOL_VERSION,
+            module="github.com/prometheus/prometheus",
+            package="github.com/prometheus/prometheus/cmd/promtool",
+            ldflags="-s -w -X github.com/prometheus/common/version.Version="
+            + prometheus_release(PROMTOOL_VERSION),
+        )
 
 
 def find_binaries(*, root: Path | None = None) -> Binaries | None:

@@ -43,7 +43,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -68,8 +68,21 @@ CONTROLLERS = (
     "deployment-controller",
     "disruption-controller",
     "pod-garbage-collector-controller",
+    "node-lifecycle-controller",
 )
-"""The kube-controller-manager controllers the control plane runs."""
+"""The kube-controller-manager controllers the control plane runs. The taint eviction
+controller is left out: pods on an unreachable node stay until omed (or a test) acts, which is
+what the force-delete escalation is about; ``Timings.not_ready_eviction`` plays it when asked."""
+
+NODE_MONITOR_GRACE_SECONDS = 10
+"""The node lifecycle controller's ``--node-monitor-grace-period`` (50 s by default): how long a
+node's Lease may go unrenewed before its Ready condition turns Unknown and it is tainted
+unreachable. The simulator renews every :data:`omed_devcluster.sim.nodes.LEASE_RENEW_SECONDS`,
+so a heartbeat may be late by several renewals (an event loop busy for seconds) before a node
+is judged lost; a test that loses a node waits this long for the real controller's verdict."""
+
+NODE_MONITOR_PERIOD_SECONDS = 1
+"""``--node-monitor-period`` (5 s by default): how often the controller checks the Leases."""
 
 SCHEDULER_BACKOFF_SECONDS = (1, 2)
 """kube-scheduler's ``podInitialBackoffSeconds`` and ``podMaxBackoffSeconds`` (defaults 1 and
@@ -89,10 +102,37 @@ def die_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
+#: Ports handed out for listeners: below Linux's default ephemeral range (32768-60999), so an
+#: outgoing connection of any process can never take a port between :func:`free_port` picking
+#: it and the server binding it (what port 0 allows: the kernel hands the same range to clients).
+LISTEN_PORTS = range(12000, 32000)
+#: Each process draws from a window of its own (chosen by pid), so the test workers and benches
+#: running side by side do not pick the same port before either binds it.
+_PORT_WINDOW = 1000
+_next_port: list[int] = []
+
+
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A loopback TCP port nothing listens on, for a server this process is about to start.
+
+    Invariant: no two calls in one process return the same port, and the port lies outside the
+    ephemeral range, so only another listener can take it before the server binds it.
+    """
+    windows = len(LISTEN_PORTS) // _PORT_WINDOW
+    if not _next_port:
+        _next_port.append(LISTEN_PORTS.start + (os.getpid() % windows) * _PORT_WINDOW)
+    for _ in range(len(LISTEN_PORTS)):
+        port = _next_port[0]
+        _next_port[0] = port + 1 if port + 1 < LISTEN_PORTS.stop else LISTEN_PORTS.start
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    first, last = LISTEN_PORTS.start, LISTEN_PORTS.stop - 1
+    raise ControlPlaneError(f"no free loopback port in {first}-{last}")
 
 
 def _pid_alive(pid: int) -> bool:
@@ -311,8 +351,12 @@ class ControlPlane:
         self._apiserver.start()
         self.wait_ready(deadline=time.monotonic() + timeout)
 
-    def restart_apiserver(self) -> None:
+    def restart_apiserver(self, *, extra_args: Sequence[str] = ()) -> None:
+        """Stop the API server and start it again, with ``extra_args`` after the usual ones
+        (``--feature-gates=WatchList=false``, say) until the next restart."""
         self.stop_apiserver()
+        assert self._apiserver is not None
+        self._apiserver.args = [*self._apiserver_args(), *extra_args]
         self.start_apiserver()
 
     def compact_etcd(self) -> int:
@@ -446,6 +490,8 @@ class ControlPlane:
                 f"--cert-dir={self.dir / 'controller-manager-certs'}",
                 "--leader-elect=false",
                 f"--controllers={','.join(CONTROLLERS)}",
+                f"--node-monitor-grace-period={NODE_MONITOR_GRACE_SECONDS}s",
+                f"--node-monitor-period={NODE_MONITOR_PERIOD_SECONDS}s",
                 # Each controller acts as its own ServiceAccount in kube-system, as in a
                 # cluster, so their RBAC is the bootstrap policy's, not one broad identity.
                 "--use-service-account-credentials=true",

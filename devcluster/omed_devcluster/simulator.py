@@ -32,13 +32,18 @@ its scope bound to that node are marked Failed (condition DisruptionTarget, reas
 ``DeletionByPodGC``) and force-deleted. The real pod GC still collects the other orphans.
 ``remove_node(collect_pods=False)`` leaves them to the real pod GC instead.
 
+Heartbeats: each kubelet renews its node's Lease in ``kube-node-lease`` every
+:data:`.sim.nodes.LEASE_RENEW_SECONDS`; the control plane's real node lifecycle controller
+reads them.
+
 Faults of stuck deletions: :meth:`NodeSimulator.set_node_ready` (False) stops a node's
-kubelet and writes what the node lifecycle controller writes for it (the test control plane
-doesn't run that controller: its nodes post no heartbeats), so deleted pods there stay
-Terminating; :meth:`NodeSimulator.remove_node` with ``collect_pods=False`` deletes a node
-under its pods; :meth:`NodeSimulator.ignore_deletions` keeps a Ready node's kubelet from
-acting on deletions; the ``sim.omed.dev/termination-delay`` annotation makes a healthy
-kubelet slow to stop a pod.
+kubelet (no more Lease renewals, no status writes), and the real node lifecycle controller,
+once its grace period passes, turns the node's conditions Unknown, taints it unreachable and
+marks its pods not Ready; deleted pods there stay Terminating.
+:meth:`NodeSimulator.remove_node` with ``collect_pods=False`` deletes a node under its pods;
+:meth:`NodeSimulator.ignore_deletions` keeps a Ready node's kubelet from acting on
+deletions; the ``sim.omed.dev/termination-delay`` annotation makes a healthy kubelet slow to
+stop a pod.
 
 Work is event-driven: watch events and timed wake-ups (one sleeping task) put pod keys on a
 deduplicating queue served by a bounded pool of workers. Nothing polls per pod.
@@ -58,7 +63,7 @@ from typing import Any
 from omed.clock import Clock, RealClock, rfc3339
 from omed.kube.client import KubeClient
 from omed.kube.errors import AlreadyExists, NotFound
-from omed.kube.resources import NODES, PODS
+from omed.kube.resources import LEASES, NODES, PODS
 from omed.log import kv
 from omed_devcluster.sim.context import (
     TERMINAL_PHASES,
@@ -77,13 +82,17 @@ from omed_devcluster.sim.failures import (
 from omed_devcluster.sim.kubelet import Timings
 from omed_devcluster.sim.kubelet_loop import Kubelets
 from omed_devcluster.sim.nodes import (
+    LEASE_RENEW_SECONDS,
     MAX_PODS_PER_NODE,
+    NODE_LEASE_NAMESPACE,
     POOL_LABEL,
     UNREACHABLE_TAINT,
+    micro_time,
     node_capacity,
     node_conditions,
+    node_lease,
     node_object,
-    unreachable_taints,
+    node_ready,
 )
 from omed_devcluster.sim.watch import list_watch
 
@@ -91,6 +100,8 @@ log = logging.getLogger("omed_devcluster.simulator")
 
 _LIFECYCLE_TAINTS = (UNREACHABLE_TAINT, "node.kubernetes.io/not-ready")
 _STOP_TIMEOUT = 10.0
+_VERDICT_TIMEOUT = 60.0
+"""How long :meth:`NodeSimulator.set_node_ready` waits for the node lifecycle controller."""
 
 __all__ = [
     "ANNOTATIONS",
@@ -171,6 +182,11 @@ class NodeSimulator:
         """Nodes removed with ``collect_pods=False``: their pods are left as they are."""
         self._registering: set[str] = set()
         """Nodes being created: a node list from before their create must not forget them."""
+        self._node_uids: dict[str, str] = {}
+        """Each registered node's uid, the owner of its Lease."""
+        self._reposting: set[str] = set()
+        self._reposts: set[asyncio.Task[None]] = set()
+        """Node status posts under way (:meth:`_node_seen`)."""
         self._started = False
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -229,6 +245,7 @@ class NodeSimulator:
             await self.stop()
             raise
         self._spawn(self._kubelets.wakeups.run())
+        self._spawn(self._heartbeats())
         for _ in range(self._concurrency):
             self._spawn(self._kubelets.worker())
         log.info(
@@ -238,7 +255,7 @@ class NodeSimulator:
 
     async def stop(self) -> None:
         """Stop acting; delete the nodes unless ``delete_nodes_on_stop`` is False."""
-        tasks = self._tasks + list(self._evictions.values())
+        tasks = self._tasks + list(self._evictions.values()) + list(self._reposts)
         self._tasks, self._evictions = [], {}
         for task in tasks:
             task.cancel()
@@ -302,6 +319,10 @@ class NodeSimulator:
                 # and only then does kube-scheduler place pods on it.
                 kept = [t for t in taints if t.get("key") not in _LIFECYCLE_TAINTS]
                 await self.client.patch(NODES, name, {"spec": {"taints": kept or None}})
+            if not node.get("metadata"):
+                node = await self.client.get(NODES, name)
+            self._node_uids[name] = str(node["metadata"]["uid"])
+            await self._renew_lease(name)
         except BaseException:
             self._kubelets.forget_node(name)
             raise
@@ -317,6 +338,7 @@ class NodeSimulator:
         if name not in self._kubelets.nodes or name in self._registering:
             return
         self._kubelets.forget_node(name)
+        self._node_uids.pop(name, None)
         if name in self._no_pod_gc:
             return  # left to omed, or to the real pod GC after its quarantine
         for pod in list(self._ctx.pods.values()):
@@ -377,33 +399,27 @@ class NodeSimulator:
             await self.client.delete(NODES, name)
         self._forget_node(name)
 
-    async def set_node_ready(self, name: str, ready: bool) -> None:
-        """Stop or resume a node's kubelet, as the node lifecycle controller would report it.
+    async def set_node_ready(self, name: str, ready: bool, *, wait: bool = True) -> None:
+        """Stop or resume a node's kubelet; the real node lifecycle controller reports it.
 
-        NotReady: the node's conditions turn ``Unknown`` (``NodeStatusUnknown``), it gets the
-        ``node.kubernetes.io/unreachable`` taints (so kube-scheduler places nothing new there:
-        a pod that only fits there goes Unschedulable), its
-        pods' Ready condition turns False (reason ``NodeNotReady``) and their containers
-        freeze; deleted pods on it stay Terminating, as with a real dead kubelet. With
-        ``Timings.not_ready_eviction`` set, its pods are force-deleted after that long.
-        Ready again: conditions and taints are restored and the pods carry on.
-        """
+        NotReady: the kubelet stops renewing the node's Lease and writing anything; its pods'
+        containers freeze and deleted pods there stay Terminating, as with a real dead
+        kubelet. Once its grace period (:data:`.controlplane.NODE_MONITOR_GRACE_SECONDS` in
+        the test plane) passes, the controller turns the node's conditions ``Unknown``
+        (``NodeStatusUnknown``), taints it ``node.kubernetes.io/unreachable`` (so
+        kube-scheduler places nothing new there) and marks its pods' Ready condition False.
+        With ``Timings.not_ready_eviction`` set, its pods are force-deleted after that long.
+        Ready again: the kubelet renews its Lease, posts Ready conditions, and the controller
+        lifts the taints; the pods carry on.
+
+        ``wait`` (the default) returns only once the controller's verdict is on the node
+        (NotReady: conditions not Ready and an unreachable taint; Ready: no lifecycle taint
+        left)."""
         self._require_node(name)
-        now = self._clock.now()
-        node = await self.client.get(NODES, name)
-        taints = [
-            t
-            for t in (node.get("spec") or {}).get("taints") or []
-            if t.get("key") not in _LIFECYCLE_TAINTS
-        ]
-        if not ready:
-            taints += unreachable_taints(now)
-        await self.client.patch(NODES, name, {"spec": {"taints": taints or None}})
-        conditions = node_conditions(ready=ready, now=now, since=now)
-        await self.client.patch(
-            NODES, name, {"status": {"conditions": conditions}}, subresource="status"
-        )
         self._kubelets.set_node_up(name, ready)
+        if ready:
+            await self._renew_lease(name)
+            await self._post_ready(name)
         eviction = self._evictions.pop(name, None)
         if eviction is not None:
             eviction.cancel()
@@ -411,6 +427,93 @@ class NodeSimulator:
             self._evictions[name] = asyncio.create_task(
                 self._evict_later(name, self.timings.not_ready_eviction)
             )
+        if wait:
+            await self._await_verdict(name, ready)
+
+    async def _await_verdict(self, name: str, ready: bool) -> None:
+        deadline = asyncio.get_running_loop().time() + _VERDICT_TIMEOUT
+        while True:
+            node = await self.client.get(NODES, name)
+            taints = (node.get("spec") or {}).get("taints") or []
+            lifecycle = [t for t in taints if t.get("key") in _LIFECYCLE_TAINTS]
+            if ready and not lifecycle and node_ready(node):
+                return
+            # The NoSchedule taint follows the Ready condition at once; the NoExecute one is
+            # rate-limited and held back while every node of a zone is lost (the
+            # controller's disruption mode), as in a one-node test cluster.
+            unreachable = any(t.get("key") == UNREACHABLE_TAINT for t in taints)
+            if not ready and unreachable and not node_ready(node):
+                return
+            if asyncio.get_running_loop().time() > deadline:
+                raise TimeoutError(
+                    f"the node lifecycle controller did not mark {name} "
+                    f"{'Ready' if ready else 'unreachable'} within {_VERDICT_TIMEOUT:.0f} s: "
+                    f"taints {taints}"
+                )
+            await asyncio.sleep(0.25)
+
+    async def _post_ready(self, name: str) -> None:
+        """The kubelet's node status: Ready conditions, with the transition at now."""
+        now = self._clock.now()
+        conditions = node_conditions(now=now, since=now)
+        await self.client.patch(
+            NODES, name, {"status": {"conditions": conditions}}, subresource="status"
+        )
+
+    def _node_seen(self, node: Mapping[str, Any]) -> None:
+        """A node changed: if its kubelet is up but the node lifecycle controller judged it
+        lost (Leases that could not land while the API server was away, say), post Ready
+        again, as a kubelet does when the status it reads differs from its own; the
+        controller then lifts the taints."""
+        name = str((node.get("metadata") or {}).get("name") or "")
+        if not self._kubelets.up.get(name) or name not in self._node_uids or node_ready(node):
+            return
+        if name in self._reposting:
+            return
+        self._reposting.add(name)
+        task = asyncio.create_task(self._repost(name))
+        self._reposts.add(task)
+        task.add_done_callback(self._reposts.discard)
+
+    async def _repost(self, name: str) -> None:
+        try:
+            await self._renew_lease(name)
+            await self._post_ready(name)
+        except Exception as err:  # the next node event tries again
+            self._ctx.stats.errors += 1
+            log.info("Posting node status failed", extra=kv(node=name, error=str(err)))
+        finally:
+            self._reposting.discard(name)
+
+    async def _renew_lease(self, name: str) -> None:
+        """One heartbeat: renew the node's Lease, creating it the first time."""
+        now = self._clock.now()
+        try:
+            await self.client.patch(
+                LEASES,
+                name,
+                {"spec": {"renewTime": micro_time(now)}},
+                namespace=NODE_LEASE_NAMESPACE,
+            )
+        except NotFound:
+            body = node_lease(name=name, uid=self._node_uids[name], now=now)
+            with contextlib.suppress(AlreadyExists):
+                await self.client.create(LEASES, body, namespace=NODE_LEASE_NAMESPACE)
+
+    async def _heartbeats(self) -> None:
+        """Renew the Lease of every node whose kubelet is up, every few seconds."""
+        while True:
+            await self._clock.sleep(LEASE_RENEW_SECONDS)
+            alive = [n for n, up in self._kubelets.up.items() if up and n in self._node_uids]
+            results = await asyncio.gather(
+                *(self._renew_lease(n) for n in alive), return_exceptions=True
+            )
+            for node, result in zip(alive, results, strict=True):
+                if isinstance(result, NotFound):
+                    continue  # the node went; its Lease with it
+                if isinstance(result, BaseException):
+                    self._ctx.stats.errors += 1
+                    log.info("Renewing a node Lease failed", extra=kv(node=node, error=str(result)))
 
     def ignore_deletions(self, name: str, ignore: bool = True) -> None:
         """Make a node's kubelet ignore pod deletions (or act on them again): the node stays
@@ -552,7 +655,7 @@ class _NodeEvents:
             self._sim._forget_node(name)
 
     def upsert(self, obj: dict[str, Any]) -> None:
-        pass  # the simulator writes its nodes itself; nothing to learn from their changes
+        self._sim._node_seen(obj)
 
     def delete(self, obj: dict[str, Any]) -> None:
         self._sim._forget_node((obj.get("metadata") or {}).get("name") or "")

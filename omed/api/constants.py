@@ -116,6 +116,10 @@ ANNOTATION_MIGRATION_REQUEST_PREFIX: Final = "ome.io/migration-request-v1-"
 UUID and the value is the request as JSON."""
 ANNOTATION_ROLLOUT_PROMOTE: Final = "ome.io/rollout-promote"
 ANNOTATION_ROLLOUT_ROLLBACK: Final = "ome.io/rollout-rollback"
+ANNOTATION_RUNTIME_SYNC: Final = "ome.io/runtime-sync"
+"""On an InferenceService pinned to a runtime revision (``autoSync: false``): a new value moves
+the pin to the revision of the runtime's current spec, once (the value is stored as
+``status.lastRuntimeSyncToken``)."""
 ANNOTATION_GC_ELIGIBLE_SINCE: Final = "ome.io/gc-eligible-since"
 """On runtime ControllerRevisions: when garbage collection marked the revision (RFC 3339,
 UTC). The grace period counts from it, so it survives a manager restart."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Final, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from omed.api.base import ApiModel, Condition, ConditionStatus, FreeForm, ObjectMeta, Time
 from omed.api.constants import API_VERSION, KIND_INFERENCE_REPLICA, ComponentName
@@ -30,8 +30,17 @@ InstancePhase = Literal[
 OperationType = Literal["Create", "Update", "Restart", "Migrate", "Delete"]
 RetryBlockState = Literal["Backoff", "Held", "RetryInProgress"]
 MigrationPhase = Literal[
-    "Accepted", "SurgePending", "SurgeReady", "Draining", "Completed", "Failed"
+    "Accepted",
+    "SurgePending",
+    "SurgeReady",
+    "Draining",
+    "Completed",
+    "Failed",
+    "Relocated",
+    "Pending",
+    "InProgress",
 ]
+MigrationTrigger = Literal["Manual", "Auto"]
 InstanceStatusEncoding = Literal["ColumnarV2"]
 
 INSTANCE_PHASES: Final[tuple[InstancePhase, ...]] = (
@@ -59,8 +68,13 @@ MIGRATION_PHASES: Final[tuple[MigrationPhase, ...]] = (
     "Draining",
     "Completed",
     "Failed",
+    "Relocated",
+    "Pending",
+    "InProgress",
 )
-TERMINAL_MIGRATION_PHASES: Final[frozenset[MigrationPhase]] = frozenset({"Completed", "Failed"})
+TERMINAL_MIGRATION_PHASES: Final[frozenset[MigrationPhase]] = frozenset(
+    {"Completed", "Failed", "Relocated"}
+)
 ENCODING_COLUMNAR_V2: Final[InstanceStatusEncoding] = "ColumnarV2"
 
 MAX_ROW_LIST_ITEMS: Final = 32
@@ -258,32 +272,75 @@ class RetryBlock(ApiModel):
 
 
 class MigrationStatus(ApiModel):
-    """Progress of one migration of an Instance to another node."""
+    """Progress of one migration of an Instance to another node, in upstream OME's record shape.
+
+    The InferenceReplica implies the component, so the record names none. Records written before
+    the fields took upstream's names (``instance``, ``hintNodes``, ``surgeIndex``) still read:
+    :meth:`_legacy_names` maps them, and a record without ``trigger`` was a manual request.
+    """
 
     request_uuid: str = Field(alias="requestUUID")
-    """UUID of the migration request."""
-    component: ComponentName | None = None
-    """Component of the migrating Instance."""
-    instance: int | None = Field(default=None, ge=0)
-    """Index of the migrating Instance."""
-    phase: MigrationPhase | None = None
-    """Accepted, SurgePending, SurgeReady, Draining, Completed or Failed."""
+    """UUID of the migration request; the key of the list."""
+    trigger: MigrationTrigger
+    """Manual for a request; Auto for an automatic relocation."""
+    source_instance: int = Field(ge=0)
+    """Index of the Instance that moves."""
+    surge_instance: int | None = Field(default=None, ge=0)
+    """Index of the replacement Instance, set when it is allocated."""
+    allocated_at: Time | None = None
+    """When the replacement was allocated; the rate cap counts it."""
     from_node: str | None = None
     """Node that the Instance leaves."""
-    hint_nodes: list[str] | None = None
+    hint_target_nodes: list[str] | None = Field(
+        default=None, json_schema_extra={"x-kubernetes-list-type": "atomic"}
+    )
     """Nodes that the replacement should prefer."""
+    phase: MigrationPhase | None = None
+    """Accepted, SurgePending, SurgeReady, Draining, Completed or Failed; Relocated for an
+    automatic relocation; Pending and InProgress only in old records."""
+    attempt: int | None = Field(default=None, ge=0)
+    """Relocation attempt, on Relocated records."""
     reason: str | None = None
     """Why the migration was requested."""
     message: str | None = None
     """What the migration is doing or why it failed."""
-    surge_index: int | None = Field(default=None, ge=0)
-    """Index of the replacement Instance."""
-    started_at: Time | None = None
+    started_at: Time
     """When the migration was accepted."""
-    deadline: Time | None = None
+    deadline: Time
     """When the migration fails if it hasn't completed."""
     completed_at: Time | None = None
     """When the migration ended."""
+    succeeded: bool | None = None
+    """True once a relocated Instance is Ready."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_names(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        renamed = dict(data)
+        for old, new in _LEGACY_MIGRATION_KEYS:
+            if old in renamed:
+                value = renamed.pop(old)
+                renamed.setdefault(new, value)
+        renamed.pop("component", None)
+        renamed.setdefault("trigger", "Manual")
+        started = renamed.get("startedAt", renamed.get("started_at"))
+        if started is not None:
+            renamed.setdefault("deadline", started)
+        return renamed
+
+    @property
+    def terminal(self) -> bool:
+        """Whether the migration has ended (Completed, Failed or Relocated)."""
+        return self.phase in TERMINAL_MIGRATION_PHASES
+
+
+_LEGACY_MIGRATION_KEYS: Final = (
+    ("instance", "sourceInstance"),
+    ("hintNodes", "hintTargetNodes"),
+    ("surgeIndex", "surgeInstance"),
+)
 
 
 # -- Status ----------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from typing import Any, Final
 from omed.api.constants import DEPLOYMENT_MODE_OME_NATIVE, READINESS_GATE_SERVING
 from omed.api.events import WARNING
 from omed.api.lifecycle import UPDATE_STRATEGY_TYPES
+from omed.cli.credentials import CREDENTIAL_PATTERNS
 from omed.cli.instances import (
     ID_REJECT,
     NOT_OBSERVED,
@@ -34,7 +35,6 @@ from omed.controllers.inferencereplica.core.names import (
     parse_pod_name,
 )
 from omed.controllers.inferenceservice.core.project import resolve_mode_json as resolve_mode
-from omed.webhooks.migration import CREDENTIAL_PATTERNS
 
 MAX_PODS: Final = 16
 """An Instance with more pods shows the 16 most likely to explain a problem."""
@@ -245,7 +245,8 @@ def build(
                         ("", migration.get("requestUUID")),
                         ("phase", migration.get("phase")),
                         ("from", migration.get("fromNode")),
-                        ("to", migration.get("targetNode")),
+                        ("source", migration.get("sourceInstance")),
+                        ("surge", migration.get("surgeInstance")),
                         ("deadline", migration.get("deadline")),
                     ],
                 )
@@ -335,10 +336,7 @@ def _row_rows(
                 ("admitted", row.get("admitted") is True),
             ],
         ),
-        Row(
-            "revisions",
-            [("running", row.get("runningRevision")), ("target", row.get("targetRevision"))],
-        ),
+        _fields_of("revisions", row, ("running", "runningRevision"), ("target", "targetRevision")),
         Row(
             "persisted",
             [
@@ -349,42 +347,17 @@ def _row_rows(
         ),
     ]
     if row.get("activeOrdinal") is not None or row.get("readySince") is not None:
-        rows.append(
-            Row(
-                "lifecycle",
-                [
-                    ("activeOrdinal", row.get("activeOrdinal")),
-                    ("readySince", row.get("readySince")),
-                ],
-            )
-        )
+        rows.append(_fields_of("lifecycle", row, "activeOrdinal", "readySince"))
     failure = row.get("lastFailure")
     if isinstance(failure, Mapping) and failure:
-        rows.append(
-            Row(
-                "failure",
-                [
-                    ("pod", failure.get("pod")),
-                    ("container", failure.get("container")),
-                    ("reason", failure.get("reason")),
-                    ("exitCode", failure.get("exitCode")),
-                ],
-            )
-        )
+        rows.append(_fields_of("failure", failure, "pod", "container", "reason", "exitCode"))
         if failure.get("time"):
             rows.append(Row("fail time", [("", failure.get("time"))]))
     operation = row.get("operation")
     if isinstance(operation, Mapping) and operation:
         rows.append(
-            Row(
-                "op",
-                [
-                    ("id", operation.get("id")),
-                    ("type", operation.get("type")),
-                    ("step", operation.get("step")),
-                    ("target", operation.get("targetRevision")),
-                    ("reason", operation.get("reason")),
-                ],
+            _fields_of(
+                "op", operation, "id", "type", "step", ("target", "targetRevision"), "reason"
             )
         )
         if operation.get("type") == "Update":
@@ -416,17 +389,18 @@ def _row_rows(
                 waiting = "Unknown"
             rows.append(Row("op hold", [("waiting", waiting)]))
         rows.append(
-            Row(
-                "op timing",
-                [
-                    ("startedAt", operation.get("startedAt")),
-                    ("lastProgressAt", operation.get("lastProgressAt")),
-                    ("deadline", operation.get("deadline")),
-                    ("retryCount", operation.get("retryCount")),
-                ],
+            _fields_of(
+                "op timing", operation, "startedAt", "lastProgressAt", "deadline", "retryCount"
             )
         )
     return rows
+
+
+def _fields_of(label: str, obj: Mapping[str, Any], *keys: str | tuple[str, str]) -> Row:
+    """A row of ``obj``'s fields, in the order given: a key is shown as itself, a
+    ``(shown, key)`` pair under its shorter name; a missing field shows as None."""
+    pairs = [(key, key) if isinstance(key, str) else key for key in keys]
+    return Row(label, [(shown, obj.get(key)) for shown, key in pairs])
 
 
 def _migrations(
@@ -439,7 +413,8 @@ def _migrations(
     for record in (source.get("status") or {}).get("migrations") or []:
         if not isinstance(record, Mapping):
             continue
-        if record.get("instance") == index or (request and record.get("requestUUID") == request):
+        named = (record.get("sourceInstance"), record.get("surgeInstance"), record.get("instance"))
+        if index in named or (request and record.get("requestUUID") == request):
             found.append(dict(record))
     return found
 

@@ -332,6 +332,17 @@ def list_rows(collection: Collection) -> list[list[str]]:
     return table
 
 
+def list_names(collection: Collection) -> list[str]:
+    """``-o name``: ``<component>/<index>`` for each recorded Instance, in the table's order,
+    what ``instance status INDEX --component COMPONENT`` takes. A component without rows,
+    and the summary, name nothing (they are no Instance)."""
+    return [
+        f"{read.component}/{_text(row.get('index'))}"
+        for read in collection.components.values()
+        for row in read.rows
+    ]
+
+
 def list_report(collection: Collection) -> dict[str, Any]:
     """The ``InstanceListReport`` (``-o json`` / ``-o yaml``): every value in full."""
     instances = [
@@ -543,6 +554,16 @@ def retry_block_rows(report: RetryBlocks, *, now: int) -> list[list[str]]:
     if len(table) == 1:
         table.append([report.component, "EMPTY", "-", "-", "-", "-", "-"])
     return table
+
+
+def retry_block_names(report: RetryBlocks) -> list[str]:
+    """``-o name``: each block's full target revision, in the table's order, what
+    ``release-held --revision`` takes; a block without a target names nothing."""
+    return [
+        _text(block["targetRevision"])
+        for block in report.blocks
+        if isinstance(block.get("targetRevision"), str) and block["targetRevision"]
+    ]
 
 
 def retry_blocks_report(collection: Collection, report: RetryBlocks) -> dict[str, Any]:

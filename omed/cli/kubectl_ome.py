@@ -1,701 +1,1014 @@
 """``kubectl-ome``: the ``kubectl ome`` plugin (kubectl runs any ``kubectl-ome`` on the PATH).
 
-Why: the plugin's flags, output and exit codes are an interface users script against; this
-module is its entry point: the flags, the reads and where each line goes. What the reports
-say is decided in :mod:`omed.cli.instances` and :mod:`omed.cli.instance_status`, without I/O.
+Why: the plugin's flags, help, output and exit codes are an interface users script against.
+This module is its entry point: the commands and their flags, the help, the usage errors,
+and the dispatch to the module that runs a command. It imports nothing but the standard
+library, so ``kubectl ome --help``, a usage error, ``version`` and shell completion answer
+at once; a command's own module (the API client, the report builders) is imported only when
+that command runs (docs/performance.md, "kubectl ome", "Start-up").
 
-Built so far: the four ``instance`` subcommands: ``list``, ``retry-blocks`` and
-``status``, which only read, and the guarded ``release-held``; and ``wait
---for=held-revision=unheld``. The ``migration`` and ``get`` commands, and waiting for a
-migration, are not built yet (docs/kubectl-ome.md).
-
-Usage::
-
-    kubectl ome instance list INFERENCESERVICE [-n NS] [-o table|json|yaml]
-    kubectl ome instance retry-blocks INFERENCESERVICE --component COMPONENT [-n NS] [-o ...]
-    kubectl ome instance status INFERENCESERVICE INDEX --component COMPONENT [-o table|wide|...]
-    kubectl ome instance release-held INFERENCESERVICE --component COMPONENT --revision REV
-        [--dry-run none|client|server] [--yes] [-o ...]
-    kubectl ome wait INFERENCESERVICE --for=held-revision=unheld --component COMPONENT
-        [--revision REV] [--timeout 60s]
-
-plus the kubeconfig flags ``--kubeconfig``, ``--context``, ``-n/--namespace`` and
-``--request-timeout``.
+The commands are a table, :data:`COMMANDS` (and :data:`GROUPS` for the words that only
+gather commands, such as ``instance``): each entry names its words, its help and examples,
+a function that declares its flags, and the ``module:function`` that runs it. A new command
+is one more entry; the parser, the help, the "unknown command" errors and the completion
+all come from the table.
 
 Invariants (exit codes): 0 when a report was printed (whatever it says, as kubectl get
-does: the EVIDENCE and ISSUE values carry the problems), except that a report whose
-InferenceReplicas couldn't be listed at all (state ``UNAVAILABLE``, for status
-``Unavailable``) exits 1 after printing;
-1 for every error, which prints ``error: <message>`` on stderr and nothing on stdout: a bad
-flag, an InferenceService that can't be read, a kubeconfig that can't be used. Never a
-traceback.
+does: the EVIDENCE and ISSUE values carry the problems), and for help, ``version`` and
+``completion``; bare ``kubectl ome`` (or a group such as ``kubectl ome instance``) prints
+its help and exits 0, as kubectl's own command groups do. A report whose InferenceReplicas
+couldn't be listed at all (state ``UNAVAILABLE``, for status ``Unavailable``) exits 1 after
+printing; 1 for every error, which prints ``error: <message>`` on stderr and nothing on
+stdout: a bad flag, an InferenceService that can't be read, a kubeconfig that can't be used.
+Never a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
+import importlib
 import os
-import re
 import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, Final, NoReturn, TextIO, TypeVar
 
-import orjson
-import yaml
+TYPE_CHECKING = False  # typing's own, without importing typing: --help needs none of it
+if TYPE_CHECKING:
+    from typing import Any, Final, NoReturn, TextIO
 
-from omed.api.constants import (
-    COMPONENTS,
-    KIND_CLUSTER_SERVING_RUNTIME,
-    LABEL_COMPONENT,
-    LABEL_INFERENCE_SERVICE,
-    LABEL_INSTANCE_INDEX,
-)
-from omed.cli import instance_status, release_held
-from omed.cli.instances import (
-    UNAVAILABLE,
-    Collection,
-    collect,
-    list_report,
-    list_rows,
-    render_table,
-    retry_block_rows,
-    retry_blocks,
-    retry_blocks_report,
-)
-from omed.config.reconcile import ReconcileConfigError, deploy_entry
-from omed.controllers.inferenceservice.core.project import resolve_mode_json as resolve_mode
-from omed.kube.client import KubeClient, Resource, load_config
-from omed.kube.errors import ApiError, Conflict, NotFound
-from omed.kube.resources import (
-    CLUSTER_SERVING_RUNTIMES,
-    CONFIGMAPS,
-    EVENTS,
-    INFERENCE_REPLICAS,
-    INFERENCE_SERVICES,
-    PODS,
-    SERVING_RUNTIMES,
-)
-
-__all__ = ["PROGRAM", "main", "out_of_time", "read_line", "run"]
-
-T = TypeVar("T")
-
-_REVISION_ARG: Final = re.compile(r"([a-z0-9]([-a-z0-9]*[a-z0-9])?-)?[0-9a-f]{8}")
+__all__ = [
+    "COMMANDS",
+    "GROUPS",
+    "PROGRAM",
+    "Command",
+    "CommandError",
+    "Group",
+    "Streams",
+    "UsageError",
+    "build_parser",
+    "complete_main",
+    "main",
+    "run",
+]
 
 PROGRAM: Final = "kubectl ome"
+EXECUTABLE: Final = "kubectl-ome"
 EXIT_OK: Final = 0
 EXIT_ERROR: Final = 1
+EXIT_UNMET: Final = 2
+"""kubectl ome wait: the condition didn't hold in time (upstream's assertion-unmet code)."""
+EXIT_CONFLICT: Final = 3
+"""A state conflict, a lookup miss or a change during a migration command (upstream's 3)."""
 DEFAULT_TIMEOUT: Final = 30.0
-OUTPUTS: Final = ("table", "json", "yaml")
-STATUS_OUTPUTS: Final = ("table", "wide", "json", "yaml")
-CONFIG_NAME: Final = "inferenceservice-config"
-DEFAULT_MANAGER_NAMESPACE: Final = "ome"
+"""--request-timeout when it isn't given (or is 0): 30 seconds for each API request."""
 DEFAULT_WAIT: Final = 60.0
 """Without --timeout, kubectl ome wait stops after 60 seconds."""
-WAIT_POLL: Final = 1.0
+DEFAULT_DRAIN_TIMEOUT: Final = 3600.0
+"""Without --timeout, migration drain-node follows its migrations for an hour."""
+OUTPUTS: Final = ("table", "json", "yaml")
+LIST_OUTPUTS: Final = ("table", "name", "json", "yaml")
+"""The outputs of the list-type commands (instance list, retry-blocks): kubectl get's
+``-o name`` and ``--no-headers`` too."""
+STATUS_OUTPUTS: Final = ("table", "wide", "json", "yaml")
+COMPONENTS: Final = ("engine", "decoder", "router")
+""":data:`omed.api.constants.COMPONENTS`, spelled here so that the help needs no import of
+the API package (a unit test keeps the two equal)."""
+DRY_RUN_MODES: Final = ("none", "client", "server")
+""":data:`omed.cli.release_held.DRY_RUN_MODES` (a unit test keeps the two equal)."""
+DEFAULT_MANAGER_NAMESPACE: Final = "ome"
 WAIT_CONDITIONS: Final = ("held-revision=unheld", "migration=terminal")
+COMPLETION_SHELLS: Final = ("bash", "zsh")
+
+INVALID_TIMEOUT: Final = (
+    "Invalid timeout value. Timeout must be a single integer in seconds, or an integer "
+    "followed by a corresponding time unit (e.g. 1s | 2m | 3h)"
+)
+"""kubectl's own error for a ``--request-timeout`` it can't read (client-go's
+``clientcmd.ParseTimeout``), word for word."""
 
 
 class UsageError(Exception):
     """A bad flag or argument: ``error: <message>`` and exit 1."""
 
 
+class CommandError(Exception):
+    """An error after the flags parsed (an InferenceService that can't be read, a refused
+    release): ``error: <message>`` and exit ``exit_code``: 1, or 3 for a state conflict
+    (a migration's precondition, a lookup miss, a change during the command)."""
+
+    def __init__(self, message: str, *, exit_code: int = 1) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+class HelpShown(Exception):
+    """``-h``/``--help`` was given: print the parser's help, exit 0."""
+
+    def __init__(self, parser: argparse.ArgumentParser) -> None:
+        super().__init__(parser.prog)
+        self.parser = parser
+
+
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str) -> NoReturn:
         raise UsageError(message)
 
+    def print_help(self, file: Any = None) -> NoReturn:
+        """``-h``/``--help``: :func:`run` prints this parser's help where the run writes."""
+        del file
+        raise HelpShown(self)
 
-_UNITS: Final = {"s": 1.0, "m": 60.0, "h": 3600.0}
+
+# -- Go durations ------------------------------------------------------------------------------
 
 
-def _seconds(text: str, *, flag: str, want: str) -> float:
-    """Seconds, or a Go-style duration (``30s``, ``30m``, ``1h``); 0 or more."""
-    unit = _UNITS.get(text[-1:])
-    number, scale = (text[:-1], unit) if unit is not None else (text, 1.0)
+def _go_duration_ns(text: str) -> int:
+    """Go's ``time.ParseDuration`` (:func:`omed.config.duration.parse_duration_ns`, the one
+    parser omed has for it); raises its ``DurationError`` with Go's message."""
+    from omed.config.duration import parse_duration_ns
+
+    return parse_duration_ns(text)
+
+
+def _request_timeout(text: str) -> float:
+    """``--request-timeout`` as kubectl reads it (client-go's ``clientcmd.ParseTimeout``):
+    whole seconds (``30``), else a Go duration (``1m30s``, ``500ms``), else kubectl's
+    ``Invalid timeout value`` error. Empty or 0 means the plugin's default, 30 s; a
+    negative duration (which kubectl would send as such) is refused."""
+    if text == "":
+        return DEFAULT_TIMEOUT
+    digits = text[1:] if text[0] in "+-" else text
+    if digits.isascii() and digits.isdigit() and 0 <= int(text) < 2**63:  # strconv.ParseInt
+        return float(int(text)) or DEFAULT_TIMEOUT
     try:
-        value = float(number) * scale
+        nanoseconds = _go_duration_ns(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid {flag} {text!r}: want {want}") from None
-    if not 0 <= value < float("inf"):
-        raise argparse.ArgumentTypeError(f"{flag} must be 0 or more, got {text}")
-    return value
+        raise UsageError(INVALID_TIMEOUT) from None
+    if nanoseconds < 0:
+        raise UsageError(
+            f'invalid argument "{text}" for "--request-timeout" flag: must be 0 or more'
+        )
+    return nanoseconds / 1e9 or DEFAULT_TIMEOUT
 
 
-def _timeout(text: str) -> float:
-    """``--request-timeout``; 0 means the default."""
-    value = _seconds(text, flag="--request-timeout", want="seconds, such as 30 or 30s")
-    return value or DEFAULT_TIMEOUT
-
-
-def _duration(text: str) -> float:
-    """``wait --timeout``; 0 checks once."""
-    return _seconds(text, flag="--timeout", want="a duration such as 60s, 30m or 1h")
+def _wait_timeout(text: str) -> float:
+    """``wait --timeout``, a Go duration as kubectl wait's ``--timeout`` takes it (``30s``,
+    ``1m30s``; a bare number has no unit and is refused, as kubectl refuses it); 0 checks once."""
+    try:
+        nanoseconds = _go_duration_ns(text)
+    except ValueError as exc:
+        raise UsageError(f'invalid argument "{text}" for "--timeout" flag: {exc}') from None
+    if nanoseconds < 0:
+        raise UsageError(f'invalid argument "{text}" for "--timeout" flag: must be 0 or more')
+    return nanoseconds / 1e9
 
 
 def _index(text: str) -> int:
-    if not text.isdigit() or len(text) > 9:
+    if not text.isascii() or not text.isdigit() or len(text) > 9:
         raise argparse.ArgumentTypeError(
             f"invalid INDEX {text!r}: want an Instance index such as 0 (IDX in instance list)"
         )
     return int(text)
 
 
-def _kube_flags(parser: argparse.ArgumentParser) -> None:
+# -- The command table -------------------------------------------------------------------------
+
+
+class _Offer:
+    """The values shell completion offers for a flag whose parser doesn't restrict them to
+    ``choices`` (those are checked by the command, with its own wording)."""
+
+    def __init__(self, *values: str) -> None:
+        self.values = values
+
+    def __call__(self, **_: object) -> tuple[str, ...]:
+        return self.values
+
+
+def _offer(action: argparse.Action, *values: str) -> None:
+    action.completer = _Offer(*values)  # type: ignore[attr-defined]  # argcomplete's hook
+
+
+def kube_flags(parser: argparse.ArgumentParser) -> None:
+    """The kubeconfig flags every command that reads the cluster takes."""
     group = parser.add_argument_group("kubeconfig flags")
     group.add_argument("-n", "--namespace", help="the InferenceService's namespace")
     group.add_argument("--context", help="the kubeconfig context to use")
-    group.add_argument("--kubeconfig", help="path to the kubeconfig file")
+    kubeconfig = group.add_argument("--kubeconfig", help="path to the kubeconfig file")
+    kubeconfig.completer = _FILES  # type: ignore[attr-defined]
     group.add_argument(
         "--request-timeout",
-        type=_timeout,
+        type=_request_timeout,
         default=DEFAULT_TIMEOUT,
-        help="how long to wait for each API request (default 30s)",
+        metavar="DURATION",
+        help="how long to wait for each API request: whole seconds or a Go duration "
+        "(30, 1m30s, 500ms; default 30s, 0 means the default)",
     )
 
 
-def _parser() -> _Parser:
-    parser = _Parser(prog=PROGRAM, description="OME's kubectl plugin.", allow_abbrev=False)
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    instance = commands.add_parser(
-        "instance",
-        help="show the Instances of an InferenceService's OMENative components",
-        allow_abbrev=False,
+_FILES: Final = "files"
+"""Marks a flag whose value is a path: completion leaves it to the shell's file names."""
+
+
+def _output(parser: argparse.ArgumentParser, outputs: Sequence[str], help_text: str) -> None:
+    action = parser.add_argument("-o", "--output", default="table", help=help_text)
+    _offer(action, *outputs)
+
+
+def _component(parser: argparse.ArgumentParser) -> None:
+    action = parser.add_argument(
+        "--component", required=True, help=f"the component: {', '.join(COMPONENTS)}"
     )
-    sub = instance.add_subparsers(dest="subcommand", metavar="SUBCOMMAND", parser_class=_Parser)
-    listing = sub.add_parser(
-        "list", help="one row per Instance, from the InferenceReplicas' status"
+    _offer(action, *COMPONENTS)
+
+
+def _no_headers(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--no-headers",
+        action="store_true",
+        help="leave out the table's header line (as kubectl get --no-headers)",
     )
-    blocks = sub.add_parser(
-        "retry-blocks", help="the revisions OME is retrying or holding for one component"
+
+
+def _manager_namespace(parser: argparse.ArgumentParser, read_for: str) -> None:
+    """``--manager-namespace``; ``read_for`` finishes its help: what the command reads there."""
+    parser.add_argument(
+        "--manager-namespace",
+        default=DEFAULT_MANAGER_NAMESPACE,
+        help=f"where the manager's inferenceservice-config lives (default ome){read_for}",
     )
-    status = sub.add_parser(
-        "status", help="one Instance: its recorded row, migrations, live pods and events"
+
+
+def _list_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("inferenceservice", metavar="INFERENCESERVICE")
+    _output(parser, LIST_OUTPUTS, "table (default), name, json or yaml")
+    _no_headers(parser)
+    kube_flags(parser)
+
+
+def _retry_blocks_flags(parser: argparse.ArgumentParser) -> None:
+    _list_flags(parser)
+    _component(parser)
+
+
+def _status_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("inferenceservice", metavar="INFERENCESERVICE")
+    parser.add_argument("index", metavar="INDEX", type=_index)
+    _output(parser, STATUS_OUTPUTS, "table (default), wide, json or yaml")
+    _component(parser)
+    _manager_namespace(
+        parser,
+        ", read only when the deployment mode falls back to its deploy.defaultDeploymentMode",
     )
-    for each in (listing, blocks, status):
-        each.add_argument("inferenceservice", metavar="INFERENCESERVICE")
-        if each is status:
-            each.add_argument("index", metavar="INDEX", type=_index)
-        each.add_argument(
-            "-o",
-            "--output",
-            default="table",
-            help="table (default), json or yaml" + (", or wide" if each is status else ""),
-        )
-        _kube_flags(each)
-    release = sub.add_parser(
-        "release-held", help="ask OME to try a Held revision again (alpha; a guarded action)"
-    )
-    release.add_argument("inferenceservice", metavar="INFERENCESERVICE")
-    release.add_argument(
+    kube_flags(parser)
+
+
+def _release_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("inferenceservice", metavar="INFERENCESERVICE")
+    _component(parser)
+    parser.add_argument(
         "--revision",
         required=True,
         help="the block's full target revision (chat-engine-7f9c4d2b) or its hash (7f9c4d2b)",
     )
-    release.add_argument(
+    parser.add_argument(
         "--dry-run",
         default="none",
-        choices=release_held.DRY_RUN_MODES,
+        choices=DRY_RUN_MODES,
         help="client: check everything, send nothing; server: the API server checks the patch "
         "without storing it; none (default): release",
     )
-    release.add_argument("--yes", action="store_true", help="skip the prompt (never a check)")
-    release.add_argument(
-        "-o", "--output", default="table", help="table (default; wide is table), json or yaml"
-    )
-    _kube_flags(release)
-    for each in (blocks, status, release):
-        each.add_argument(
-            "--component", required=True, help=f"the component: {', '.join(COMPONENTS)}"
-        )
-    wait = commands.add_parser(
-        "wait", help="block until OME has done something (here: released a held revision)"
-    )
-    wait.add_argument("inferenceservice", metavar="INFERENCESERVICE")
-    wait.add_argument(
+    parser.add_argument("--yes", action="store_true", help="skip the prompt (never a check)")
+    _output(parser, OUTPUTS, "table (default; wide is table), json or yaml")
+    kube_flags(parser)
+
+
+def _wait_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("inferenceservice", metavar="INFERENCESERVICE")
+    condition = parser.add_argument(
         "--for",
         dest="condition",
         required=True,
-        help="held-revision=unheld (migration=terminal needs migrations: not built yet)",
+        help="held-revision=unheld (with --component) or migration=terminal (with --request-id)",
     )
-    wait.add_argument("--component", required=True, help=f"the component: {', '.join(COMPONENTS)}")
-    wait.add_argument(
+    _offer(condition, *WAIT_CONDITIONS)
+    component = parser.add_argument(
+        "--component",
+        help=f"held-revision only: the component ({', '.join(COMPONENTS)})",
+    )
+    _offer(component, *COMPONENTS)
+    parser.add_argument(
         "--revision",
-        help="the held revision (full name or hash); without it, until no block is Held",
+        help="held-revision only: the held revision (full name or hash); without it, until "
+        "no block is Held",
     )
-    wait.add_argument(
+    parser.add_argument(
+        "--request-id",
+        metavar="UUID",
+        help="migration only: the request-id migration start printed",
+    )
+    parser.add_argument(
         "--timeout",
-        type=_duration,
+        type=_wait_timeout,
         default=DEFAULT_WAIT,
-        help="how long to wait (default 60s; 0: check once)",
+        metavar="DURATION",
+        help="how long to wait, a Go duration (60s, 1m30s, 30m; default 60s; 0: check once)",
     )
-    _kube_flags(wait)
-    status.add_argument(
-        "--manager-namespace",
+    kube_flags(parser)
+
+
+def _plan_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("inferenceservice", metavar="INFERENCESERVICE")
+    _component(parser)
+    _output(parser, OUTPUTS, "table (default), json or yaml")
+    _manager_namespace(parser, ": the settings the pass plans with")
+    kube_flags(parser)
+
+
+def _get_ir_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("names", metavar="NAME", nargs="*", help="only these InferenceReplicas")
+    parser.add_argument(
+        "-A",
+        "--all-namespaces",
+        action="store_true",
+        help="every namespace (the table leads with NAMESPACE)",
+    )
+    _output(parser, LIST_OUTPUTS, "table (default), name, json or yaml")
+    _no_headers(parser)
+    kube_flags(parser)
+
+
+def _migration_start_flags(parser: argparse.ArgumentParser) -> None:
+    """migration start's flags: the values are checked by the command, in upstream's order
+    and words (omed.cli.migration_start.check_flags), so none is ``required`` or has
+    ``choices`` here."""
+    parser.add_argument("inferenceservice", metavar="INFERENCESERVICE")
+    component = parser.add_argument(
+        "--component", help=f"the component (required): {', '.join(COMPONENTS)}"
+    )
+    _offer(component, *COMPONENTS)
+    parser.add_argument("--instance", metavar="INDEX", help="the Instance to move (required)")
+    parser.add_argument(
+        "--from-node",
+        help="the node to leave; needed when the Instance's pods span several nodes",
+    )
+    parser.add_argument(
+        "--hint-node",
+        action="append",
+        metavar="NODE[,NODE...]",
+        help="up to eight nodes the replacement should prefer (comma-separated or repeated)",
+    )
+    parser.add_argument(
+        "--reason",
+        help="why, kept in the migration record (plain text, no URLs or credentials)",
+    )
+    parser.add_argument(
+        "--requested-by", default="kubectl-ome", help="who asks (default kubectl-ome)"
+    )
+    parser.add_argument(
+        "--request-id",
+        metavar="UUID",
+        help="look up the request of this UUID (a preview's Request UUID) instead of sending one",
+    )
+    parser.add_argument("--yes", action="store_true", help="skip the prompt (never a check)")
+    dry_run = parser.add_argument(
+        "--dry-run",
+        default="none",
+        help="client: check everything, send nothing; server: the API server and OME's "
+        "webhook check the request without storing it; none (default): send it",
+    )
+    _offer(dry_run, *DRY_RUN_MODES)
+    _output(parser, STATUS_OUTPUTS, "table (default; wide is table), json or yaml")
+    parser.add_argument(
+        "--ome-namespace",
         default=DEFAULT_MANAGER_NAMESPACE,
-        help="where the manager's inferenceservice-config lives (default ome), read only when "
-        "the deployment mode falls back to its deploy.defaultDeploymentMode",
+        help="OME's namespace, shown in the preview (default ome)",
     )
+    kube_flags(parser)
+
+
+def _migration_status_flags(
+    parser: argparse.ArgumentParser,
+    outputs: Sequence[str] = OUTPUTS,
+    output_help: str = "table (default), json or yaml",
+) -> None:
+    parser.add_argument("inferenceservice", metavar="INFERENCESERVICE")
+    component = parser.add_argument(
+        "--component", help=f"only this component: {', '.join(COMPONENTS)}"
+    )
+    _offer(component, *COMPONENTS)
+    _output(parser, outputs, output_help)
+    kube_flags(parser)
+
+
+def _migration_history_flags(parser: argparse.ArgumentParser) -> None:
+    _migration_status_flags(parser, STATUS_OUTPUTS, "table (default), wide, json or yaml")
+
+
+def _migration_drain_flags(parser: argparse.ArgumentParser) -> None:
+    """migration drain-node's flags: the request's values are checked as migration start
+    checks them (omed.cli.migration_start.check_flags)."""
+    parser.add_argument("node", metavar="NODE")
+    parser.add_argument(
+        "-A", "--all-namespaces", action="store_true", help="Instances of every namespace"
+    )
+    parser.add_argument(
+        "--reason", help='kept in each migration record (default "drain-node NODE")'
+    )
+    parser.add_argument(
+        "--requested-by", default="kubectl-ome", help="who asks (default kubectl-ome)"
+    )
+    parser.add_argument(
+        "--max-in-flight",
+        metavar="N",
+        help="at most N migrations in flight (never more than lifecycle.audit's "
+        "maxInFlightMigrations; without it the caps' own)",
+    )
+    parser.add_argument("--yes", action="store_true", help="skip the prompt (never a check)")
+    dry_run = parser.add_argument(
+        "--dry-run",
+        nargs="?",
+        const="client",
+        default="none",
+        help="client (or bare --dry-run): check and list, send nothing; server: the API "
+        "server and OME's webhook check each request without storing it; none (default)",
+    )
+    _offer(dry_run, *DRY_RUN_MODES)
+    _output(parser, STATUS_OUTPUTS, "table (default; wide is table), json or yaml")
+    parser.add_argument(
+        "--ome-namespace",
+        default=DEFAULT_MANAGER_NAMESPACE,
+        help="where OME's inferenceservice-config (the caps) lives (default ome)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=_wait_timeout,
+        default=DEFAULT_DRAIN_TIMEOUT,
+        metavar="DURATION",
+        help="how long to follow the migrations, a Go duration (default 1h); what was sent "
+        "stays, and a later run follows it",
+    )
+    kube_flags(parser)
+
+
+def _version_flags(parser: argparse.ArgumentParser) -> None:
+    del parser  # no flags
+
+
+def _completion_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("shell", metavar="SHELL", choices=COMPLETION_SHELLS, help="bash or zsh")
+
+
+class Group:
+    """A word that only gathers commands (``kubectl ome instance``): its help is printed
+    when it's given alone. (Plain classes here, not dataclasses: importing dataclasses
+    costs more than the whole parser.)"""
+
+    __slots__ = ("description", "examples", "name", "summary")
+
+    def __init__(self, name: str, summary: str, description: str, examples: str = "") -> None:
+        self.name = name
+        self.summary = summary
+        self.description = description
+        self.examples = examples
+
+
+class Command:
+    """One command: the words that name it (``("instance", "list")``), its help, how it
+    declares its flags, and the ``module:function`` that runs it, imported only then. The
+    function is ``async def f(args, io: Streams) -> int`` and returns the exit code; it
+    raises :class:`UsageError` for a bad argument it finds and :class:`CommandError` for
+    what fails after (each ``error: <message>``, exit 1)."""
+
+    __slots__ = ("description", "examples", "flag_error", "flags", "handler", "summary", "words")
+
+    def __init__(  # noqa: PLR0917 (the table reads best one field after another)
+        self,
+        words: tuple[str, ...],
+        summary: str,
+        description: str,
+        examples: str,
+        flags: Callable[[argparse.ArgumentParser], None],
+        handler: str,
+        flag_error: str | None = None,
+    ) -> None:
+        self.flag_error = flag_error
+        """The one message of a bad flag (argparse's otherwise), for commands whose
+        upstream words fix it."""
+        self.words = words
+        self.summary = summary
+        self.description = description
+        self.examples = examples
+        self.flags = flags
+        self.handler = handler
+
+
+GROUPS: Final[tuple[Group, ...]] = (
+    Group(
+        "instance",
+        "show the Instances of an InferenceService's OMENative components",
+        "Show the Instances of an InferenceService's OMENative components, as OME records\n"
+        "them in the status of each component's InferenceReplica.",
+        """\
+examples:
+  # every Instance of InferenceService chat, and how current the status is
+  kubectl ome instance list chat -n prod
+
+  # the revisions OME is retrying or holding for the engine
+  kubectl ome instance retry-blocks chat --component engine -n prod
+
+  # one Instance: its recorded row, migrations, live pods and their Warning events
+  kubectl ome instance status chat 0 --component engine -n prod
+
+  # what the controller's next pass over the engine would do, and what waits
+  kubectl ome instance plan chat --component engine -n prod""",
+    ),
+    Group(
+        "migration",
+        "move an Instance to another node; its migrations' status and history (alpha)",
+        "Move one OMENative Instance to another node, its replacement serving before the\n"
+        "old one drains (alpha; a guarded action).",
+        """\
+examples:
+  # preview, sending nothing
+  kubectl ome migration start chat -n prod --component engine --instance 3 \\
+      --reason "node-a maintenance" --dry-run client --yes
+  kubectl ome migration start chat -n prod --component engine --instance 3 \\
+      --reason "node-a maintenance"
+  # every migration, ended ones too: status records (AUTH) and the audit ledger (AUDIT)
+  kubectl ome migration history chat -n prod
+  # every Instance on node-a, within the caps, after one confirmation
+  kubectl ome migration drain-node node-a -n prod
+  kubectl ome help migration start""",
+    ),
+    Group(
+        "get",
+        "list OME's objects (InferenceReplicas, standalone ones included)",
+        "List OME's objects as kubectl get does: here the InferenceReplicas, with the\n"
+        "InferenceService each belongs to.",
+        """\
+examples:
+  kubectl ome get ir -n prod
+  kubectl ome get ir -A""",
+    ),
+)
+
+_INSTANCE: Final = "omed.cli.kubectl_ome_instance"
+_PLAN: Final = "omed.cli.kubectl_ome_plan"
+
+COMMANDS: Final[tuple[Command, ...]] = (
+    Command(
+        ("instance", "list"),
+        "one row per Instance, from the InferenceReplicas' status",
+        "One row per Instance of the InferenceService's OMENative components, from the\n"
+        "status of their InferenceReplicas, with the evidence of how current it is.",
+        """\
+examples:
+  kubectl ome instance list chat -n prod
+  kubectl ome instance list chat -n prod -o yaml
+  # one line per Instance, <component>/<index>, for scripts
+  kubectl ome instance list chat -n prod -o name
+  kubectl ome instance list chat -n prod --no-headers""",
+        _list_flags,
+        f"{_INSTANCE}:list_command",
+    ),
+    Command(
+        ("instance", "retry-blocks"),
+        "the revisions OME is retrying or holding for one component",
+        "The revisions that OME is retrying or holding for one component, from its\n"
+        "InferenceReplica's status.retryBlocks, and whether release-held may release each.",
+        """\
+examples:
+  kubectl ome instance retry-blocks chat --component engine -n prod
+  # each block's full target revision, one a line (what release-held --revision takes)
+  kubectl ome instance retry-blocks chat --component engine -n prod -o name""",
+        _retry_blocks_flags,
+        f"{_INSTANCE}:retry_blocks_command",
+    ),
+    Command(
+        ("instance", "status"),
+        "one Instance: its recorded row, migrations, live pods and events",
+        "One Instance, INDEX of --component: the row OME recorded, the migrations it takes\n"
+        "part in, and its live pods with their Warning events.",
+        """\
+examples:
+  kubectl ome instance status chat 0 --component engine -n prod
+  # every field in full, one to a row
+  kubectl ome instance status chat 0 --component engine -n prod -o wide""",
+        _status_flags,
+        "omed.cli.kubectl_ome_status:status_command",
+    ),
+    Command(
+        ("instance", "release-held"),
+        "ask OME to try a Held revision again (alpha; a guarded action)",
+        "Ask OME to try a Held revision again, once you've fixed its cause (alpha; a guarded\n"
+        "action): check, preview, confirm, check again, then set the release annotation.",
+        """\
+examples:
+  # see what would be released, without sending anything
+  kubectl ome instance release-held chat --component engine --revision 7f9c4d2b \\
+      -n prod --dry-run client
+  kubectl ome instance release-held chat --component engine \\
+      --revision chat-engine-7f9c4d2b -n prod""",
+        _release_flags,
+        f"{_INSTANCE}:release_held_command",
+    ),
+    Command(
+        ("instance", "plan"),
+        "what the controller's next pass over one component would do (reads only)",
+        "What the InferenceReplica controller's next pass over one component would do, and\n"
+        "what each Instance waits for: the controller's own planner, run on the objects read\n"
+        "from the API server at the current time. It only reads (get and list).",
+        """\
+examples:
+  kubectl ome instance plan chat --component engine -n prod
+  # the manager's ConfigMap in another namespace than ome
+  kubectl ome instance plan chat --component engine -n prod --manager-namespace ome-system
+  kubectl ome instance plan chat --component engine -n prod -o json""",
+        _plan_flags,
+        f"{_PLAN}:plan_command",
+    ),
+    Command(
+        ("migration", "start"),
+        "ask OME to move one Instance to another node (alpha; a guarded action)",
+        "Ask OME to move one Instance to another node (alpha; a guarded action): check,\n"
+        "preview (stderr), confirm, check again, then add the request annotation\n"
+        "ome.io/migration-request-v1-<uuid> to the InferenceService with a JSON patch that\n"
+        "tests its uid and resourceVersion. 45 seconds in all, the prompt included.\n"
+        "Exit 0 when stored (or dry-run, or a --request-id lookup found the request\n"
+        "waiting), 1 for an error or refusal, 3 for a state conflict or a lookup miss.",
+        """\
+examples:
+  # run every check and show the request, without sending it
+  kubectl ome migration start chat -n prod --component engine --instance 3 \\
+      --reason "node-a maintenance" --dry-run client --yes
+  # the API server and OME's webhook check it too
+  kubectl ome migration start chat -n prod --component engine --instance 3 \\
+      --reason "node-a maintenance" --dry-run server --yes
+  # send it, answering y at the prompt
+  kubectl ome migration start chat -n prod --component engine --instance 3 \\
+      --reason "node-a maintenance" --hint-node node-c,node-d
+  # after an unknown outcome: is the request still waiting? (exit 0 yes, 3 no)
+  kubectl ome migration start chat -n prod --component engine --instance 3 \\
+      --reason "node-a maintenance" --request-id 7c9e6679-7425-40de-944b-e07fc1f90ae7""",
+        _migration_start_flags,
+        "omed.cli.kubectl_ome_migration:start_command",
+        flag_error="invalid migration action flags; use --help",
+    ),
+    Command(
+        ("migration", "status"),
+        "the migrations OME records for an InferenceService (alpha)",
+        "The migration records in the status of the InferenceService's InferenceReplicas:\n"
+        "each request's phase, whether it is Active or Terminal, and whether the status it\n"
+        "comes from is Current.",
+        """\
+examples:
+  kubectl ome migration status chat -n prod --component engine
+  # every field in full
+  kubectl ome migration status chat -n prod -o yaml""",
+        _migration_status_flags,
+        "omed.cli.kubectl_ome_migration:status_command",
+    ),
+    Command(
+        ("migration", "history"),
+        "the migrations of an InferenceService, ended ones too, from status and audit (alpha)",
+        "The migrations of the InferenceService from three sources, each row labelled and\n"
+        "never merged: AUTH, the records in its InferenceReplicas' status (the only one that\n"
+        "says what OME is doing); PARENT, its status.migrationHistory; AUDIT, the rows of the\n"
+        "audit ConfigMap <name>-ome-migration-audit, which keeps the last 200 migrations that\n"
+        "ended. Every read is bounded; a source that can't be trusted shows its issue, no rows.",
+        """\
+examples:
+  kubectl ome migration history chat -n prod
+  kubectl ome migration history chat -n prod --component engine -o wide
+  kubectl ome migration history chat -n prod -o json""",
+        _migration_history_flags,
+        "omed.cli.kubectl_ome_migration:history_command",
+    ),
+    Command(
+        ("migration", "drain-node"),
+        "move every OMENative Instance off a node, within OME's caps (alpha; guarded)",
+        "Move every OMENative Instance with a pod on NODE to another node (alpha; a guarded\n"
+        "action): list them (-n NS, or -A), preview, confirm once, then send one migration\n"
+        "request per Instance as the caps allow (never more in flight than lifecycle.audit's\n"
+        "maxInFlightMigrations, one per component at a time), each checked and patched as\n"
+        "migration start does, follow each to its end and report per Instance. Instances\n"
+        "whose component's mode is Never are listed and skipped. Request IDs derive from\n"
+        "the node and the Instance, so running it again follows what it already sent.\n"
+        "Exit 0 when every Instance moved (or was skipped), 1 when a move failed, ended\n"
+        "unknown or ran out of --timeout, 3 when the state refused or deferred one.",
+        """\
+examples:
+  # list what would move, sending nothing
+  kubectl ome migration drain-node node-a -n prod --dry-run
+  # every namespace, answering y at the prompt
+  kubectl ome migration drain-node node-a -A --reason "node-a maintenance"
+  # two at a time at most, no prompt, a JSON report
+  kubectl ome migration drain-node node-a -n prod --max-in-flight 2 --yes -o json""",
+        _migration_drain_flags,
+        "omed.cli.kubectl_ome_drain:drain_command",
+    ),
+    Command(
+        ("get", "ir"),
+        "every InferenceReplica with its parent InferenceService (- for a standalone one)",
+        "Every InferenceReplica of the namespace (-A: of every namespace; NAME...: only\n"
+        "those), with the InferenceService it belongs to: PARENT is - for a standalone\n"
+        "replica, one that no instance subcommand shows.",
+        """\
+examples:
+  kubectl ome get ir -n prod
+  kubectl ome get ir -A
+  kubectl ome get ir pool-a -n prod -o yaml
+  # one inferencereplica.ome.io/<name> a line, for scripts
+  kubectl ome get ir -n prod -o name""",
+        _get_ir_flags,
+        f"{_PLAN}:get_ir_command",
+    ),
+    Command(
+        ("wait",),
+        "block until OME has done something: released a held revision, ended a migration",
+        "Block until a condition holds. --for=held-revision=unheld --component C: OME has\n"
+        "taken a release-held (the component's InferenceReplica no longer carries the\n"
+        "release annotation nor holds the revision). --for=migration=terminal\n"
+        "--request-id UUID: the migration of that request ended (Completed, Failed or\n"
+        "Relocated; a failed migration still ends the wait: check it with migration\n"
+        "status). Exit 0 when it holds, 2 when it didn't within --timeout (default 60s)\n"
+        "or the InferenceService was replaced, 1 for an error.",
+        """\
+examples:
+  kubectl ome wait chat --for=held-revision=unheld --component engine \\
+      --revision 7f9c4d2b -n prod --timeout=2m
+  kubectl ome wait chat -n prod --for=migration=terminal \\
+      --request-id=7c9e6679-7425-40de-944b-e07fc1f90ae7 --timeout=30m""",
+        _wait_flags,
+        f"{_INSTANCE}:wait_command",
+    ),
+    Command(
+        ("version",),
+        "print the plugin's version (omed's, the same as omed --version)",
+        "Print the plugin's version: omed's, the one omed --version prints.",
+        """\
+examples:
+  kubectl ome version""",
+        _version_flags,
+        "omed.cli.kubectl_ome:version_command",
+    ),
+    Command(
+        ("completion",),
+        "print a shell completion script for kubectl-ome (bash or zsh)",
+        "Print a shell completion script for the kubectl-ome command (bash or zsh).\n"
+        "kubectl ome ... itself is completed by kubectl's own completion, which asks the\n"
+        "kubectl_complete-ome command installed with the plugin (kubectl 1.26 and later).",
+        """\
+examples:
+  # bash: this session, then every session
+  source <(kubectl ome completion bash)
+  kubectl ome completion bash > /etc/bash_completion.d/kubectl-ome
+
+  # zsh (after compinit)
+  source <(kubectl ome completion zsh)""",
+        _completion_flags,
+        "omed.cli.kubectl_ome:completion_command",
+    ),
+)
+
+_TOP_EXAMPLES: Final = """\
+examples:
+  kubectl ome instance list chat -n prod
+  kubectl ome instance status chat 0 --component engine -n prod
+  # move every OMENative Instance off node-a, within OME's migration caps
+  kubectl ome migration drain-node node-a -n prod
+  kubectl ome help instance list
+
+Use "kubectl ome COMMAND --help" (or kubectl ome help COMMAND) for a command's flags."""
+
+
+def _top_words() -> list[str]:
+    """The first words of the commands, in table order, each once (groups by their name)."""
+    words: list[str] = []
+    for command in COMMANDS:
+        if command.words[0] not in words:
+            words.append(command.words[0])
+    return [*words, "help"]
+
+
+def _group(name: str) -> Group | None:
+    return next((group for group in GROUPS if group.name == name), None)
+
+
+def build_parser() -> _Parser:
+    """The whole command tree, from :data:`COMMANDS` and :data:`GROUPS`."""
+    parser = _Parser(
+        prog=PROGRAM,
+        description="OME's kubectl plugin: the Instances of OMENative InferenceServices.",
+        epilog=_TOP_EXAMPLES,
+    )
+    parser.add_argument(
+        "--version", action="store_true", help="print the version (as kubectl ome version)"
+    )
+    top = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    containers: dict[tuple[str, ...], Any] = {(): top}
+    for command in COMMANDS:
+        for depth in range(1, len(command.words)):
+            path = command.words[:depth]
+            if path in containers:
+                continue
+            group = _group(path[-1])
+            if group is None:
+                raise AssertionError(f"command {' '.join(command.words)} has no group {path}")
+            group_parser = containers[path[:-1]].add_parser(
+                group.name,
+                help=group.summary,
+                description=group.description,
+                epilog=group.examples or None,
+            )
+            group_parser.set_defaults(group=path)
+            containers[path] = group_parser.add_subparsers(
+                dest="_".join(("sub", *path)), metavar="SUBCOMMAND", parser_class=_Parser
+            )
+        sub = containers[command.words[:-1]].add_parser(
+            command.words[-1],
+            help=command.summary,
+            description=command.description,
+            epilog=command.examples,
+        )
+        command.flags(sub)
+        sub.set_defaults(run=command)
+    help_command = top.add_parser("help", help="help about any command")
+    help_command.add_argument("topic", nargs="*", metavar="COMMAND")
+    help_command.set_defaults(help_topic=True)
     return parser
 
 
-BUILT: Final = ("list", "retry-blocks", "status", "release-held")
+def _subparser(parser: argparse.ArgumentParser, words: Sequence[str]) -> argparse.ArgumentParser:
+    for word in words:
+        actions = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        parser = actions[0].choices[word]
+    return parser
 
 
-def _check_command(argv: Sequence[str]) -> None:
-    """Name what isn't built before argparse's own wording (which varies by Python)."""
+def _check_words(argv: Sequence[str]) -> None:
+    """Name a command this build doesn't have before argparse does (its wording varies by
+    Python version): ``unknown command "X" for "kubectl ome"``."""
     words = [word for word in argv if not word.startswith("-")]
-    if argv and argv[0] in ("-h", "--help"):
+    if not words or argv[0].startswith("-"):
         return
-    if not words or words[0] not in ("instance", "wait"):
-        command = words[0] if words else ""
+    known = _top_words()
+    if words[0] not in known:
         raise UsageError(
-            f'unknown command "{command}" for "kubectl ome": this build has kubectl ome '
-            "instance list, retry-blocks, status and release-held, and kubectl ome wait"
+            f'unknown command "{words[0]}" for "{PROGRAM}": this build has '
+            f"{_and(known)} (kubectl ome --help lists them)"
         )
-    if words[0] == "instance" and len(words) > 1 and words[1] not in BUILT:
-        built = ", ".join(BUILT[:-1]) + " and " + BUILT[-1]
-        raise UsageError(
-            f'unknown subcommand "{words[1]}" for "kubectl ome instance": {words[1]} is not a '
-            f"subcommand (this build has {built})"
-        )
-
-
-def _check(args: argparse.Namespace) -> None:
-    if args.command == "wait":
-        _check_wait(args)
+    if words[0] == "help":
         return
-    if args.subcommand is None:
+    subcommands = [c.words[1] for c in COMMANDS if len(c.words) > 1 and c.words[0] == words[0]]
+    if subcommands and len(words) > 1 and words[1] not in subcommands:
         raise UsageError(
-            '"kubectl ome instance" needs a subcommand: list, retry-blocks, status or release-held'
-        )
-    if args.subcommand == "release-held" and args.output == "wide":
-        args.output = "table"  # release-held treats -o wide as table
-    allowed = STATUS_OUTPUTS if args.subcommand == "status" else OUTPUTS
-    if args.output not in allowed:
-        raise UsageError(
-            f'unknown output format "{args.output}" for instance {args.subcommand} '
-            f"(use {', '.join(allowed)}; only instance status has a wide view)"
-        )
-    revision = getattr(args, "revision", None)
-    if revision is not None and not _REVISION_ARG.fullmatch(revision):
-        why = (
-            " (that is retry-blocks' TARGET digest, not the revision's hash)"
-            if "#" in revision
-            else ""
-        )
-        raise UsageError(
-            f'invalid --revision "{revision}"{why}: want the full revision, such as '
-            "chat-engine-7f9c4d2b, or its hash, the last 8 characters, such as 7f9c4d2b"
-        )
-    component = getattr(args, "component", None)
-    if component is not None and component not in COMPONENTS:
-        raise UsageError(
-            f'invalid --component "{component}": must be one of {", ".join(COMPONENTS)}'
+            f'unknown subcommand "{words[1]}" for "{PROGRAM} {words[0]}": {words[1]} is not '
+            f"a subcommand (this build has {_and(subcommands)})"
         )
 
 
-def _check_wait(args: argparse.Namespace) -> None:
-    if args.condition not in WAIT_CONDITIONS:
-        raise UsageError(
-            f'invalid --for "{args.condition}": want held-revision=unheld (or '
-            "migration=terminal, once migrations are built)"
-        )
-    if args.condition == "migration=terminal":
-        raise UsageError(
-            "--for=migration=terminal needs migrations, which this build doesn't have yet"
-        )
-    if args.component not in COMPONENTS:
-        raise UsageError(
-            f'invalid --component "{args.component}": must be one of {", ".join(COMPONENTS)}'
-        )
-    if args.revision is not None and not _REVISION_ARG.fullmatch(args.revision):
-        raise UsageError(
-            f'invalid --revision "{args.revision}": want the full revision, such as '
-            "chat-engine-7f9c4d2b, or its hash, the last 8 characters, such as 7f9c4d2b"
-        )
+def _and(words: Sequence[str]) -> str:
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
 
 
-def default_namespace(kubeconfig: str | None, context: str | None) -> str:
-    """The context's namespace, as kubectl takes it (from ``--kubeconfig``, else the files of
-    ``$KUBECONFIG`` merged, else ``~/.kube/config``); ``default`` when it names none."""
-    from kubernetes_asyncio import config as kconfig
-
-    path = kubeconfig or os.environ.get("KUBECONFIG") or None
-    try:
-        contexts, current = kconfig.list_kube_config_contexts(path)
-    except Exception:  # in-cluster, or a kubeconfig that load_config will report on
-        return "default"
-    chosen = next((c for c in contexts if c.get("name") == context), None) if context else current
-    namespace = ((chosen or {}).get("context") or {}).get("namespace")
-    return str(namespace) if namespace else "default"
-
-
-def _dump(report: dict[str, Any], output: str) -> str:
-    if output == "json":
-        return orjson.dumps(report, option=orjson.OPT_INDENT_2).decode() + "\n"
-    return yaml.safe_dump(report, sort_keys=False, allow_unicode=True)
-
-
-async def _read(
-    client: KubeClient, namespace: str, name: str
-) -> tuple[dict[str, Any], list[dict[str, Any]] | None, str | None]:
-    try:
-        isvc: dict[str, Any] = await client.get(INFERENCE_SERVICES, name, namespace)
-    except ApiError as exc:
-        raise CommandError(f'get InferenceService "{namespace}/{name}": {exc.message}') from None
-    try:
-        replicas = await client.list_all(INFERENCE_REPLICAS, namespace)
-    except ApiError as exc:
-        return isvc, None, exc.message
-    return isvc, list(replicas), None
-
-
-class CommandError(Exception):
-    """An error after the flags parsed: ``error: <message>`` and exit 1."""
-
-
-@dataclass(frozen=True, slots=True)
 class Streams:
     """Where a run reads and writes (the terminal, or a test's buffers), its clocks, and
-    release-held's budget."""
+    release-held's budget: ``now`` is the wall clock (epoch seconds), for the times in
+    status; ``budget`` the seconds release-held has in all, the prompt's wait included,
+    ``None`` for its own :data:`~omed.cli.release_held.BUDGET_SECONDS` (45; shorter in
+    tests)."""
 
-    out: TextIO
-    err: TextIO
-    stdin: TextIO
-    now: Callable[[], float]
-    """Wall clock (epoch seconds), for the times in status."""
-    monotonic: Callable[[], float]
-    budget: float = release_held.BUDGET_SECONDS
-    """Seconds release-held has in all, the prompt's wait included (45; shorter in tests)."""
+    __slots__ = ("budget", "err", "monotonic", "now", "out", "stdin")
 
-
-async def _execute(args: argparse.Namespace, *, io: Streams) -> int:
-    out = io.out
-    now = io.now()
-    started = io.monotonic()
-    namespace = args.namespace or default_namespace(args.kubeconfig, args.context)
-    try:
-        config = await load_config(args.kubeconfig, context=args.context)
-    except Exception as exc:
-        raise CommandError(f"cannot load the kubeconfig: {exc}") from None
-    async with KubeClient(
-        config, qps=50.0, burst=100, user_agent="kubectl-ome", timeout=args.request_timeout
-    ) as client:
-        if args.command == "wait":
-            return await _wait(client, args, namespace=namespace, io=io, started=started)
-        isvc, replicas, list_error = await _read(client, namespace, args.inferenceservice)
-        collection = collect(isvc, replicas, list_error=list_error)
-        if args.subcommand == "status":
-            return await _status(client, args, collection, namespace=namespace, out=out)
-        if args.subcommand == "release-held":
-            return await _release(
-                client, args, collection, namespace=namespace, io=io, started=started
-            )
-    if args.subcommand == "list":
-        if args.output == "table":
-            out.write(render_table(list_rows(collection)))
-        else:
-            out.write(_dump(list_report(collection), args.output))
-    else:
-        report = retry_blocks(collection, args.component, now=int(now))
-        if args.output == "table":
-            out.write(render_table(retry_block_rows(report, now=int(now))))
-        else:
-            out.write(_dump(retry_blocks_report(collection, report), args.output))
-    return EXIT_ERROR if collection.state == UNAVAILABLE else EXIT_OK
+    def __init__(
+        self,
+        *,
+        out: TextIO,
+        err: TextIO,
+        stdin: TextIO,
+        now: Callable[[], float],
+        monotonic: Callable[[], float],
+        budget: float | None = None,
+    ) -> None:
+        self.out = out
+        self.err = err
+        self.stdin = stdin
+        self.now = now
+        self.monotonic = monotonic
+        self.budget = budget
 
 
-async def _runtime(
-    client: KubeClient, isvc: dict[str, Any], namespace: str
-) -> tuple[dict[str, Any] | None, str, str | None]:
-    """(runtime, origin, error) as the InferenceService controller finds the runtime: a
-    ServingRuntime of the namespace, else (or for kind ClusterServingRuntime) the cluster's."""
-    ref = (isvc.get("spec") or {}).get("runtime") or {}
-    name = ref.get("name") if isinstance(ref, dict) else None
-    if not name:
-        return None, "NoRuntime", None
-    lookups: list[tuple[Resource, str | None]] = []
-    if ref.get("kind") != KIND_CLUSTER_SERVING_RUNTIME:
-        lookups.append((SERVING_RUNTIMES, namespace))
-    if not ref.get("kind") or ref.get("kind") == KIND_CLUSTER_SERVING_RUNTIME:
-        lookups.append((CLUSTER_SERVING_RUNTIMES, None))
-    for resource, where in lookups:
-        try:
-            found: dict[str, Any] = await client.get(resource, str(name), where)
-        except NotFound:
-            continue
-        except ApiError as exc:
-            return None, "RuntimeUnreadable", f"get {resource.kind} {name}: {exc.message}"
-        return found, "LiveRuntime", None
-    return None, "RuntimeNotFound", None
-
-
-async def _status(
-    client: KubeClient,
-    args: argparse.Namespace,
-    collection: Collection,
-    *,
-    namespace: str,
-    out: TextIO,
-) -> int:
-    errors: list[str] = []
-    isvc = dict(collection.isvc)
-    runtime, origin, runtime_error = await _runtime(client, isvc, namespace)
-    if runtime_error:
-        errors.append(runtime_error)
-    default_mode: str | None = None
-    default_known = True
-    if resolve_mode(isvc, runtime, None)[1] == "Default":  # only the manager's entry is left
-        try:
-            config = await client.get(CONFIGMAPS, CONFIG_NAME, args.manager_namespace)
-            default_mode = deploy_entry(config.get("data") or {}).default_deployment_mode
-        except (ApiError, ReconcileConfigError) as exc:
-            default_known = False
-            reason = exc.message if isinstance(exc, ApiError) else str(exc)
-            errors.append(f"read {args.manager_namespace}/{CONFIG_NAME}: {reason}")
-    deploy = instance_status.deployment(
-        isvc, runtime, origin=origin, default_mode=default_mode, default_known=default_known
+def _handler(command: Command) -> Callable[[argparse.Namespace, Streams], Awaitable[int]]:
+    module, _, name = command.handler.partition(":")
+    function: Callable[[argparse.Namespace, Streams], Awaitable[int]] = getattr(
+        importlib.import_module(module), name
     )
-    name = args.inferenceservice
-    selector = (
-        f"{LABEL_INFERENCE_SERVICE}={name},{LABEL_COMPONENT}={args.component},"
-        f"{LABEL_INSTANCE_INDEX}={args.index}"
-    )
-    pods: list[dict[str, Any]] | None = None
-    events: list[dict[str, Any]] | None = None
+    return function
+
+
+def _help(parser: _Parser, topic: Sequence[str], out: TextIO) -> int:
     try:
-        pods = await client.list_all(PODS, namespace, labelSelector=selector)
-    except ApiError as exc:
-        errors.append(f"list pods: {exc.message}")
-    if pods:
-        # Only the pods the report shows, each by name: a namespace's Warning events can be
-        # many more than one Instance's.
-        shown = [str(p["metadata"]["name"]) for p in instance_status.pick_pods(pods)]
-        try:
-            found = await asyncio.gather(
-                *(
-                    client.list_all(
-                        EVENTS,
-                        namespace,
-                        fieldSelector=f"involvedObject.kind=Pod,involvedObject.name={pod},"
-                        "type=Warning",
-                    )
-                    for pod in shown
-                )
-            )
-        except ApiError as exc:
-            errors.append(f"list events: {exc.message}")
-        else:
-            events = [event for each in found for event in each]
-    report = instance_status.build(
-        collection,
-        component=args.component,
-        index=args.index,
-        deploy=deploy,
-        pods=pods,
-        events=events,
-        read_errors=errors,
-    )
-    if args.output in ("table", "wide"):
-        rows = instance_status.table_rows(report, wide=args.output == "wide")
-        out.write(render_table(rows))
-    else:
-        out.write(_dump(report.report, args.output))
-    return EXIT_ERROR if report.state == instance_status.UNAVAILABLE_STATE else EXIT_OK
-
-
-async def _wait(
-    client: KubeClient, args: argparse.Namespace, *, namespace: str, io: Streams, started: float
-) -> int:
-    """``--for=held-revision=unheld``: read the component's InferenceReplica (through the
-    InferenceService, as every subcommand does) until OME took the release, or time runs
-    out. Polls once a second: a wait of minutes costs a GET a second."""
-    what = f"held-revision={args.revision}" if args.revision else "held-revision"
-    while True:
-        collection = await _read_collection(client, namespace, args.inferenceservice)
-        read = collection.components.get(args.component)
-        if not collection.listed or read is None or read.source is None:
-            reason = (
-                collection.issues[0].message
-                if collection.issues
-                else (
-                    f"no InferenceReplica of InferenceService {namespace}/{args.inferenceservice} "
-                    f"runs the {args.component}"
-                )
-            )
-            raise CommandError(f"cannot wait for {what}=unheld: {reason}")
-        if release_held.unheld(read.source, revision=args.revision):
-            io.out.write(f"inferencereplica.ome.io/{read.replica} {what} unheld\n")
-            return EXIT_OK
-        if io.monotonic() - started + WAIT_POLL > args.timeout:
-            raise CommandError(
-                f"timed out waiting for {what}=unheld on inferencereplica.ome.io/{read.replica} "
-                f"after {args.timeout:g}s"
-            )
-        await asyncio.sleep(WAIT_POLL)
-
-
-async def _read_collection(client: KubeClient, namespace: str, name: str) -> Collection:
-    isvc, replicas, list_error = await _read(client, namespace, name)
-    return collect(isvc, replicas, list_error=list_error)
-
-
-def out_of_time(budget: float) -> str:
-    """The error of a release-held that spent its budget, at the prompt or after it."""
-    return (
-        f"release-held ran out of its {budget:g} s; nothing changed. Run kubectl ome instance "
-        "retry-blocks before you try again"
-    )
-
-
-async def _within(work: Awaitable[T], seconds: float, *, budget: float) -> T:
-    """``work``, or :class:`CommandError` once release-held's budget is spent."""
-    try:
-        return await asyncio.wait_for(work, timeout=seconds)
-    except TimeoutError:
-        raise CommandError(out_of_time(budget)) from None
-
-
-async def read_line(stdin: TextIO, *, timeout: float) -> str | None:
-    """One line from ``stdin``, waiting at most ``timeout`` seconds: the line (``""`` at end
-    of input), or ``None`` when the time ran out first.
-
-    Why not ``readline`` in a thread: a thread blocked in a read can't be stopped, so after
-    the prompt gave up the interpreter's exit waited for it (asyncio's default executor is
-    joined when the loop closes) until the user typed a line or closed stdin: forever for a
-    pipe held open or a terminal nobody watches. Here the event loop watches the file
-    descriptor and each read takes only what is there, so an open, silent stdin or bytes
-    that trickle in without a newline cost nothing when the time is up. A descriptor the
-    loop can't watch (a regular file, ``/dev/null``) never blocks, and neither does a stream
-    without one (a test's ``StringIO``): those are read directly. Reads the descriptor past
-    Python's buffer, so nothing may have read ``stdin`` before (nothing does).
-    """
-    try:
-        fd = stdin.fileno()
-    except (AttributeError, OSError, ValueError):
-        return stdin.readline()
-    loop = asyncio.get_running_loop()
-    answer: asyncio.Future[bytes] = loop.create_future()
-    received = bytearray()
-
-    def readable() -> None:
-        try:
-            chunk = os.read(fd, 4096)
-        except BlockingIOError:
-            return
-        except OSError:
-            chunk = b""
-        received.extend(chunk)
-        if (not chunk or b"\n" in chunk) and not answer.done():
-            answer.set_result(bytes(received))
-
-    try:
-        loop.add_reader(fd, readable)
-    except (OSError, NotImplementedError, ValueError):
-        return stdin.readline()
-    try:
-        line = await asyncio.wait_for(answer, timeout=max(timeout, 0.0))
-    except TimeoutError:
-        return None
-    finally:
-        loop.remove_reader(fd)
-    encoding = getattr(stdin, "encoding", None) or "utf-8"
-    return line.split(b"\n", 1)[0].decode(encoding, errors="replace")
-
-
-async def _confirm(io: Streams, *, timeout: float) -> bool:
-    io.err.write("Release this held revision? [y/N]: ")
-    io.err.flush()
-    answer = await read_line(io.stdin, timeout=timeout)
-    if answer is None:
-        io.err.write("\n")
-        raise CommandError(out_of_time(io.budget))
-    return answer.strip().lower() in ("y", "yes")
-
-
-async def _release(
-    client: KubeClient,
-    args: argparse.Namespace,
-    first: Collection,
-    *,
-    namespace: str,
-    io: Streams,
-    started: float,
-) -> int:
-    """The guarded flow: check, preview, confirm, read again and check again, then patch,
-    within ``io.budget`` (:data:`~omed.cli.release_held.BUDGET_SECONDS`) of ``started``
-    (before the kubeconfig is loaded); the prompt's wait counts, whatever stdin does."""
-    deadline = started + io.budget
-
-    def left() -> float:
-        remaining = deadline - io.monotonic()
-        if remaining <= 0:
-            raise CommandError(out_of_time(io.budget))
-        return remaining
-
-    try:
-        target = release_held.check(
-            first, component=args.component, revision=args.revision, now=int(io.now())
-        )
-    except release_held.Refused as exc:
-        raise CommandError(str(exc)) from None
-    io.err.write(release_held.PREVIEW_TITLE + "\n")
-    io.err.write(render_table(release_held.preview_rows(target)))
-    if not args.yes and not await _confirm(io, timeout=left()):
-        raise CommandError("release cancelled; nothing changed")
-    again = await _within(
-        _read_collection(client, namespace, args.inferenceservice), left(), budget=io.budget
-    )
-    try:
-        confirmed = release_held.check(
-            again, component=args.component, revision=args.revision, now=int(io.now())
-        )
-    except release_held.Refused as exc:
-        raise CommandError(
-            f"{exc} (found when checking again after you confirmed); nothing changed. Run "
-            "kubectl ome instance retry-blocks before you try again"
+        target = _subparser(parser, topic)
+    except (KeyError, IndexError):
+        raise UsageError(
+            f'unknown help topic "{" ".join(topic)}": kubectl ome --help lists the commands'
         ) from None
-    if confirmed.revision != target.revision:
-        raise CommandError(
-            f"--revision {args.revision} now matches {confirmed.revision}, not the previewed "
-            f"{target.revision}; nothing changed. Run kubectl ome instance retry-blocks before "
-            "you try again"
-        )
-    if args.dry_run != "client":
-        params = {"dryRun": "All"} if args.dry_run == "server" else {}
-        try:
-            await _within(
-                client.patch(
-                    INFERENCE_REPLICAS,
-                    confirmed.replica,
-                    release_held.patch(confirmed),
-                    namespace,
-                    **params,
-                ),
-                left(),
-                budget=io.budget,
-            )
-        except Conflict:
-            raise CommandError(
-                f"InferenceReplica {namespace}/{confirmed.replica} changed after it was checked; "
-                "nothing changed. Run kubectl ome instance retry-blocks before you try again"
-            ) from None
-        except ApiError as exc:
-            raise CommandError(
-                f"patch InferenceReplica {namespace}/{confirmed.replica}: {exc.message}. Run "
-                "kubectl ome instance retry-blocks before you try again"
-            ) from None
-    report = release_held.result(
-        confirmed, isvc=args.inferenceservice, component=args.component, dry_run=args.dry_run
-    )
-    if args.output == "table":
-        io.out.write(render_table(release_held.result_rows(report)))
-    else:
-        io.out.write(_dump(report, args.output))
+    out.write(target.format_help())
     return EXIT_OK
+
+
+def _version(out: TextIO) -> int:
+    """omed's :data:`~omed.version.VERSION`, the one version ``omed --version`` and the
+    build-info metric print."""
+    from omed.version import VERSION
+
+    out.write(f"{EXECUTABLE} {VERSION}\n")
+    return EXIT_OK
+
+
+async def version_command(args: argparse.Namespace, io: Streams) -> int:
+    """``kubectl ome version``."""
+    del args
+    return _version(io.out)
+
+
+async def completion_command(args: argparse.Namespace, io: Streams) -> int:
+    """``kubectl ome completion bash|zsh``: argcomplete's script for ``kubectl-ome``."""
+    from argcomplete.shell_integration import shellcode
+
+    io.out.write(shellcode([EXECUTABLE], shell=args.shell))
+    return EXIT_OK
+
+
+def _start(argv: Sequence[str], io: Streams) -> int | Awaitable[int]:
+    """Parse ``argv``: the exit code of what needs no event loop (help, the version, a
+    usage error), else the command's coroutine, its module imported now."""
+    parser = build_parser()
+    try:
+        _check_words(argv)
+        try:
+            args = parser.parse_args(list(argv))
+        except HelpShown as shown:
+            io.out.write(shown.parser.format_help())
+            return EXIT_OK
+        if args.version:
+            return _version(io.out)
+        if getattr(args, "help_topic", False):
+            return _help(parser, args.topic, io.out)
+        command: Command | None = getattr(args, "run", None)
+        if command is None:  # bare kubectl ome, or a group without its subcommand
+            return _help(parser, getattr(args, "group", ()), io.out)
+        return _handler(command)(args, io)
+    except UsageError as exc:
+        io.err.write(f"error: {_flag_error(argv) or exc}\n")
+        return EXIT_ERROR
+
+
+def _flag_error(argv: Sequence[str]) -> str | None:
+    """The fixed message of a bad flag of a command that has one (migration start's)."""
+    words = tuple(word for word in argv if not word.startswith("-"))
+    for command in COMMANDS:
+        if command.flag_error and words[: len(command.words)] == command.words:
+            return command.flag_error
+    return None
+
+
+async def _finish(work: Awaitable[int], err: TextIO) -> int:
+    """A command's exit code; an error is one ``error: <message>`` line and exit 1."""
+    try:
+        return await work
+    except CommandError as exc:
+        err.write(f"error: {exc}\n")
+        return exc.exit_code
+    except UsageError as exc:
+        err.write(f"error: {exc}\n")
+    except Exception as exc:  # an unreachable server, a credential plugin that fails
+        err.write(f"error: {type(exc).__name__}: {' '.join(str(exc).split())}\n")
+    return EXIT_ERROR
+
+
+def _streams(
+    out: TextIO | None,
+    err: TextIO | None,
+    stdin: TextIO | None,
+    now: float | None,
+    budget: float | None,
+) -> Streams:
+    return Streams(
+        out=out or sys.stdout,
+        err=err or sys.stderr,
+        stdin=stdin or sys.stdin,
+        now=time.time if now is None else (lambda: now),
+        monotonic=time.monotonic,
+        budget=budget,
+    )
 
 
 async def run(
@@ -705,44 +1018,123 @@ async def run(
     err: TextIO | None = None,
     stdin: TextIO | None = None,
     now: float | None = None,
-    budget: float = release_held.BUDGET_SECONDS,
+    budget: float | None = None,
 ) -> int:
     """Run the plugin in-process; returns the exit code. ``now`` (epoch seconds) fixes the
     clock that retry-blocks and release-held judge times against; ``stdin`` answers
-    release-held's prompt; ``budget`` is the seconds release-held has in all (45; tests
-    shorten it)."""
-    out = out or sys.stdout
-    err = err or sys.stderr
-    io = Streams(
-        out=out,
-        err=err,
-        stdin=stdin or sys.stdin,
-        now=time.time if now is None else (lambda: now),
-        monotonic=time.monotonic,
-        budget=budget,
+    release-held's prompt; ``budget`` is the seconds release-held has in all (by default its
+    own, 45; tests shorten it)."""
+    io = _streams(out, err, stdin, now, budget)
+    started = _start(argv, io)
+    return started if isinstance(started, int) else await _finish(started, io.err)
+
+
+def _complete_parser() -> _Parser:
+    """The parser, with argcomplete's completers where the flags want them."""
+    from argcomplete.completers import FilesCompleter
+
+    parser = build_parser()
+    stack: list[argparse.ArgumentParser] = [parser]
+    while stack:
+        current = stack.pop()
+        for action in current._actions:
+            if getattr(action, "completer", None) == _FILES:
+                action.completer = FilesCompleter()  # type: ignore[attr-defined]
+            if isinstance(action, argparse._SubParsersAction):
+                stack.extend(action.choices.values())
+    return parser
+
+
+def _autocomplete() -> None:
+    """Answer argcomplete's shell script (``_ARGCOMPLETE`` is set) and exit."""
+    import argcomplete
+    from argcomplete.completers import SuppressCompleter
+
+    argcomplete.autocomplete(
+        _complete_parser(), always_complete_options=False, default_completer=SuppressCompleter()
     )
-    parser = _parser()
-    try:
-        _check_command(argv)
-        args = parser.parse_args(list(argv))
-        _check(args)
-    except UsageError as exc:
-        err.write(f"error: {exc}\n")
-        return EXIT_ERROR
-    except SystemExit as exc:  # --help printed its text
-        return exc.code if isinstance(exc.code, int) else EXIT_OK
-    try:
-        return await _execute(args, io=io)
-    except CommandError as exc:
-        err.write(f"error: {exc}\n")
-    except Exception as exc:  # an unreachable server, a credential plugin that fails
-        err.write(f"error: {type(exc).__name__}: {' '.join(str(exc).split())}\n")
-    return EXIT_ERROR
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """The console script: ``sys.exit(main())``."""
-    return asyncio.run(run(sys.argv[1:] if argv is None else argv))
+    """The console script: ``sys.exit(main())``. The event loop (and asyncio's import)
+    starts only for a command that has work to do."""
+    if argv is None and "_ARGCOMPLETE" in os.environ:
+        _autocomplete()
+    io = _streams(None, None, None, None, None)
+    started = _start(sys.argv[1:] if argv is None else argv, io)
+    if isinstance(started, int):
+        return started
+    import asyncio
+
+    return asyncio.run(_finish(started, io.err))
+
+
+NO_FILE_COMPLETION: Final = 4
+"""Cobra's ``ShellCompDirectiveNoFileComp``: the shell offers no file names."""
+DEFAULT_DIRECTIVE: Final = 0
+"""Cobra's ``ShellCompDirectiveDefault``: with no candidates, the shell offers file names."""
+
+
+def complete(words: Sequence[str]) -> list[str]:
+    """What ``kubectl_complete-ome`` prints for ``kubectl ome WORDS...``: the candidates for
+    the last word (``""`` for a new one), one a line as ``value`` or ``value<TAB>help``, then
+    cobra's directive line, ``:4`` (no file names) or ``:0`` where a path is wanted."""
+    import io as stringio
+    import shlex
+
+    from argcomplete import io as argcomplete_io
+    from argcomplete.completers import SuppressCompleter
+    from argcomplete.finders import CompletionFinder
+
+    words = list(words) or [""]
+    *before, current = words
+    line = " ".join([EXECUTABLE, *(shlex.quote(w) for w in before), shlex.quote(current)])
+    if current == "":
+        line = " ".join([EXECUTABLE, *(shlex.quote(w) for w in before)]) + " "
+    saved = dict(os.environ)
+    os.environ.update(
+        {
+            "_ARGCOMPLETE": "1",
+            "_ARGCOMPLETE_SHELL": "fish",  # fish: no escaping, "value<TAB>description"
+            "_ARGCOMPLETE_SUPPRESS_SPACE": "1",
+            "_ARGCOMPLETE_DFS": "\t",
+            "_ARGCOMPLETE_IFS": "\n",
+            "_ARGCOMPLETE_COMP_WORDBREAKS": " ",
+            "COMP_LINE": line,
+            "COMP_POINT": str(len(line)),
+        }
+    )
+
+    class Finder(CompletionFinder):
+        def _init_debug_stream(self) -> None:
+            # argcomplete's own takes descriptor 9 (its shell script's debug stream) and
+            # closes it later: here that may be any file of the process's.
+            argcomplete_io.debug_stream = sys.stderr
+
+    buffer = stringio.StringIO()
+    finder = Finder()
+    try:
+        finder(
+            _complete_parser(),
+            always_complete_options=False,  # flags once a "-" is typed, as cobra offers them
+            exit_method=lambda code: None,
+            output_stream=buffer,
+            default_completer=SuppressCompleter(),
+        )
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    candidates = [c.rstrip("\t") for c in buffer.getvalue().split("\n") if c]
+    wants_path = (before and before[-1] == "--kubeconfig") or current.startswith("--kubeconfig=")
+    directive = DEFAULT_DIRECTIVE if wants_path else NO_FILE_COMPLETION
+    return [*candidates, f":{directive}"]
+
+
+def complete_main() -> int:
+    """The ``kubectl_complete-ome`` console script: kubectl (1.26 and later) runs it, found
+    on the PATH, with the words after ``kubectl ome`` when the user presses TAB."""
+    sys.stdout.write("".join(line + "\n" for line in complete(sys.argv[1:])))
+    return EXIT_OK
 
 
 if __name__ == "__main__":

@@ -72,6 +72,17 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
+def _with_timeout(parser: _Parser) -> _Parser:
+    """``parser`` with the last flag both commands take: each API request's timeout."""
+    parser.add_argument(
+        "--timeout",
+        type=_positive_seconds,
+        default=DEFAULT_TIMEOUT,
+        help="seconds to wait for each API request (default 30)",
+    )
+    return parser
+
+
 def _positive_seconds(text: str) -> float:
     try:
         value = float(text)
@@ -104,13 +115,7 @@ def _check_parser() -> _Parser:
     )
     parser.add_argument("--inventory", required=True, type=Path, help="the inventory YAML file")
     parser.add_argument("--json", action="store_true", help="print a machine-readable report")
-    parser.add_argument(
-        "--timeout",
-        type=_positive_seconds,
-        default=DEFAULT_TIMEOUT,
-        help="seconds to wait for each API request (default 30)",
-    )
-    return parser
+    return _with_timeout(parser)
 
 
 def _repair_parser() -> _Parser:
@@ -138,13 +143,7 @@ def _repair_parser() -> _Parser:
         help="a YAML file with one key, instanceStatuses: a row for every Instance",
     )
     parser.add_argument("--apply", action="store_true", help="write (default: a dry run)")
-    parser.add_argument(
-        "--timeout",
-        type=_positive_seconds,
-        default=DEFAULT_TIMEOUT,
-        help="seconds to wait for each API request (default 30)",
-    )
-    return parser
+    return _with_timeout(parser)
 
 
 async def check_fleet(

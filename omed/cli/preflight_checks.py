@@ -26,20 +26,21 @@ from __future__ import annotations
 
 import dataclasses
 import socket
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 import aiohttp
 import orjson
 from pydantic import ValidationError
 
+from omed.api.base import json_type
 from omed.cli.preflight_inventory import ClusterEntry, Inventory, block_json
 from omed.config import OMENativeStatusConfig, StartupConfigError, load_startup_config
 from omed.controllers.inferencereplica.core.status import (
     StatusDecodeFailed,
     decode_rows_from_status,
 )
-from omed.kube.client import KubeClient, load_config
+from omed.kube.client import KubeClient, Resource, load_config
 from omed.kube.errors import ApiError, NotFound
 from omed.kube.resources import CONFIGMAPS, DEPLOYMENTS, INFERENCE_REPLICAS
 from omed.statuscodec import COLUMNAR_V2, DENSE_V1
@@ -163,17 +164,10 @@ def _body(answer: Any) -> str:
             text = text[:_PREVIEW_CHARS] + "..."
         noun = "byte" if len(answer) == 1 else "bytes"
         return f"a body that is not JSON ({len(answer)} {noun}: {_quote(text)})"
-    if isinstance(answer, bool):
-        return "a JSON boolean"
-    if isinstance(answer, int | float):
-        return "a JSON number"
-    if isinstance(answer, str):
-        return "a JSON string"
-    if isinstance(answer, list):
-        return "a JSON list"
-    if isinstance(answer, Mapping):
-        return "a JSON object"
-    return f"a {type(answer).__name__}"
+    kind = json_type(answer, other="")
+    if not kind:
+        return f"a {type(answer).__name__}"
+    return f"a JSON {'list' if kind == 'array' else kind}"
 
 
 def _quote(text: str) -> str:
@@ -529,8 +523,20 @@ async def check_cluster(
     async with client:
         problems: list[Problem] = []
         try:
-            problems += await _check_manager(client, inventory)
-            problems += await _check_config(client, inventory)
+            ref = inventory.manager
+            for resource, name, kind, reason, judge in (
+                (DEPLOYMENTS, ref.deployment, "deployment", MANAGER_IMAGE, image_problems),
+                (CONFIGMAPS, ref.config_map, "configmap", CONFIG_BLOCK, config_problems),
+            ):
+                problems += await _check_object(
+                    client,
+                    resource,
+                    inventory=inventory,
+                    name=name,
+                    kind=kind,
+                    reason=reason,
+                    judge=judge,
+                )
             problems += await _check_schema(client)
             tally, listing = await _tally_replicas(client, inventory)
         except Exception as exc:  # one cluster's oddity must not stop the fleet's report
@@ -544,34 +550,28 @@ async def check_cluster(
         return ClusterReport(name=cluster.name, problems=tuple(problems), replicas=tally)
 
 
-async def _check_manager(client: KubeClient, inventory: Inventory) -> list[Problem]:
-    ref = inventory.manager
-    where = f"deployment {ref.namespace}/{ref.deployment}"
+async def _check_object(
+    client: KubeClient,
+    resource: Resource,
+    *,
+    inventory: Inventory,
+    name: str,
+    kind: str,
+    reason: str,
+    judge: Callable[..., list[Problem]],
+) -> list[Problem]:
+    """``judge``'s problems with the manager's ``kind`` ``name`` (in the manager's namespace),
+    or the ``reason`` problem that says why it can't be read."""
+    namespace = inventory.manager.namespace
+    where = f"{kind} {namespace}/{name}"
     try:
-        answer = await client.get(DEPLOYMENTS, ref.deployment, ref.namespace)
-        deployment = json_object(
-            answer, request=f"GET {DEPLOYMENTS.path(ref.namespace, ref.deployment)}"
-        )
+        answer = await client.get(resource, name, namespace)
+        found = json_object(answer, request=f"GET {resource.path(namespace, name)}")
     except NotFound:
-        return [Problem(MANAGER_IMAGE, f"{where} not found")]
+        return [Problem(reason, f"{where} not found")]
     except (ApiError, BadAnswer) as exc:
-        return [Problem(MANAGER_IMAGE, f"cannot read {where}: {exc}")]
-    return image_problems(deployment, inventory=inventory)
-
-
-async def _check_config(client: KubeClient, inventory: Inventory) -> list[Problem]:
-    ref = inventory.manager
-    where = f"configmap {ref.namespace}/{ref.config_map}"
-    try:
-        answer = await client.get(CONFIGMAPS, ref.config_map, ref.namespace)
-        configmap = json_object(
-            answer, request=f"GET {CONFIGMAPS.path(ref.namespace, ref.config_map)}"
-        )
-    except NotFound:
-        return [Problem(CONFIG_BLOCK, f"{where} not found")]
-    except (ApiError, BadAnswer) as exc:
-        return [Problem(CONFIG_BLOCK, f"cannot read {where}: {exc}")]
-    return config_problems(configmap, inventory=inventory)
+        return [Problem(reason, f"cannot read {where}: {exc}")]
+    return judge(found, inventory=inventory)
 
 
 async def _check_schema(client: KubeClient) -> list[Problem]:

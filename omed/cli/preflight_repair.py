@@ -44,6 +44,7 @@ from omed.api.names import (
     is_dns1123_label,
     is_dns1123_subdomain,
 )
+from omed.cli.indexranges import index_ranges
 from omed.cli.preflight_checks import (
     BadAnswer,
     DecodeFailure,
@@ -274,23 +275,6 @@ def plan_repair(
     )
 
 
-def _indexes(rows: Sequence[Mapping[str, Any]]) -> str:
-    """Sorted indexes as ranges: ``0-5``, ``0-2, 4, 7-9``."""
-    values = sorted(int(row["index"]) for row in rows)
-    if not values:
-        return "none"
-    spans: list[str] = []
-    start = previous = values[0]
-    for value in [*values[1:], None]:
-        if value is not None and value == previous + 1:
-            previous = value
-            continue
-        spans.append(str(start) if start == previous else f"{start}-{previous}")
-        if value is not None:
-            start = previous = value
-    return ", ".join(spans)
-
-
 def report_lines(
     plan: RepairPlan, *, cluster: str, written: Mapping[str, Any] | None = None
 ) -> list[str]:
@@ -310,13 +294,14 @@ def report_lines(
     if plan.removed:
         what += "; removed " + ", ".join(f"status.{field}" for field in plan.removed)
     kept = ", ".join(f"status.{field}" for field in plan.kept) or "no other status field"
+    indexes = index_ranges(int(row["index"]) for row in plan.rows) or "none"
     lines = [
         APPLIED_HEADER if written is not None else DRY_RUN_HEADER,
         f"cluster: {cluster}",
         f"inferenceReplica: {plan.namespace}/{plan.name} (resourceVersion {plan.resource_version})",
         f"omenativeStatus: {block_json(plan.block)} (the cluster's block matches the inventory's)",
         f"stored: {plan.stored}, cannot be decoded ({plan.failure.reason}: {plan.failure.detail})",
-        f"replacement: {rows} {noun} (indexes {_indexes(plan.rows)}), checked",
+        f"replacement: {rows} {noun} (indexes {indexes}), checked",
         f"spec.replicas: {plan.spec_replicas if plan.spec_replicas is not None else 'unset'}",
     ]
     if written is None:

@@ -217,7 +217,8 @@ def result(
 
 
 def result_rows(report: Mapping[str, Any]) -> list[list[str]]:
-    """The FIELD VALUE table of an ActionResult, values cut at 53 characters."""
+    """The FIELD VALUE table of an ActionResult (release-held's and migration start's),
+    values cut at 53 characters."""
     target = report["target"]
 
     def yes(value: bool) -> str:
@@ -230,7 +231,7 @@ def result_rows(report: Mapping[str, Any]) -> list[list[str]]:
         ("accepted", yes(report["accepted"])),
         ("applied", yes(report["applied"])),
         ("request-id", report["requestID"] or "-"),
-        ("revision-hash", report["revisionHash"]),
+        ("revision-hash", report["revisionHash"] or "-"),
         ("message", report["message"]),
         ("follow-up", report["followUp"]),
         ("hint", HINT),

@@ -37,6 +37,7 @@ from omed.config import flag_values as fv
 from omed.config.duration import format_duration
 from omed.config.flag_values import ZapLevel
 from omed.config.gostrconv import go_quote, parse_go_bool
+from omed.version import VERSION
 
 __all__ = [
     "DEFAULT_ACCELERATOR_RESOURCES",
@@ -48,6 +49,7 @@ __all__ = [
     "HelpRequested",
     "LeaderElectionTimingError",
     "Options",
+    "VersionRequested",
     "ZapLevel",
     "check_leader_election_timing",
     "parse_flags",
@@ -112,6 +114,18 @@ class HelpRequested(FlagError):
 
     def __init__(self, message: str) -> None:
         super().__init__(message, exit_code=0)
+
+
+class VersionRequested(HelpRequested):
+    """``--version``/``-version``: ``message`` is omed's version (:data:`omed.version.VERSION`)
+    on a line of its own, and the exit code is 0.
+
+    Like ``-h`` it isn't a flag of the table: OME's manager has no such flag, so the usage
+    (Go's layout of OME's flags) doesn't list it, and the chart never passes it.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(f"{VERSION}\n")
 
 
 class LeaderElectionTimingError(ValueError):
@@ -325,6 +339,19 @@ class _Help(argparse.Action):
         raise HelpRequested(parser.format_help())
 
 
+class _Version(argparse.Action):
+    """``--version`` stops the parse where it stands, as ``-h`` does."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> NoReturn:
+        raise VersionRequested()
+
+
 class _GoFlagSet(argparse.ArgumentParser):
     """argparse speaking as Go's ``flag`` package: an error raises :class:`FlagError` with
     Go's line, the help is ``PrintDefaults``' layout with every default shown, and every
@@ -371,6 +398,9 @@ def _flag_set(env: Mapping[str, str], program: str = PROGRAM_NAME) -> _GoFlagSet
     parser.add_argument(
         "--help", action=_Help, nargs=0, default=argparse.SUPPRESS, help=argparse.SUPPRESS
     )
+    parser.add_argument(
+        "--version", action=_Version, nargs=0, default=argparse.SUPPRESS, help=argparse.SUPPRESS
+    )
     return parser
 
 
@@ -411,6 +441,8 @@ def _normalise(argv: Sequence[str]) -> tuple[list[str], str | None]:
         if name not in FLAG_NAMES:
             if name in ("h", "help"):
                 return [*tokens, "--help"], None
+            if name == "version" and not has_value:
+                return [*tokens, "--version"], None
             return tokens, f"flag provided but not defined: -{name}"
         if not has_value and name in _BOOLEANS:
             value = "true"
@@ -427,7 +459,8 @@ def parse_flags(argv: Sequence[str], env: Mapping[str, str]) -> Options:
     """Parse ``argv`` (without the program name) into :class:`Options`.
 
     ``env`` supplies the environment-derived defaults (``POD_NAMESPACE``, ``KUBECONFIG``).
-    Raises :class:`HelpRequested` for ``-h``/``--help`` and :class:`FlagError` otherwise.
+    Raises :class:`HelpRequested` for ``-h``/``--help`` (:class:`VersionRequested`, a kind of
+    it, for ``--version``) and :class:`FlagError` otherwise.
     """
     parser = _flag_set(env)
     tokens, refusal = _normalise(argv)
@@ -450,8 +483,8 @@ def parse_flags_or_exit(
     stdout: TextIO | None = None,
     stderr: TextIO | None = None,
 ) -> Options:
-    """:func:`parse_flags` for ``main``: help to stdout and exit 0; an error line and the
-    usage to stderr and exit 2, as Go's ``flag.ExitOnError`` does."""
+    """:func:`parse_flags` for ``main``: help or the version to stdout and exit 0; an error
+    line and the usage to stderr and exit 2, as Go's ``flag.ExitOnError`` does."""
     try:
         return parse_flags(argv, env)
     except HelpRequested as exc:

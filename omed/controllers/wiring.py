@@ -15,6 +15,7 @@ from omed.controllers.pacing import BUSY_WINDOW
 from omed.informers import HandlerRegistration, Handlers, SharedInformer
 from omed.informers.transform import Obj
 from omed.workqueue import Controller, Reconciler
+from omed.workqueue.ratelimit import RateLimiter
 
 
 def each_event(handle: Callable[[Obj], None]) -> Handlers:
@@ -22,12 +23,25 @@ def each_event(handle: Callable[[Obj], None]) -> Handlers:
     return Handlers(on_add=handle, on_update=lambda _old, new: handle(new), on_delete=handle)
 
 
-def worker_pool(name: str, reconciler: Reconciler, *, workers: int, clock: Clock) -> Controller:
+def worker_pool(
+    name: str,
+    reconciler: Reconciler,
+    *,
+    workers: int,
+    clock: Clock,
+    rate_limiter: RateLimiter | None = None,
+) -> Controller:
     """``workers`` running ``reconciler``, busy (:meth:`Controller.busy`) over the status
     pacing's :data:`~omed.controllers.pacing.BUSY_WINDOW`, so what the reconciler's pacing
-    calls busy is what the queue saw."""
+    calls busy is what the queue saw; ``rate_limiter`` paces a key's retries (the queue's
+    default when None)."""
     return Controller(
-        name=name, reconciler=reconciler, workers=workers, clock=clock, busy_window=BUSY_WINDOW
+        name=name,
+        reconciler=reconciler,
+        workers=workers,
+        clock=clock,
+        rate_limiter=rate_limiter,
+        busy_window=BUSY_WINDOW,
     )
 
 

@@ -41,8 +41,10 @@ class InformerFactory:
         *,
         clock: Clock | None = None,
         silence_timeout: float | None = None,
+        watch_list: bool = True,
     ) -> None:
         self._client = client
+        self._watch_list = watch_list
         self._clock = clock
         self._silence_timeout = silence_timeout
         self._informers: dict[InformerKey, SharedInformer] = {}
@@ -86,6 +88,7 @@ class InformerFactory:
             indexers=indexers,
             clock=self._clock,
             silence_timeout=self._silence_timeout,
+            watch_list=self._watch_list,
         )
         self._informers[key] = informer
         return informer

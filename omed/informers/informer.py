@@ -12,8 +12,10 @@ Invariants:
 
 - a handler is called only after the store holds what the event describes, so a handler
   that reads the store sees the object it was told about (or a newer one);
-- ``has_synced()`` turns true once the first LIST is in the store and its events have
-  been delivered, and stays true;
+- ``has_synced()`` turns true once the first fill (a watch-list's initial events up to
+  their bookmark, or a LIST) is in the store and its events have been delivered, and stays
+  true; a relist replaces the store in one synchronous step, so a reader sees the old
+  contents or the new, never a mix;
 - a handler added after the informer synced first gets an ``on_add`` for every object in
   the store, then the live events, as client-go does.
 """
@@ -29,6 +31,7 @@ from typing import Protocol
 from omed.clock import Clock, RealClock
 from omed.informers.indexers import DEFAULT_INDEXERS
 from omed.informers.reflector import (
+    PAGE_SIZE,
     SILENCE_TIMEOUT,
     ListWatchClient,
     Reflector,
@@ -90,6 +93,8 @@ class SharedInformer:
         indexers: Mapping[str, IndexFunc] | None = None,
         clock: Clock | None = None,
         silence_timeout: float | None = None,
+        watch_list: bool = True,
+        page_size: int = PAGE_SIZE,
     ) -> None:
         self.resource = resource
         self.namespace = namespace if resource.namespaced else None
@@ -109,6 +114,9 @@ class SharedInformer:
             key_func=self.store.key_of,
             clock=self._clock,
             silence_timeout=SILENCE_TIMEOUT if silence_timeout is None else silence_timeout,
+            watch_list=watch_list,
+            cached=self.store.get,
+            page_size=page_size,
         )
         self._label = resource_label(resource)
         self._registrations: list[HandlerRegistration] = []
@@ -206,9 +214,23 @@ class SharedInformer:
 
     # -- ReflectorSink -----------------------------------------------------------------------
     def replace(self, items: dict[str, Obj], resource_version: str) -> None:
+        """The store now holds exactly ``items``, in one synchronous step.
+
+        A first fill takes ``items`` as the store's mapping. A relist applies only the
+        difference to the store (deletes, adds, updates): an object the reflector reused
+        keeps its index entries, so a relist of a cache that barely changed builds no
+        second set of indexes, and ``items`` is dropped once applied."""
         store = self.store
         diff = relist_diff(store.view(), items) if len(store) else None
-        store.replace(items)
+        if diff is None:
+            store.replace(items)
+        else:
+            for tombstone in diff.deleted:
+                store.delete_key(tombstone.key)
+            for obj in diff.added:
+                store.upsert(obj)
+            for _, obj in diff.updated:
+                store.upsert(obj)
         if diff is None:
             for obj in items.values():
                 for handler in self._handlers:

@@ -1,21 +1,56 @@
-"""Keeps a cache in step with the API server: LIST once, then WATCH from where it left off.
+"""Keeps a cache in step with the API server: fill it (a streamed watch-list, or a paged
+LIST), then WATCH from where it left off.
 
 This is client-go's reflector (``tools/cache/reflector.go``), on asyncio, decoding watch
 lines with orjson straight into the cache (no kubernetes-asyncio models on the hot path).
 
+How the cache is filled, at the start and on every relist: a **watch-list** (KEP-3157,
+client-go's ``watchList``), a WATCH with ``sendInitialEvents=true``,
+``resourceVersionMatch=NotOlderThan`` and ``allowWatchBookmarks=true``. The API server
+streams the current state as ``ADDED`` events, one object at a time, then a ``BOOKMARK``
+annotated ``k8s.io/initial-events-end: "true"`` whose resourceVersion is the state's. The
+objects are collected in a new mapping while the old cache stays as it is; at the bookmark
+the sink's contents are replaced with it in one step (the same replace a LIST makes:
+deletions, the synced flag, the handlers), and the same stream goes on as the watch. An
+object whose resourceVersion is unchanged is not transformed again: the cached object is
+reused, so a relist holds one copy of what did not change, not two (``bench/relist.py``
+measures the peak). Which resourceVersion it asks for (client-go's
+``rewatchResourceVersion``):
+
+- the first one asks for ``""``: a consistent read (the API server checks its watch cache
+  is as new as etcd);
+- a relist asks for the last resourceVersion seen: "not older than", from the watch cache;
+- 410 Gone or "Too large resource version" (when opening or as an ``ERROR`` event before
+  the bookmark) asks again at once with ``""``; the same answer to ``""`` (the watch
+  cache has not caught up with etcd yet) backs off and asks again;
+- 429 or a refused connection when opening backs off and tries the watch-list again.
+
+A watch-list falls back to a LIST for this fill when the stream breaks before the
+bookmark, ends before it, or answers another error, as client-go does ("making progress is
+better than deadlocking"). A server that **refuses** it (400 or 422 when opening: the
+WatchList feature is off, or the server predates it; or a server that sends an ordinary
+bookmark before the initial-events-end one, i.e. ignores ``sendInitialEvents``) is
+remembered: this reflector lists from then on and does not ask again at every relist.
+``watch_list=False`` lists always.
+
 Which resourceVersion a LIST asks for (client-go's ``relistResourceVersion``):
 
 - the first LIST asks for ``"0"``: any version, served from the API server's watch cache
-  without touching etcd; it is sent with ``limit=500`` and continue tokens are followed, but
-  the watch cache usually answers with everything at once. A paginated answer means the
-  watch cache is off, and later LISTs page too;
-- a relist after a broken watch asks for the last resourceVersion seen (from an event, a
-  bookmark or the previous LIST): "at least as new as", served from the watch cache, so
-  paging is off (a limit would force an etcd read), unless the first LIST was paginated;
+  without touching etcd;
+- a relist asks for the last resourceVersion seen (from an event, a bookmark or the
+  previous fill): "at least as new as", served from the watch cache;
 - a LIST that answers 410 Gone or "Too large resource version" is retried at once with
-  ``resourceVersion=""``: a consistent read from etcd, paginated by 500;
-- a continue token that expired mid-list (410 on a later page) restarts the list as one
-  unpaginated request at the same resourceVersion, as client-go's pager does.
+  ``resourceVersion=""``: a consistent read from etcd;
+- every LIST is paged, ``limit=500`` and continue tokens followed, so a relist of a large
+  cache holds one page of decoded objects at a time, not the whole answer (client-go drops
+  the limit for a relist at a resourceVersion, because an older API server served a
+  limited LIST from etcd; since v1.34 it serves paged LISTs from its watch cache
+  snapshots). A watch cache that pages a ``"0"`` LIST is noted as ``paginated``;
+- a continue token that expired mid-list (410 on a later page: the list outlasted the
+  server's window for its tokens) restarts the list once, paged, from the latest state
+  (``resourceVersion=""``); a second expiry lists in one unpaginated request at the
+  asked resourceVersion, as client-go's pager does at the first. client-go's way holds the
+  whole list decoded at once: tens of times the projected cache for pods.
 
 The WATCH resumes from the last resourceVersion seen, with ``allowWatchBookmarks=true`` and
 ``timeoutSeconds`` drawn from [300, 600) so that watches of many clients do not end
@@ -49,12 +84,18 @@ first step (0.8 to 1.6 s), and the watch resumes where it was.
 
 Every watch end is counted in ``omed_informer_watch_ends_total{resource,reason}`` (reasons
 ``closed``, ``broken``, ``silent``, ``unreachable``, ``throttled``, ``gone``, ``error-event``,
-``error``, ``short``) and every LIST that fills the cache in
-``omed_informer_lists_total{resource,reason}`` (``initial``, ``watch-error``).
+``error``, ``short``, ``behind``), every LIST that fills the cache in
+``omed_informer_lists_total{resource,reason}`` (``initial``, ``watch-error``), every
+watch-list that fills it in ``omed_informer_watch_lists_total{resource,reason}`` (the same
+reasons), and every watch-list given up for a LIST in
+``omed_informer_watch_list_fallbacks_total{resource,cause}`` (``refused``, ``broken``,
+``ended``, ``error``).
 
 Invariants: the sink receives events in the order the API server sent them, each at most
 once per watch; ``last_sync_resource_version`` only moves to a version whose effects the
-sink has already received, so resuming from it loses nothing.
+sink has already received, so resuming from it loses nothing (during a watch-list's
+initial events it stays where it was: the sink has received none of them until the
+replace).
 """
 
 from __future__ import annotations
@@ -76,7 +117,14 @@ from omed.informers.backoff import Backoff
 from omed.informers.store import KeyFunc, object_key
 from omed.informers.transform import Obj, Transform, strip_managed_fields
 from omed.kube.client import Resource
-from omed.kube.errors import ApiError, Gone, TooManyRequests, error_from_response
+from omed.kube.errors import (
+    ApiError,
+    BadRequest,
+    Gone,
+    Invalid,
+    TooManyRequests,
+    error_from_response,
+)
 from omed.kube.errors import is_too_large_resource_version as _too_large
 from omed.log import kv
 from omed.metrics import REGISTRY
@@ -89,6 +137,19 @@ RELISTS = Counter(
     ["resource", "reason"],
     registry=REGISTRY,
 )
+WATCH_LISTS = Counter(
+    "omed_informer_watch_lists_total",
+    "Watch-lists (streamed initial events) that (re)filled an informer's cache, by resource "
+    "and reason.",
+    ["resource", "reason"],
+    registry=REGISTRY,
+)
+WATCH_LIST_FALLBACKS = Counter(
+    "omed_informer_watch_list_fallbacks_total",
+    "Watch-lists given up for a LIST, by resource and cause.",
+    ["resource", "cause"],
+    registry=REGISTRY,
+)
 WATCH_ENDS = Counter(
     "omed_informer_watch_ends_total",
     "Watches that ended, by resource and how they ended.",
@@ -97,6 +158,8 @@ WATCH_ENDS = Counter(
 )
 
 PAGE_SIZE = 500
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+"""The annotation of the bookmark that ends a watch-list's initial events."""
 MIN_WATCH_TIMEOUT = 300.0
 SILENCE_TIMEOUT = 70.0
 SHORT_WATCH = 1.0
@@ -147,6 +210,13 @@ class WatchEnd(enum.Enum):
     SILENT = "silent"  # watch again now
     RETRY = "retry"  # back off, watch again from the same resourceVersion
     RELIST = "relist"  # back off, list again
+    RESTREAM = "restream"  # a watch-list's version is gone: watch-list again now, from ""
+    FALLBACK = "fallback"  # a watch-list did not fill the cache: LIST now
+
+
+class _NotStreaming(Exception):
+    """An ordinary bookmark before the initial-events-end one: the server ignored
+    ``sendInitialEvents``."""
 
 
 class _WatchError(Exception):
@@ -162,7 +232,12 @@ def resource_label(resource: Resource) -> str:
 
 
 class Reflector:
-    """LIST + WATCH of one resource (one namespace or all, optional selectors) into a sink."""
+    """Watch-list (or LIST) + WATCH of one resource (one namespace or all, optional
+    selectors) into a sink.
+
+    ``cached`` returns the sink's current object for a key (or None): a relist reuses it
+    when the listed resourceVersion is the same, instead of holding a second copy.
+    """
 
     def __init__(
         self,
@@ -181,6 +256,8 @@ class Reflector:
         silence_timeout: float = SILENCE_TIMEOUT,
         backoff: Backoff | None = None,
         rand: Callable[[], float] = random.random,
+        watch_list: bool = True,
+        cached: Callable[[str], Obj | None] | None = None,
     ) -> None:
         self._client = client
         self.resource = resource
@@ -203,12 +280,27 @@ class Reflector:
         self._paginated = False
         self._activity = 0
         self._silent = False
+        self._watch_list = watch_list
+        self._watch_list_refused = False
+        self._cached = cached
+        self._initial: dict[str, Obj] | None = None  # a watch-list's objects, until its bookmark
+        self._fill_reason = "initial"
         self.lists = 0
+        self.watch_lists = 0
         self.watches = 0
 
     @property
     def last_sync_resource_version(self) -> str:
         return self._last_sync_rv
+
+    @property
+    def uses_watch_list(self) -> bool:
+        """True while the next fill will be a watch-list (asked for, and not refused)."""
+        return self._watch_list and not self._watch_list_refused
+
+    @property
+    def watch_list_refused(self) -> bool:
+        return self._watch_list_refused
 
     def _selectors(self) -> dict[str, Any]:
         return {"labelSelector": self.label_selector, "fieldSelector": self.field_selector}
@@ -219,6 +311,22 @@ class Reflector:
         need_list = True
         reason = "initial"
         while True:
+            if need_list and self.uses_watch_list:
+                self._fill_reason = reason
+                end, delay_at_least = await self._watch(initial=True)
+                if end is WatchEnd.RESTREAM:
+                    continue
+                if end is not WatchEnd.FALLBACK:
+                    if self._initial is None:  # it filled the cache before it ended
+                        need_list = False
+                    if end is WatchEnd.CLOSED or end is WatchEnd.SILENT:
+                        continue
+                    await self._backoff.wait(at_least=delay_at_least)
+                    if end is WatchEnd.RELIST:
+                        need_list = True
+                        reason = "watch-error"
+                    continue
+                self._initial = None
             if need_list:
                 try:
                     await self.list_and_replace(reason=reason)
@@ -279,10 +387,7 @@ class Reflector:
 
     async def _list_at(self, rv: str) -> tuple[dict[str, Obj], str, bool]:
         """All pages at ``rv``: (key -> transformed object, list resourceVersion, paginated)."""
-        if self._paginated or rv in ("", "0"):
-            limit: int | None = self._page_size
-        else:
-            limit = None  # served from the watch cache only without a limit
+        limit = self._page_size
         items: dict[str, Obj] = {}
         params: dict[str, Any] = {
             **self._selectors(),
@@ -290,7 +395,7 @@ class Reflector:
             "limit": limit,
         }
         page = await self._client.list_page(self.resource, self.namespace, **params)
-        paginated = False
+        paginated = restarted = False
         while True:
             self._absorb(page, items)
             token = (page.get("metadata") or {}).get("continue")
@@ -306,7 +411,17 @@ class Reflector:
                     _continue=token,
                 )
             except Gone:
-                # The continue token expired: one unpaginated list at the same version.
+                if not restarted:
+                    # The continue token expired (the list outlasted the server's window
+                    # for it): list again from the latest state, still paged, so that the
+                    # peak stays one page of decoded objects over the cache.
+                    restarted = True
+                    items = {}
+                    page = await self._client.list_page(
+                        self.resource, self.namespace, **self._selectors(), limit=limit
+                    )
+                    continue
+                # Expired twice: one unpaginated list at the same version (client-go's pager).
                 items = {}
                 page = await self._client.list_page(
                     self.resource,
@@ -324,7 +439,14 @@ class Reflector:
         kind = self.resource.kind
         transform = self._transform
         key_func = self._key_func
+        cached = self._cached
         for item in page.get("items") or ():
+            if cached is not None:
+                key = key_func(item)
+                old = cached(key)
+                if old is not None and _same_version(old, item):
+                    items[key] = old
+                    continue
             # List items come without apiVersion and kind; watch objects carry them.
             if "kind" not in item:
                 item["apiVersion"] = api_version
@@ -335,14 +457,26 @@ class Reflector:
     # -- WATCH -------------------------------------------------------------------------------
     async def watch_once(self) -> tuple[WatchEnd, float]:
         """One watch from the last resourceVersion; returns how it ended and a minimum delay."""
+        return await self._watch(initial=False)
+
+    async def _watch(self, *, initial: bool) -> tuple[WatchEnd, float]:
+        """One watch; with ``initial``, a watch-list that fills the cache first.
+
+        Before a watch-list's bookmark the ends are RETRY (back off, watch-list again),
+        RESTREAM or FALLBACK; after it, those of a watch."""
         timeout_seconds = int(self._min_watch_timeout * (1.0 + self._rand()))
-        params = {
+        params: dict[str, Any] = {
             **self._selectors(),
             "watch": True,
             "resourceVersion": self._last_sync_rv,
             "allowWatchBookmarks": True,
             "timeoutSeconds": timeout_seconds,
         }
+        if initial:
+            params["resourceVersion"] = "" if self._rv_unavailable else self._last_sync_rv
+            params["sendInitialEvents"] = True
+            params["resourceVersionMatch"] = "NotOlderThan"
+            self._initial = {}
         self.watches += 1
         started = self._clock.monotonic()
         activity_before = self._activity
@@ -359,23 +493,37 @@ class Reflector:
         except TooManyRequests as err:
             return self._ended("throttled", WatchEnd.RETRY, err, err.retry_after)
         except _WatchError as err:
+            if self._initial is not None:
+                return self._watch_list_failed(err.error, opened=True)
             reason = "gone" if isinstance(err.error, Gone) else "error-event"
             return self._ended(reason, WatchEnd.RELIST, err.error)
         except ApiError as err:
+            if self._initial is not None:
+                return self._watch_list_failed(err, opened=opened)
             reason = "gone" if isinstance(err, Gone) else "error"
             return self._ended(reason, WatchEnd.RELIST, err)
         except CONNECTION_ERRORS as err:
             if not opened:
                 return self._ended("unreachable", WatchEnd.RETRY, err)
+            if self._initial is not None:
+                return self._fall_back("broken", err)
             end, reason = WatchEnd.RETRY, "broken"
             error = err
         except orjson.JSONDecodeError as err:  # a line cut short or garbage: the stream's fault
+            if self._initial is not None:
+                return self._fall_back("broken", err)
             end, reason = WatchEnd.RETRY, "broken"
             error = err
+        except _NotStreaming as err:
+            return self._refused(err)
         except Exception as err:
             log.exception("Watch event could not be applied", extra=kv(resource=self._label))
+            if self._initial is not None:
+                return self._fall_back("error", err)
             return self._ended("error", WatchEnd.RELIST, err)
         else:
+            if self._initial is not None:
+                return self._fall_back("broken" if end is WatchEnd.SILENT else "ended", None)
             if end is WatchEnd.SILENT:
                 return self._ended("silent", WatchEnd.SILENT, None)
             reason = "closed"
@@ -386,6 +534,57 @@ class Reflector:
             return self._ended(reason, end, error)
         self._note(reason, error)
         return end, 0.0
+
+    def _watch_list_failed(self, err: ApiError, *, opened: bool) -> tuple[WatchEnd, float]:
+        """An API error before a watch-list's bookmark."""
+        if isinstance(err, Gone) or _too_large(err):
+            if self._rv_unavailable:
+                # Already a consistent read: the watch cache is behind etcd (it answers
+                # "Too large resource version" after waiting a few seconds). client-go
+                # streams again; this backs off first, and streams again.
+                return self._ended("behind", WatchEnd.RETRY, err)
+            log.info(
+                "Resource version unavailable for watch-list, streaming the latest",
+                extra=kv(resource=self._label, resourceVersion=self._last_sync_rv),
+            )
+            WATCH_ENDS.labels(self._label, "gone").inc()
+            self._rv_unavailable = True
+            return WatchEnd.RESTREAM, 0.0
+        if not opened and isinstance(err, (BadRequest, Invalid)):
+            return self._refused(err)
+        return self._fall_back("error", err)
+
+    def _refused(self, err: BaseException) -> tuple[WatchEnd, float]:
+        self._watch_list_refused = True
+        self._initial = None
+        WATCH_LIST_FALLBACKS.labels(self._label, "refused").inc()
+        log.info(
+            "Watch-list not supported by the API server, listing from now on",
+            extra=kv(resource=self._label, error=_describe(err)),
+        )
+        return WatchEnd.FALLBACK, 0.0
+
+    def _fall_back(self, cause: str, err: BaseException | None) -> tuple[WatchEnd, float]:
+        self._initial = None
+        WATCH_LIST_FALLBACKS.labels(self._label, cause).inc()
+        log.warning(
+            "Watch-list did not complete, listing instead",
+            extra=kv(resource=self._label, cause=cause, error=_describe(err)),
+        )
+        return WatchEnd.FALLBACK, 0.0
+
+    def _filled(self, items: dict[str, Obj], resource_version: str) -> None:
+        """A watch-list's bookmark: the collected objects become the sink's contents."""
+        self._initial = None
+        self._rv_unavailable = False
+        self.watch_lists += 1
+        WATCH_LISTS.labels(self._label, self._fill_reason).inc()
+        log.debug(
+            "Streamed initial events",
+            extra=kv(resource=self._label, items=len(items), resourceVersion=resource_version),
+        )
+        self._sink.replace(items, resource_version)
+        self._last_sync_rv = resource_version
 
     def _note(self, reason: str, err: BaseException | None) -> None:
         WATCH_ENDS.labels(self._label, reason).inc()
@@ -463,6 +662,9 @@ class Reflector:
 
         ``_activity`` counts the events applied, the only progress there is: a line that
         doesn't decode, or an event of a type we don't know, is none."""
+        lines = lines.__aiter__()
+        if self._initial is not None and not await self._consume_initial(lines):
+            return WatchEnd.CLOSED
         loads = orjson.loads
         transform = self._transform
         upsert = self._sink.upsert
@@ -492,6 +694,55 @@ class Reflector:
                 continue
             self._activity += 1
         return WatchEnd.CLOSED
+
+    async def _consume_initial(self, lines: AsyncIterator[bytes]) -> bool:
+        """A watch-list's initial events into ``_initial``, until the bookmark that ends
+        them (True) or the end of the stream (False). The sink sees nothing until then."""
+        items = self._initial
+        assert items is not None
+        loads = orjson.loads
+        transform = self._transform
+        key_func = self._key_func
+        cached = self._cached
+        async for line in lines:
+            event = loads(line)
+            kind = event.get("type")
+            obj = event.get("object")
+            if kind == "ADDED" or kind == "MODIFIED":  # noqa: PLR1714 - cheapest first
+                key = key_func(obj)
+                old = cached(key) if cached is not None else None
+                items[key] = old if old is not None and _same_version(old, obj) else transform(obj)
+            elif kind == "DELETED":
+                items.pop(key_func(obj), None)
+            elif kind == "BOOKMARK":
+                metadata = obj["metadata"]
+                annotations = metadata.get("annotations") or {}
+                if annotations.get(INITIAL_EVENTS_END) != "true":
+                    raise _NotStreaming(f"bookmark at {metadata.get('resourceVersion')}")
+                self._activity += 1
+                self._filled(items, metadata["resourceVersion"])
+                return True
+            elif kind == "ERROR":
+                code = obj.get("code") if isinstance(obj, dict) else None
+                raise _WatchError(error_from_response(int(code or 500), obj))
+            else:
+                log.warning(
+                    "Unknown watch event type",
+                    extra=kv(resource=self._label, type=str(kind)),
+                )
+                continue
+            self._activity += 1
+        return False
+
+
+def _same_version(cached: Obj, listed: Obj) -> bool:
+    """The cached object is the listed one (same UID and resourceVersion), untransformed."""
+    before, after = cached["metadata"], listed["metadata"]
+    return bool(
+        before.get("resourceVersion") == after.get("resourceVersion")
+        and before.get("uid") == after.get("uid")
+        and after.get("resourceVersion")
+    )
 
 
 def _describe(err: BaseException | None) -> str | None:

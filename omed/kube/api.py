@@ -31,20 +31,11 @@ class Patcher(Protocol):
     ) -> Any: ...
 
 
-class KubeApi(Patcher, Protocol):
-    """The reads and writes a controller makes: :class:`~omed.kube.client.KubeClient`'s
-    get, list, create, update, status update, patch and delete."""
+class ObjectWriter(Protocol):
+    """A client that reads, creates and replaces whole objects: what a read-modify-write of
+    one object takes (the audit ledger's ConfigMap, the leader election Lease)."""
 
     async def get(self, resource: Resource, name: str, namespace: str | None = None) -> Any: ...
-
-    async def list_all(
-        self,
-        resource: Resource,
-        namespace: str | None = None,
-        *,
-        page_size: int = 500,
-        **params: Any,
-    ) -> list[Any]: ...
 
     async def create(
         self,
@@ -57,6 +48,20 @@ class KubeApi(Patcher, Protocol):
     async def replace(
         self, resource: Resource, body: Mapping[str, Any], namespace: str | None = None
     ) -> Any: ...
+
+
+class KubeApi(ObjectWriter, Patcher, Protocol):
+    """The reads and writes a controller makes: :class:`~omed.kube.client.KubeClient`'s
+    get, list, create, update, status update, patch and delete."""
+
+    async def list_all(
+        self,
+        resource: Resource,
+        namespace: str | None = None,
+        *,
+        page_size: int = 500,
+        **params: Any,
+    ) -> list[Any]: ...
 
     async def replace_status(
         self, resource: Resource, body: Mapping[str, Any], namespace: str | None = None

@@ -158,9 +158,13 @@ async def load_config(
     would read it as empty and complain about missing contexts), and
     :class:`~omed.kube.proxy.ProxyConfigError` for a proxy setting that can't be used.
     """
-    from kubernetes_asyncio.client import Configuration
-    from kubernetes_asyncio.config import incluster_config
-    from kubernetes_asyncio.config.kube_config import KubeConfigLoader, KubeConfigMerger
+    # kubernetes-asyncio's loaders without its generated client (seconds of imports)
+    from omed.kube.kubeconfig_loaders import (
+        Configuration,
+        KubeConfigLoader,
+        KubeConfigMerger,
+        incluster_config,
+    )
 
     env = os.environ if environ is None else environ
     configuration = Configuration()

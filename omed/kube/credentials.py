@@ -339,8 +339,7 @@ def from_kubeconfig(loader: Any, user: Any, *, clock: Clock | None = None) -> Cr
     certificate, or nothing). ``loader`` is the kubernetes-asyncio ``KubeConfigLoader`` that
     loaded them (its first exec plugin run is reused, not repeated), ``user`` the ``user``
     node of the context's user (``None`` when the context names none)."""
-    from kubernetes_asyncio.client import Configuration
-    from kubernetes_asyncio.config.exec_provider import ExecProvider
+    from omed.kube.kubeconfig_loaders import Configuration, ExecProvider
 
     token: str | None = getattr(loader, "token", None)
     if user is None:

@@ -115,6 +115,7 @@ def _inference_service(context: ControllerContext) -> ManagedController:
         default_mode=default_mode,
         clock=context.clock,
         events=context.events,
+        revision_namespace=context.namespace,
     )
 
 

@@ -17,13 +17,15 @@ stops with one fixed line that an operator's grep finds:
 
 Invariant: each check either returns what the next step needs or raises
 :class:`StartupFailure` carrying the exact message and error to log; nothing here logs,
-exits or keeps state, so the order and the messages are tested without a cluster.
+exits or keeps state, so the order and the messages are tested without a cluster. Beside
+them, :func:`run_loop`: the event loop both the manager and its webhook child run on.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, NoReturn, Protocol
 
@@ -111,6 +113,17 @@ def manager_namespace(env: Mapping[str, str]) -> str:
     The Lease has its own flag (``--leader-election-namespace``, same default).
     """
     return env.get("POD_NAMESPACE") or DEFAULT_MANAGER_NAMESPACE
+
+
+def run_loop(coroutine: Coroutine[Any, Any, int]) -> int:
+    """Run ``coroutine`` to its exit code on uvloop when it is installed, else on asyncio's
+    default loop: the one loop the manager and its webhook child both run on."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(coroutine)
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        return runner.run(coroutine)
 
 
 def log_level(level: ZapLevel) -> int:

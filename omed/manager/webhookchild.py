@@ -17,8 +17,8 @@ The pipe protocol, one JSON object per line. In (stdin): the spec (``{"spec": <b
 pickled (options, namespace, gates)>}``), then ``{"stop": true}``; the end of stdin (the manager
 is gone) stops it too. Out (stdout): ``{"ready": <port>}`` or ``{"failed": <error>}`` once,
 then ``{"metrics": ...}`` every :data:`METRICS_INTERVAL` and once more after the stop: the
-request counts and latency histograms of every path and the certificate poller's counts, which
-the manager exports on its ``/metrics``.
+request counts and latency histograms of every path, the handler failures (panics) and the
+certificate poller's counts, which the manager exports on its ``/metrics``.
 
 Invariants: the child dies with the manager (``PR_SET_PDEATHSIG``: a manager killed with
 SIGKILL leaves no webhook server behind); SIGINT and SIGTERM are the manager's: the child
@@ -50,7 +50,7 @@ from omed import log as omed_log
 from omed.clock import RealClock
 from omed.config import ConfigCache, Options
 from omed.kube.client import KubeClient, load_config
-from omed.manager.startup import log_level
+from omed.manager.startup import log_level, run_loop
 from omed.manager.webhooks import build_webhook_server, configmap_data
 from omed.webhooks import metrics
 from omed.webhooks.policies import FeatureGates
@@ -80,6 +80,7 @@ def snapshot(paths: tuple[str, ...]) -> dict[str, Any]:
         "webhooks": series,
         "certReads": metrics.CERTWATCHER.reads,
         "certErrors": metrics.CERTWATCHER.errors,
+        "panics": metrics.COLLECTOR.panics,
     }
 
 
@@ -213,13 +214,7 @@ def main() -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, signal.SIG_IGN)
     _die_with_the_manager()
-    coroutine = run()
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.run(coroutine)
-    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        return runner.run(coroutine)
+    return run_loop(run())
 
 
 if __name__ == "__main__":

@@ -21,12 +21,13 @@ starts ``python -m omed.manager.webhookchild`` (:mod:`omed.manager.webhookchild`
 the same server the manager ran, built by :func:`omed.manager.webhooks.build_webhook_server`
 from the same flags) and returns once it listens, or raises with its error (a certificate that
 can't be used fails the start as before: ``Failed to start manager`` and exit 1). It exports
-the child's request and certificate counts on the manager's ``/metrics`` (under the same
-names, at most a second late; the counters of a child started again continue from the last
-one's), answers ``/readyz``'s ``webhook`` check, starts a child that exits on its own again
-(after 1 s, doubling up to 30 s, with ``Webhook server process exited; starting it again``),
-and at the stop asks it to stop (it lets requests in flight finish, at most 5 s) and kills it
-if it hasn't gone within :data:`STOP_TIMEOUT`.
+the child's request, handler failure and certificate counts on the manager's ``/metrics``
+(under the same names, at most a second late; the counters of a child started again continue
+from the last one's), answers ``/readyz``'s ``webhook`` check, starts a child that exits on
+its own again (after 1 s, doubling up to 30 s,
+with ``Webhook server process exited; starting it again``), and at the stop asks it to stop
+(it lets requests in flight finish, at most 5 s) and kills it if it hasn't gone within
+:data:`STOP_TIMEOUT`.
 
 Invariants: at most one child runs at a time; the child never outlives the manager's stop (a
 manager killed outright closes the child's stdin, which stops it); the counters this process
@@ -137,6 +138,7 @@ class WebhookProcess:
         """Counts of the children that have ended, per path."""
         self._base_reads = 0
         self._base_errors = 0
+        self._base_panics = 0
         self._last: dict[str, Any] | None = None
         """The running child's last snapshot."""
 
@@ -286,6 +288,7 @@ class WebhookProcess:
                 series.latency.sum = total.latency_sum
         metrics.CERTWATCHER.reads = self._base_reads + int(snapshot.get("certReads") or 0)
         metrics.CERTWATCHER.errors = self._base_errors + int(snapshot.get("certErrors") or 0)
+        metrics.COLLECTOR.panics = self._base_panics + int(snapshot.get("panics") or 0)
 
     def _fold(self) -> None:
         """The running child ended: its last counts become the base of the next one's."""
@@ -297,6 +300,7 @@ class WebhookProcess:
             metrics.COLLECTOR.series(path).in_flight = 0
         self._base_reads += int(last.get("certReads") or 0)
         self._base_errors += int(last.get("certErrors") or 0)
+        self._base_panics += int(last.get("panics") or 0)
 
 
 def _counts(numbers: Mapping[str, Any]) -> _Counts:

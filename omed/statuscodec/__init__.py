@@ -17,7 +17,7 @@ The codec is pure: plain JSON dicts in, plain JSON dicts out, no I/O. Its invari
 from omed.statuscodec.cells import CELLS_PER_ROW, cell_bound
 from omed.statuscodec.classtable import ClassTable
 from omed.statuscodec.decoder import decode_class_table, decode_columnar
-from omed.statuscodec.encoder import Encoded, check_rows, encode, encode_columnar
+from omed.statuscodec.encoder import Encoded, RowCells, check_rows, encode, encode_columnar
 from omed.statuscodec.errors import DECODE_REASONS, DecodeError, DecodeReason, EncodeError
 from omed.statuscodec.messages import (
     REASON_CONVERTED,
@@ -70,6 +70,7 @@ __all__ = [
     "EncodeError",
     "Encoded",
     "Encoding",
+    "RowCells",
     "cell_bound",
     "check_rows",
     "choose_encoding",

@@ -108,9 +108,11 @@ def encode_columnar(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     return encode(rows).columns
 
 
-def check_rows(rows: Sequence[Mapping[str, Any]]) -> None:
-    """Raise :class:`EncodeError` unless every row is valid (checked once per class)."""
-    _Classifier().classify(rows)
+def check_rows(rows: Sequence[Mapping[str, Any]], *, memo: RowCells | None = None) -> None:
+    """Raise :class:`EncodeError` unless every row is valid (checked once per class; with
+    ``memo``, once per row object ever, see :class:`RowCells`)."""
+    if memo is None or _Classifier().classify_known(rows, memo) is None:
+        _Classifier().classify(rows)
 
 
 def class_table(rows: Sequence[Mapping[str, Any]]) -> ClassTable:
@@ -125,10 +127,71 @@ def class_table(rows: Sequence[Mapping[str, Any]]) -> ClassTable:
     return ClassTable(templates=classes.bodies, row_class=row_class, indexes=indexes)
 
 
-def encode(rows: Sequence[Mapping[str, Any]]) -> Encoded:
-    """Encode ``rows``; the result also knows their size as a list (see :class:`Encoded`)."""
+class RowCells:
+    """What the encoder learns of a row (its cells, leaf count and body size), kept per row
+    object, so that a row written again is never checked or flattened again.
+
+    Why: a status write encodes every row, and a write that changes one Instance of 20,000
+    flattened and checked the 19,999 others again (each its own class at worst): most of an
+    encode. With this memo an encode costs a lookup per row plus the column building.
+
+    Invariant: an entry is used for the very same row object only (by identity; the entry
+    holds the row, so its id can't be reused), and the caller promises that a row given with
+    a memo is never changed afterwards (the controller's row JSON is shared and read-only). So
+    :func:`encode` with a memo returns exactly what it returns without one: classes are the
+    rows' distinct bodies, numbered by first use either way (for rows that flatten accepts,
+    equal bodies are equal cells). At most ``max_rows`` rows are kept, the oldest dropped first
+    (a row still in use is then learnt again: a cost, never another result).
+    """
+
+    __slots__ = ("_epochs", "_max_rows", "_rows", "known")
+
+    def __init__(self, *, max_rows: int = 100_000) -> None:
+        self._max_rows = max_rows
+        self._rows: dict[int, tuple[dict[str, Any], Cells, int, int]] = {}
+        self._epochs: dict[str, int | None] = {}
+        self.known = self._rows.get
+        """The entry kept under a row's id (check that it holds the very row)."""
+
+    def epochs(self) -> dict[str, int | None]:
+        """The memo of :func:`timestamps.parse` (each string's epoch or ``None``), emptied
+        when it holds more than ``max_rows`` strings."""
+        if len(self._epochs) > self._max_rows:
+            self._epochs.clear()
+        return self._epochs
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def of(self, row: dict[str, Any]) -> tuple[dict[str, Any], Cells, int, int] | None:
+        """``(row, cells, leaves, body size)``, or ``None`` for a row flatten refuses."""
+        key = id(row)
+        entry = self._rows.get(key)
+        if entry is not None and entry[0] is row:
+            return entry
+        body = dict(row)
+        body.pop("index", None)
+        try:
+            cells = flatten(body, where="")
+        except DecodeError:
+            return None
+        entry = (row, cells, sum(map(is_leaf, cells[0])), len(orjson.dumps(body)))
+        self._rows[key] = entry
+        if len(self._rows) > self._max_rows:
+            del self._rows[next(iter(self._rows))]
+        return entry
+
+
+def encode(rows: Sequence[Mapping[str, Any]], *, memo: RowCells | None = None) -> Encoded:
+    """Encode ``rows``; the result also knows their size as a list (see :class:`Encoded`).
+
+    With ``memo``, rows seen before are classed by their remembered cells (see
+    :class:`RowCells`); the result is the same. Rows the memo path can't take (not dicts,
+    without an index, or not valid) are encoded without it, as they would be anyway.
+    """
     classes = _Classifier()
-    runs, indexes = classes.classify(rows)
+    classified = None if memo is None else classes.classify_known(rows, memo)
+    runs, indexes = classes.classify(rows) if classified is None else classified
     base, overrides = _split_overrides(runs)
     order = _class_order(base, overrides)
     renumber = {old: new for new, old in enumerate(order)}
@@ -137,7 +200,9 @@ def encode(rows: Sequence[Mapping[str, Any]]) -> Encoded:
         layout.KEY_ROW_COUNT: len(indexes),
         layout.KEY_CLASS_COUNT: len(order),
     }
-    columns, strings, times = _class_columns([classes.cells[old] for old in order])
+    columns, strings, times = _class_columns(
+        [classes.cells[old] for old in order], epochs=None if memo is None else memo.epochs()
+    )
     if strings:
         out[layout.KEY_STRINGS] = strings
     if times:
@@ -168,6 +233,60 @@ class _Classifier:
         self._bodies: list[dict[str, Any]] = []
         self._indexed: list[dict[str, Any]] = []
         self._buckets: dict[Any, list[int]] = {}
+        self._leaves: list[int] | None = None
+        self._sizes: list[int] | None = None
+
+    def classify_known(
+        self, rows: Sequence[Mapping[str, Any]], memo: RowCells
+    ) -> tuple[list[Run], list[Token]] | None:
+        """:meth:`classify` by each row's remembered cells (:class:`RowCells`): the same runs
+        and indexes, since for valid rows equal bodies are equal cells and classes are
+        numbered by first use either way; ``None`` (and this classifier untouched) when a row
+        is not a dict with an index or isn't valid, which :meth:`classify` then handles."""
+        entries: list[tuple[dict[str, Any], Cells, int, int]] = []
+        add = entries.append
+        get = memo.known
+        for row in rows:
+            if type(row) is not dict or "index" not in row:
+                return None
+            entry = get(id(row))
+            if entry is None or entry[0] is not row:
+                entry = memo.of(row)
+                if entry is None:
+                    return None
+            add(entry)
+        ids = self._ids
+        cells_of = self.cells
+        leaves: list[int] = []
+        sizes: list[int] = []
+        seen: dict[int, tuple[Cells, int]] = {}  # id(cells) -> (cells, class)
+        indexes: list[Any] = []
+        index_of = indexes.append
+        runs: list[Run] = []
+        append = runs.append
+        current, run = -1, 0
+        for pos, (row, cells, leaf_count, size) in enumerate(entries):
+            index_of(row["index"])
+            hit = seen.get(id(cells))
+            if hit is not None and hit[0] is cells:
+                found = hit[1]
+            else:
+                found = ids.get(cells, -1)
+                if found < 0:
+                    found = len(cells_of)
+                    ids[cells] = found
+                    cells_of.append(cells)
+                    leaves.append(leaf_count)
+                    sizes.append(size)
+                seen[id(cells)] = (cells, found)
+            if found != current:
+                if pos > run:
+                    append((current, run, pos - run))
+                current, run = found, pos
+        if len(entries) > run:
+            append((current, run, len(entries) - run))
+        self._leaves, self._sizes = leaves, sizes
+        return runs, _checked_indexes(indexes)
 
     def classify(self, rows: Sequence[Mapping[str, Any]]) -> tuple[list[Run], list[Token]]:
         """The runs of rows of one class, ``(class, start, length)`` in row order (neighbouring
@@ -291,7 +410,9 @@ class _Classifier:
 
     def cell_count(self, runs: list[Run], indexes: list[Token]) -> int:
         """Cells of the rows: each class's leaf values times its rows, plus the indexes."""
-        leaves = [sum(map(is_leaf, paths)) for paths, _values in self.cells]
+        leaves = self._leaves
+        if leaves is None:
+            leaves = [sum(map(is_leaf, paths)) for paths, _values in self.cells]
         return sum(leaves[cls] * length for cls, _start, length in runs) + (
             len(indexes) - indexes.count(None)
         )
@@ -300,7 +421,9 @@ class _Classifier:
         """Bytes of ``orjson.dumps(rows)``, from each class's body size and each index."""
         if not indexes:
             return 2
-        sizes = [len(orjson.dumps(body)) for body in self._bodies]
+        sizes = self._sizes
+        if sizes is None:
+            sizes = [len(orjson.dumps(body)) for body in self._bodies]
         total = 2 + len(indexes) - 1
         for cls, start, length in runs:
             total += sizes[cls] * length
@@ -343,6 +466,8 @@ def _split_overrides(runs: list[Run]) -> tuple[list[list[int]], dict[int, list[i
     count = len(runs)
     # The open base run: its class and length (0: none yet); appended when the next opens.
     open_cls, open_length = -1, 0
+    # The last run of each class: a gap can only close on a class that comes back.
+    last_run = {cls: k for k, (cls, _start, _length) in enumerate(runs)}
     k = 0
     while k < count:
         cls, start, length = runs[k]
@@ -357,7 +482,7 @@ def _split_overrides(runs: list[Run]) -> tuple[list[list[int]], dict[int, list[i
                 open_length += length
                 k += 1
                 continue
-            end = _gap_end(runs, k=k, around=open_cls)
+            end = _gap_end(runs, k=k, around=open_cls) if last_run[open_cls] > k else -1
             if end >= 0:
                 for gap_cls, gap_start, gap_length in runs[k:end]:
                     overrides.setdefault(gap_cls, []).extend(
@@ -408,23 +533,39 @@ def _class_order(base: list[list[int]], overrides: dict[int, list[int]]) -> list
     return order
 
 
-def _class_columns(cells: list[Cells]) -> tuple[dict[str, str], list[str], list[int]]:
+def _class_columns(
+    cells: list[Cells], *, epochs: dict[str, int | None] | None = None
+) -> tuple[dict[str, str], list[str], list[int]]:
     """The class table's columns as value sequences, with the string space they refer to.
 
     Classes with the same shape (the same column paths) are transposed together with
-    ``zip(*...)``; strings get their references column by column in order of first use, so a
-    column of new strings (operation ids) reads ``5-1004``.
+    ``zip(*...)`` and placed by slices, one per stretch of consecutive classes of the shape;
+    strings get their references column by column in order of first use, so a column of new
+    strings (operation ids) reads ``5-1004``. ``epochs`` remembers :func:`timestamps.parse`
+    of each string seen (:class:`RowCells` keeps it across encodes).
     """
     count = len(cells)
-    shapes: dict[tuple[str, ...], list[int]] = {}
+    by_object: dict[int, tuple[tuple[str, ...], list[int]]] = {}
     for cls, (paths_of_class, _) in enumerate(cells):
-        shapes.setdefault(paths_of_class, []).append(cls)
+        group = by_object.get(id(paths_of_class))
+        if group is None:
+            group = by_object[id(paths_of_class)] = (paths_of_class, [])
+        group[1].append(cls)
+    shapes: dict[tuple[str, ...], list[int]] = {}
+    for shape, members in by_object.values():  # equal shapes held as distinct tuples
+        known = shapes.get(shape)
+        if known is None:
+            shapes[shape] = members
+        else:
+            known += members
+            known.sort()
     table: dict[str, list[Any]] = {}
     for shape, members in shapes.items():
         if not shape:
             continue
         columns = zip(*(cells[cls][1] for cls in members), strict=True)
         whole = len(members) == count
+        spans = [] if whole else _spans(members)
         for path, values in zip(shape, columns, strict=True):
             column = table.get(path)
             if column is None:
@@ -432,13 +573,14 @@ def _class_columns(cells: list[Cells]) -> tuple[dict[str, str], list[str], list[
                     table[path] = list(values)
                     continue
                 column = table[path] = [None] * count
-            for cls, value in zip(members, values, strict=True):
-                column[cls] = value
+            for low, high, at in spans:
+                column[low:high] = values[at : at + high - low]
     paths = sorted(table, key=RANK.__getitem__)
     strings: list[str] = []
     times: list[int] = []
     named: list[str] = []  # the time strings, in the order of ``times``
     seen: set[Any] = {None}
+    parse = timestamps.parse
     for path in paths:
         if COLUMNS[path].kind != STR:
             continue
@@ -446,7 +588,12 @@ def _class_columns(cells: list[Cells]) -> tuple[dict[str, str], list[str], list[
             if value in seen:
                 continue
             seen.add(value)
-            epoch = timestamps.parse(value)
+            if epochs is None:
+                epoch = parse(value)
+            else:
+                epoch = epochs.get(value, -1)
+                if epoch == -1:
+                    epoch = epochs[value] = parse(value)
             if epoch is None:
                 strings.append(value)
             else:
@@ -464,3 +611,15 @@ def _class_columns(cells: list[Cells]) -> tuple[dict[str, str], list[str], list[
             column = list(map(_BOOL_TOKENS.get, column))
         out[path] = format_sequence(column)
     return out, strings, times
+
+
+def _spans(members: list[int]) -> list[tuple[int, int, int]]:
+    """``(low, high, at)`` for each stretch of consecutive classes ``low .. high - 1`` in the
+    ascending ``members``, ``at`` the stretch's first position in ``members``."""
+    spans: list[tuple[int, int, int]] = []
+    start = 0
+    for pos in range(1, len(members) + 1):
+        if pos == len(members) or members[pos] != members[pos - 1] + 1:
+            spans.append((members[start], members[pos - 1] + 1, start))
+            start = pos
+    return spans

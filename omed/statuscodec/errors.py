@@ -12,7 +12,7 @@ rows) and is a :class:`ValueError`.
 
 from __future__ import annotations
 
-from typing import Final, Literal
+from typing import Final, Literal, get_args
 
 DecodeReason = Literal[
     "cardinality_limit",
@@ -31,21 +31,7 @@ DecodeReason = Literal[
 ]
 """Why a stored status can't be decoded; docs/status-encoding.md defines each reason."""
 
-DECODE_REASONS: Final[tuple[DecodeReason, ...]] = (
-    "cardinality_limit",
-    "coverage",
-    "range_syntax",
-    "version",
-    "type",
-    "string_ref",
-    "class_ref",
-    "value",
-    "row_shape",
-    "index",
-    "encoding",
-    "bounds",
-    "size",
-)
+DECODE_REASONS: Final[tuple[DecodeReason, ...]] = get_args(DecodeReason)
 
 
 class DecodeError(Exception):

@@ -213,6 +213,11 @@ def _compile(obj: Obj, prefix: str) -> _Table:
 
 
 _ROW_TABLE: Final = _compile(ROW_BODY, "")
+_SHAPE_LIMIT: Final = 4096
+_SHAPES: dict[tuple[str, ...], tuple[str, ...]] = {}
+"""Each shape (a body's column paths) seen, as one tuple: rows of one shape share it, so the
+encoder groups classes by shape by identity (a shape is a few dozen paths; a fleet has a
+handful)."""
 _MISSING: Final[Any] = object()
 
 
@@ -222,7 +227,13 @@ def flatten(body: Mapping[str, Any], *, where: str) -> Cells:
     paths: list[str] = []
     values: list[Any] = []
     _walk(_ROW_TABLE, body, where=where, out=(paths.append, values.append))
-    return tuple(paths), tuple(values)
+    shape = tuple(paths)
+    known = _SHAPES.get(shape)
+    if known is None:
+        if len(_SHAPES) >= _SHAPE_LIMIT:
+            _SHAPES.clear()
+        known = _SHAPES[shape] = shape
+    return known, tuple(values)
 
 
 def _walk(

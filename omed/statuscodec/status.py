@@ -28,7 +28,7 @@ import orjson
 from omed.statuscodec.cells import cell_bound
 from omed.statuscodec.classtable import ClassTable
 from omed.statuscodec.decoder import decode_class_table, decode_columnar
-from omed.statuscodec.encoder import check_rows, class_table, encode
+from omed.statuscodec.encoder import RowCells, check_rows, class_table, encode
 from omed.statuscodec.errors import DecodeError, EncodeError, describe
 from omed.statuscodec.rowschema import check_index, flatten
 
@@ -235,22 +235,27 @@ def _check_unique_index(rows: Sequence[Mapping[str, Any]]) -> None:
 
 
 def choose_encoding(
-    rows: Sequence[Mapping[str, Any]], *, configured: Encoding, max_rows: int | None
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    configured: Encoding,
+    max_rows: int | None,
+    memo: RowCells | None = None,
 ) -> tuple[Encoding, list[Mapping[str, Any]] | dict[str, Any]]:
     """The encoding and payload to write for ``rows`` under the configured encoding.
 
     DenseV1: the list. ColumnarV2: the columns, unless there are more rows than ``max_rows``
     (or no bound is set), or more cells than its cell bound (columns that wouldn't decode
     again: ``size``), or the list is no larger than the columns; then the list.
-    Raises :class:`EncodeError` for rows that aren't valid.
+    Raises :class:`EncodeError` for rows that aren't valid. ``memo`` (rows never changed once
+    given) spares the encoder the rows it has seen (:class:`~omed.statuscodec.RowCells`).
     """
     if configured not in ENCODINGS:
         raise ValueError(f"unknown encoding {configured!r}")
     listed = list(rows)
     if configured == DENSE_V1 or not max_rows or max_rows < 1 or len(listed) > max_rows:
-        check_rows(listed)  # a list gets the same checks as columns
+        check_rows(listed, memo=memo)  # a list gets the same checks as columns
         return DENSE_V1, listed
-    encoded = encode(listed)
+    encoded = encode(listed, memo=memo)
     if encoded.cells > cell_bound(max_rows):
         return DENSE_V1, listed
     columns_size = encoded_size(encoded.columns)

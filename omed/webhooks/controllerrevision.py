@@ -31,8 +31,8 @@ from omed.webhooks.review import (
     AdmissionRequest,
     AdmissionResponse,
     Write,
+    WriteValidator,
     deny,
-    screen_write,
 )
 
 PATH: Final = "/validate-apps-v1-controllerrevision"
@@ -62,21 +62,21 @@ def message(obj: Mapping[str, Any], field: str) -> str:
     )
 
 
-class ControllerRevisionValidator:
-    """The validating webhook for the runtime ControllerRevisions omed writes."""
+class ControllerRevisionValidator(WriteValidator):
+    """The validating webhook for the runtime ControllerRevisions omed writes: only an UPDATE
+    can change what omed wrote."""
 
     path: Final = PATH
-
-    async def admit(self, request: AdmissionRequest) -> AdmissionResponse:
-        return self.review(request)
+    kind = KIND
+    plural = "ControllerRevisions"
 
     def review(self, request: AdmissionRequest) -> AdmissionResponse:
         """The answer to one AdmissionReview request (pure: no I/O)."""
         if request.operation != "UPDATE":
             return ALLOWED
-        write = screen_write(request, kind=KIND, plural="ControllerRevisions")
-        if not isinstance(write, Write):
-            return write
+        return super().review(request)
+
+    def check(self, write: Write) -> AdmissionResponse:
         old, new = write.old, write.obj
         if not _written_by_omed(old):
             return ALLOWED

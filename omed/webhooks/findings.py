@@ -119,6 +119,12 @@ class Findings:
             )
         )
 
+    def refuse(self, message: str, *, depends: Sequence[Loc]) -> None:
+        """Refuse the object with ``message`` as it stands (a rule whose wording is
+        upstream's, with no field path in front); ratcheted on ``depends`` like
+        :meth:`error`."""
+        self.errors.append(Issue(message=message, depends=tuple(depends)))
+
     def warn(self, loc: Loc, text: str) -> None:
         """Admit the object, and tell the user ``<loc>: <text>``."""
         self.warnings.append(f"{format_loc(loc)}: {text}")

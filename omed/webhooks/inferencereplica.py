@@ -36,12 +36,11 @@ from omed.api.constants import (
 from omed.api.revision import MAX_REVISION_NAME_LENGTH, REVISION_HASH_LENGTH, is_revision_hash
 from omed.webhooks.findings import format_loc, show
 from omed.webhooks.review import (
-    AdmissionRequest,
     AdmissionResponse,
     Write,
+    WriteValidator,
     allow,
     deny,
-    screen_write,
 )
 
 PATH: Final = "/validate-ome-io-v1beta1-inferencereplica"
@@ -126,19 +125,14 @@ def release_problem(obj: Mapping[str, Any], value: Any) -> str | None:
     )
 
 
-class InferenceReplicaValidator:
+class InferenceReplicaValidator(WriteValidator):
     """The validating webhook for InferenceReplicas."""
 
     path: Final = PATH
+    kind = KIND_INFERENCE_REPLICA
+    plural = "InferenceReplicas"
 
-    async def admit(self, request: AdmissionRequest) -> AdmissionResponse:
-        return self.review(request)
-
-    def review(self, request: AdmissionRequest) -> AdmissionResponse:
-        """The answer to one AdmissionReview request (pure: no I/O)."""
-        write = screen_write(request, kind=KIND_INFERENCE_REPLICA, plural="InferenceReplicas")
-        if not isinstance(write, Write):
-            return write
+    def check(self, write: Write) -> AdmissionResponse:
         obj, old = write.obj, write.old
 
         annotations = _annotations(obj)

@@ -51,12 +51,11 @@ from omed.webhooks.findings import (
 from omed.webhooks.migration import check_request, is_request_key, requested_components
 from omed.webhooks.policies import FeatureGates, check_policy_refs
 from omed.webhooks.review import (
-    AdmissionRequest,
     AdmissionResponse,
     Write,
+    WriteValidator,
     allow,
     deny,
-    screen_write,
 )
 
 PATH: Final = "/validate-ome-io-v1beta1-inferenceservice"
@@ -218,25 +217,20 @@ def _model_errors(findings: Findings, obj: Mapping[str, Any]) -> None:
             findings.error(("spec", *loc), error["msg"])
 
 
-class InferenceServiceValidator:
+class InferenceServiceValidator(WriteValidator):
     """The validating webhook for InferenceServices.
 
     ``gates`` says which alpha policy kinds this cluster runs (both off by default).
     """
 
     path: Final = PATH
+    kind = KIND_INFERENCE_SERVICE
+    plural = "InferenceServices"
 
     def __init__(self, *, gates: FeatureGates | None = None) -> None:
         self._gates = gates or FeatureGates()
 
-    async def admit(self, request: AdmissionRequest) -> AdmissionResponse:
-        return self.review(request)
-
-    def review(self, request: AdmissionRequest) -> AdmissionResponse:
-        """The answer to one AdmissionReview request (pure: no I/O)."""
-        write = screen_write(request, kind=KIND_INFERENCE_SERVICE, plural="InferenceServices")
-        if not isinstance(write, Write):
-            return write
+    def check(self, write: Write) -> AdmissionResponse:
         obj, old = write.obj, write.old
         findings = validate_inferenceservice(obj, gates=self._gates)
         # An UPDATE that leaves the spec alone (labels, annotations such as a migration

@@ -1,10 +1,11 @@
 """The webhook server's metrics, under controller-runtime's names, on :data:`omed.metrics.REGISTRY`.
 
-Two sets: the requests (``controller_runtime_webhook_*``, per path and code) and the
-certificate poller's reads (``certwatcher_read_certificate_total`` and
-``certwatcher_read_certificate_errors_total``, controller-runtime's certwatcher counters:
-an alert on the errors' rate catches a rotation that keeps failing long before the old
-certificate expires).
+Two sets: the requests (``controller_runtime_webhook_*``, per path and code, and
+``controller_runtime_webhook_panics_total``, the requests a handler raised on, answered with
+a refusal of code 500 instead of a crash) and the certificate poller's reads
+(``certwatcher_read_certificate_total`` and ``certwatcher_read_certificate_errors_total``,
+controller-runtime's certwatcher counters: an alert on the errors' rate catches a rotation
+that keeps failing long before the old certificate expires).
 
 Why these names: OME's dashboards and the chart's "admission webhook fails" alert read
 controller-runtime's webhook metrics; omed keeps the names, labels and buckets so they keep
@@ -46,6 +47,7 @@ READ_CERTIFICATE_ERRORS_NAME: Final = "certwatcher_read_certificate_errors"
 REQUESTS_NAME: Final = "controller_runtime_webhook_requests"
 LATENCY_NAME: Final = "controller_runtime_webhook_latency_seconds"
 IN_FLIGHT_NAME: Final = "controller_runtime_webhook_requests_in_flight"
+PANICS_NAME: Final = "controller_runtime_webhook_panics"
 
 
 class WebhookSeries:
@@ -71,6 +73,9 @@ class WebhookCollector(Collector):
 
     def __init__(self) -> None:
         self._series: dict[str, WebhookSeries] = {}
+        self.panics = 0
+        """Requests whose handler raised, every path together (controller-runtime's counter
+        has no labels)."""
 
     def series(self, path: str) -> WebhookSeries:
         """The series of ``path``, made on first use."""
@@ -101,6 +106,7 @@ class WebhookCollector(Collector):
             add_histogram(latency, [path], series.latency)
             in_flight.add_metric([path], series.in_flight)
         yield from (requests, latency, in_flight)
+        yield CounterMetricFamily(PANICS_NAME, "Total number of webhook panics", value=self.panics)
 
 
 class CertWatcherCounts:

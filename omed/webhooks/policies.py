@@ -61,55 +61,70 @@ class FeatureGates:
     autoscaler_policy: bool = False
 
 
+def _referenced(
+    findings: Findings,
+    loc: Loc,
+    *,
+    ref: Any,
+    enabled: bool,
+    off: str,
+    kind: str,
+    kind_reason: str,
+) -> Mapping[str, Any] | None:
+    """The reference ``ref`` to a ``kind`` policy, to check further; None when there is
+    nothing more to check: its feature is off (refused with ``off``, never ratcheted), or it
+    is null or no object. A ``kind`` other than the policy's is refused with
+    ``kind_reason``."""
+    if not enabled:
+        findings.error(loc, off, ratchet=False)
+        return None
+    body = as_object(findings, loc, value=ref)
+    if body is None:
+        return None
+    got = body.get("kind")
+    if got not in (None, "", kind):
+        findings.error((*loc, "kind"), f"must be {kind}, got {show(got)} ({kind_reason})")
+    return body
+
+
 def _ref_name(ref: Any) -> str:
     name = ref.get("name") if isinstance(ref, dict) else None
     return show(name) if name is not None else "a policy"
 
 
 def _check_autoscaler(findings: Findings, loc: Loc, *, ref: Any, gates: FeatureGates) -> None:
-    if not gates.autoscaler_policy:
-        findings.error(
-            loc,
-            f"references {KIND_AUTOSCALER_POLICY} {_ref_name(ref)}, but the "
-            f"{KIND_AUTOSCALER_POLICY} feature is off on this cluster: remove the reference, "
-            f"or turn the feature on and restart the manager ({REASON_AUTOSCALER_DISABLED})",
-            ratchet=False,
-        )
-        return
-    body = as_object(findings, loc, value=ref)
+    body = _referenced(
+        findings,
+        loc,
+        ref=ref,
+        enabled=gates.autoscaler_policy,
+        off=f"references {KIND_AUTOSCALER_POLICY} {_ref_name(ref)}, but the "
+        f"{KIND_AUTOSCALER_POLICY} feature is off on this cluster: remove the reference, "
+        f"or turn the feature on and restart the manager ({REASON_AUTOSCALER_DISABLED})",
+        kind=KIND_AUTOSCALER_POLICY,
+        kind_reason=REASON_AUTOSCALER_KIND_RESERVED,
+    )
     if body is None:
         return
-    kind = body.get("kind")
-    if kind not in (None, "", KIND_AUTOSCALER_POLICY):
-        findings.error(
-            (*loc, "kind"),
-            f"must be {KIND_AUTOSCALER_POLICY}, got {show(kind)} "
-            f"({REASON_AUTOSCALER_KIND_RESERVED})",
-        )
     if not is_dns1123_subdomain(body.get("name")):
         findings.error((*loc, "name"), f"{DNS1123_SUBDOMAIN_RULE}, got {show(body.get('name'))}")
 
 
 def _check_rollout(findings: Findings, loc: Loc, *, ref: Any, gates: FeatureGates) -> None:
-    if not gates.rollout_policy:
-        findings.error(
-            loc,
-            f"references {KIND_ROLLOUT_POLICY} {_ref_name(ref)}, but the {KIND_ROLLOUT_POLICY} "
-            "feature is off on this cluster, so the reference would do nothing: inline the "
-            "progression, or turn the feature on and restart the manager "
-            f"({REASON_ROLLOUT_UNSUPPORTED})",
-            ratchet=False,
-        )
-        return
-    body = as_object(findings, loc, value=ref)
+    body = _referenced(
+        findings,
+        loc,
+        ref=ref,
+        enabled=gates.rollout_policy,
+        off=f"references {KIND_ROLLOUT_POLICY} {_ref_name(ref)}, but the {KIND_ROLLOUT_POLICY} "
+        "feature is off on this cluster, so the reference would do nothing: inline the "
+        "progression, or turn the feature on and restart the manager "
+        f"({REASON_ROLLOUT_UNSUPPORTED})",
+        kind=KIND_ROLLOUT_POLICY,
+        kind_reason=REASON_ROLLOUT_INVALID,
+    )
     if body is None:
         return
-    kind = body.get("kind")
-    if kind not in (None, "", KIND_ROLLOUT_POLICY):
-        findings.error(
-            (*loc, "kind"),
-            f"must be {KIND_ROLLOUT_POLICY}, got {show(kind)} ({REASON_ROLLOUT_INVALID})",
-        )
     if not is_dns1123_subdomain(body.get("name")):
         findings.error(
             (*loc, "name"),

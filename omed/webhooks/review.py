@@ -19,7 +19,7 @@ from __future__ import annotations
 import base64
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
 import orjson
 
@@ -193,6 +193,27 @@ def screen_write(request: AdmissionRequest, *, kind: str, plural: str) -> Admiss
     if request.operation == "UPDATE" and (is_deleting(obj) or is_deleting(old)):
         return ALLOWED
     return Write(obj=obj, old=old)
+
+
+class WriteValidator:
+    """Base of a validating webhook whose rules read only the request: :meth:`admit` answers
+    with :meth:`review` (pure: no I/O), which screens the request (:func:`screen_write`, for
+    the subclass's ``kind`` and ``plural``) and hands a :class:`Write` to :meth:`check`."""
+
+    kind: ClassVar[str]
+    plural: ClassVar[str]
+
+    async def admit(self, request: AdmissionRequest) -> AdmissionResponse:
+        return self.review(request)
+
+    def review(self, request: AdmissionRequest) -> AdmissionResponse:
+        """The answer to one AdmissionReview request (pure: no I/O)."""
+        write = screen_write(request, kind=self.kind, plural=self.plural)
+        return self.check(write) if isinstance(write, Write) else write
+
+    def check(self, write: Write) -> AdmissionResponse:
+        """The kind's own rules for a write that passed the screen."""
+        raise NotImplementedError
 
 
 def encode_response(uid: str, response: AdmissionResponse) -> bytes:

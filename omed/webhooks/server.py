@@ -554,6 +554,7 @@ class WebhookServer:
         try:
             answer = await handler.admit(review)
         except Exception:  # a bug in one rule must not take the webhook down
+            metrics.COLLECTOR.panics += 1
             log.exception(
                 "Webhook failed to handle an admission request",
                 extra=kv(

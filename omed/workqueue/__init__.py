@@ -14,7 +14,7 @@ The layers, each adding one thing to the one below:
 :data:`omed.metrics.REGISTRY` under controller-runtime's names and labels.
 """
 
-from omed.workqueue.controller import Controller, Reconciler, Result, is_panic
+from omed.workqueue.controller import Controller, Reconciler, Result, TerminalError, is_panic
 from omed.workqueue.delaying import DelayingQueue
 from omed.workqueue.metrics import ControllerMetrics, QueueMetrics
 from omed.workqueue.queue import Queue
@@ -40,6 +40,7 @@ __all__ = [
     "RateLimitingQueue",
     "Reconciler",
     "Result",
+    "TerminalError",
     "default_controller_rate_limiter",
     "is_panic",
 ]

@@ -10,6 +10,7 @@ What a reconcile's outcome does (controller-runtime's order of precedence):
 outcome                               queue                                 ``result`` label
 ====================================  ====================================  ===============
 raises                                ``add_rate_limited`` (backoff grows)  ``error``
+raises :class:`TerminalError`         nothing: not retried                  ``error``
 ``Result(requeue_after=s)``, s > 0    ``forget``, ``add_after(key, s)``     ``requeue_after``
 ``Result(requeue=True)``              ``add_rate_limited``                  ``requeue``
 ``Result()``                          ``forget`` (backoff resets)           ``success``
@@ -25,6 +26,15 @@ Invariants:
 * cancellation of the worker itself propagates (it is how ``shutdown(drain=False)`` stops
   in-flight reconciles); a ``CancelledError`` that escapes a reconcile while its worker is
   *not* being cancelled (it awaited something that was cancelled) is an error like any other.
+
+Terminal errors. A reconcile that can't succeed until the object changes (a spec the models
+refuse, a status that can't be decoded) raises :class:`TerminalError`, controller-runtime's
+``reconcile.TerminalError``: it counts as an error (``controller_runtime_reconcile_errors_total``
+and the ``error`` result) and in ``controller_runtime_terminal_reconcile_errors_total``, and
+the key is not put back: the object's next change wakes it. The key's backoff is kept, as in
+controller-runtime. A reconciler that has already said why (its own log line and event, once
+per resourceVersion) raises it with ``reported=True``, and the controller logs nothing more,
+so an object whose pods keep changing doesn't repeat an ERROR line on every pass.
 
 Panics. Go's controller-runtime counts a recovered panic in
 ``controller_runtime_reconcile_panics_total`` and then handles it as an error. Python has no
@@ -77,6 +87,18 @@ class Result:
     def __post_init__(self) -> None:
         if self.requeue_after is not None and not (self.requeue_after >= 0):
             raise ValueError(f"requeue_after must be >= 0 seconds, got {self.requeue_after}")
+
+
+class TerminalError(Exception):
+    """A reconcile failure that retrying can't fix: counted, not retried (module docstring).
+
+    ``reported``: the reconciler has logged it and recorded its event itself, so the
+    controller's "Reconciler error" line would only repeat it.
+    """
+
+    def __init__(self, message: str, *, reported: bool = False) -> None:
+        super().__init__(message)
+        self.reported = reported
 
 
 class Reconciler(Protocol):
@@ -278,11 +300,16 @@ class Controller:
 
     def _failed(self, key: str, exc: BaseException) -> None:
         metrics = self._metrics
+        metrics.errors += 1
+        metrics.error += 1
+        if isinstance(exc, TerminalError):
+            metrics.terminal_errors += 1
+            if not exc.reported:
+                self._log_failure(key, exc, panic=False)
+            return
         panic = is_panic(exc)
         if panic:
             metrics.panics += 1
-        metrics.errors += 1
-        metrics.error += 1
         self._queue.add_rate_limited(key)
         self._log_failure(key, exc, panic=panic)
 

@@ -33,7 +33,7 @@ import time
 import weakref
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator
-from typing import Final
+from typing import Final, Generic, TypeVar
 
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -45,6 +45,8 @@ from prometheus_client.registry import Collector
 
 from omed.clock import Clock, RealClock
 from omed.metrics import REGISTRY, FastHistogram, add_histogram
+
+S = TypeVar("S")
 
 WORKQUEUE_BUCKETS: Final[tuple[float, ...]] = (
     1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0, 1000.0,
@@ -198,14 +200,18 @@ def _live(series: _QueueSeries) -> list[QueueMetrics]:
     return []  # pragma: no cover
 
 
-class _QueueCollector(Collector):
-    def __init__(self) -> None:
-        self._series: dict[str, _QueueSeries] = {}
+class _ByName(Collector, Generic[S]):
+    """One series object per name, made on first use and kept for the process's life; a
+    scrape reads them all into the subclass's metric families (and a describe, none)."""
 
-    def series(self, name: str) -> _QueueSeries:
+    def __init__(self, make: Callable[[str], S]) -> None:
+        self._make = make
+        self._series: dict[str, S] = {}
+
+    def series(self, name: str) -> S:
         found = self._series.get(name)
         if found is None:
-            found = self._series[name] = _QueueSeries(name)
+            found = self._series[name] = self._make(name)
         return found
 
     def describe(self) -> Iterable[Metric]:
@@ -213,6 +219,14 @@ class _QueueCollector(Collector):
 
     def collect(self) -> Iterable[Metric]:
         return self._families(list(self._series.values()))
+
+    def _families(self, all_series: list[S]) -> Iterator[Metric]:
+        raise NotImplementedError
+
+
+class _QueueCollector(_ByName[_QueueSeries]):
+    def __init__(self) -> None:
+        super().__init__(_QueueSeries)
 
     @staticmethod
     def _families(all_series: list[_QueueSeries]) -> Iterator[Metric]:
@@ -288,6 +302,7 @@ class ControllerMetrics:
         "requeue",
         "requeue_after",
         "success",
+        "terminal_errors",
     )
 
     def __init__(self, name: str) -> None:
@@ -297,6 +312,7 @@ class ControllerMetrics:
         self.requeue = 0
         self.requeue_after = 0
         self.errors = 0
+        self.terminal_errors = 0
         self.panics = 0
         self.reconcile_time = FastHistogram(RECONCILE_TIME_BUCKETS)
         self.max_concurrent = 0
@@ -308,21 +324,9 @@ class ControllerMetrics:
         return _CONTROLLER_COLLECTOR.series(name)
 
 
-class _ControllerCollector(Collector):
+class _ControllerCollector(_ByName[ControllerMetrics]):
     def __init__(self) -> None:
-        self._series: dict[str, ControllerMetrics] = {}
-
-    def series(self, name: str) -> ControllerMetrics:
-        found = self._series.get(name)
-        if found is None:
-            found = self._series[name] = ControllerMetrics(name)
-        return found
-
-    def describe(self) -> Iterable[Metric]:
-        return self._families([])
-
-    def collect(self) -> Iterable[Metric]:
-        return self._families(list(self._series.values()))
+        super().__init__(ControllerMetrics)
 
     @staticmethod
     def _families(all_series: list[ControllerMetrics]) -> Iterator[Metric]:
@@ -334,6 +338,11 @@ class _ControllerCollector(Collector):
         errors = CounterMetricFamily(
             "controller_runtime_reconcile_errors_total",
             "Total number of reconciliation errors per controller",
+            labels=["controller"],
+        )
+        terminal = CounterMetricFamily(
+            "controller_runtime_terminal_reconcile_errors_total",
+            "Total number of terminal reconciliation errors per controller",
             labels=["controller"],
         )
         panics = CounterMetricFamily(
@@ -363,11 +372,12 @@ class _ControllerCollector(Collector):
             total.add_metric([name, RESULT_REQUEUE], series.requeue)
             total.add_metric([name, RESULT_SUCCESS], series.success)
             errors.add_metric([name], series.errors)
+            terminal.add_metric([name], series.terminal_errors)
             panics.add_metric([name], series.panics)
             add_histogram(time_, [name], series.reconcile_time)
             max_concurrent.add_metric([name], series.max_concurrent)
             active.add_metric([name], series.active_workers)
-        yield from (total, errors, panics, time_, max_concurrent, active)
+        yield from (total, errors, terminal, panics, time_, max_concurrent, active)
 
 
 _QUEUE_COLLECTOR: Final = _QueueCollector()

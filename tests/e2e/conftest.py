@@ -120,11 +120,16 @@ class ManagerProcess:
         """GET ``path`` on the health probe server: (status, body), or None if unreachable."""
         return self._get(self.health_port, path)
 
-    def metrics(self) -> dict[str, float] | None:
+    def metrics_text(self) -> str | None:
+        """The ``/metrics`` page as served, or None if unreachable."""
         answer = self._get(self.metrics_port, "/metrics")
         if answer is None or answer[0] != 200:
             return None
-        return parse_metrics(answer[1])
+        return answer[1]
+
+    def metrics(self) -> dict[str, float] | None:
+        text = self.metrics_text()
+        return None if text is None else parse_metrics(text)
 
     def master_status(self) -> float | None:
         """This replica's ``leader_election_master_status`` for the manager's Lease."""

@@ -26,6 +26,7 @@ import json
 import os
 import signal
 import ssl
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -33,7 +34,7 @@ import pytest
 
 from omed.api.constants import ANNOTATION_CONTROLLER_WRITE
 from omed.kube.errors import NotFound
-from omed.kube.resources import EVENTS, INFERENCE_REPLICAS
+from omed.kube.resources import EVENTS, INFERENCE_REPLICAS, NAMESPACES
 from omed.statuscodec import COLUMNAR_V2, encode_columnar
 from omed_devcluster.hostile import ready_rows
 
@@ -68,6 +69,21 @@ def cpu_seconds(pid: int) -> float:
     stat = open(f"/proc/{pid}/stat").read()  # noqa: SIM115 - a /proc read
     parts = stat[stat.rindex(")") + 2 :].split()
     return (int(parts[11]) + int(parts[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def settled(pid: int, *, timeout: float = 30.0) -> None:
+    """Wait until the process is idle: under 50 ms of CPU in each of two half-seconds in a
+    row. The leader's pass over its own status write (20,000 Instances planned, 1-2 s of CPU
+    beside another worker) must be over before the refusal's cost is measured."""
+    deadline = time.monotonic() + timeout
+    quiet, last = 0, cpu_seconds(pid)
+    while quiet < 2:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the manager did not go idle within {timeout:.0f} s")
+        await asyncio.sleep(0.5)
+        now = cpu_seconds(pid)
+        quiet = quiet + 1 if now - last < 0.05 else 0
+        last = now
 
 
 def review(uid: str) -> bytes:
@@ -177,6 +193,11 @@ async def test_a_huge_status_stalls_neither_the_leader_nor_admission(
     # Longer leader election timings than the tests' (the chart's are 60 s / 40 s / 8 s): a
     # pass over 20,000 Instances holds the leader's loop for 1-3 s, past their 2 s renew
     # deadline on a loaded machine.
+    # The manager watches every namespace: what earlier files of this worker left terminating
+    # would be its first passes, beside the one measured here.
+    await managers.wait_until(
+        lambda: _none_terminating(kube), timeout=120, what="earlier namespaces gone"
+    )
     manager = managers.start(*CHART_ELECTION)
     try:
         await _huge_status(manager, managers, kube, namespace)
@@ -184,6 +205,11 @@ async def test_a_huge_status_stalls_neither_the_leader_nor_admission(
         # The next test's manager watches every namespace: a replica of 20,000 Instances left
         # in this one's terminating namespace would be its first (long) pass.
         await _remove(kube, "huge", namespace)
+
+
+async def _none_terminating(kube: Any) -> bool:
+    listed = await kube.list_all(NAMESPACES)
+    return not any((ns.get("status") or {}).get("phase") == "Terminating" for ns in listed)
 
 
 async def _remove(kube: Any, name: str, namespace: str) -> None:
@@ -256,7 +282,7 @@ async def _huge_status(manager: Any, managers: Any, kube: Any, namespace: str) -
         "instanceStatusEncoding": COLUMNAR_V2,
         "instanceStatusColumns": encode_columnar(ready_rows(INSTANCES, conditions=32)),
     }
-    await asyncio.sleep(1.0)  # let the leader settle (pacing, its own write's version)
+    await settled(manager.pid)  # the leader's passes over its own write are over
     cpu_before = cpu_seconds(manager.pid)
     await kube.replace_status(INFERENCE_REPLICAS, stored, namespace)
     refused = (

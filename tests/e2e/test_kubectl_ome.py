@@ -145,6 +145,16 @@ async def test_list_retry_blocks_and_status_read_what_the_manager_wrote(
     assert [i["runningRevision"] for i in report["instances"]] == [revision, revision]
     assert report["components"][0]["inferenceReplica"] == ENGINE
 
+    # -o name: <component>/<index>, one a line; --no-headers: the table's rows alone.
+    code, out, err = await kubectl(
+        control_plane, kubeconfig, "ome", "instance", "list", SERVICE, "-n", ns, "-o", "name"
+    )
+    assert (code, err, out) == (0, "", "".join(f"engine/{r['index']}\n" for r in rows))
+    code, out, err = await kubectl(
+        control_plane, kubeconfig, "ome", "instance", "list", SERVICE, "-n", ns, "--no-headers"
+    )
+    assert (code, err, out) == (0, "", render_table(expected[1:]))
+
     # retry-blocks: nothing retried or held yet.
     code, out, err = await kubectl(
         control_plane,
@@ -208,6 +218,21 @@ async def test_list_retry_blocks_and_status_read_what_the_manager_wrote(
         "ImagePullB...",
     ], out
     assert len(lines) == 2, out
+
+    code, out, err = await kubectl(
+        control_plane,
+        kubeconfig,
+        "ome",
+        "instance",
+        "retry-blocks",
+        SERVICE,
+        "--component=engine",
+        "-n",
+        ns,
+        "-o",
+        "name",
+    )
+    assert (code, err, out) == (0, "", f"{bad}\n")  # what release-held --revision takes
 
     code, out, err = await kubectl(
         control_plane,
@@ -360,12 +385,12 @@ async def test_list_retry_blocks_and_status_read_what_the_manager_wrote(
         found = await world.kube.get(INFERENCE_REPLICAS, ENGINE, ns)
         assert "ome.io/release-held-revision" not in (found["metadata"].get("annotations") or {})
 
-    # While the block is Held, waiting for its release times out (exit 1).
+    # While the block is Held, waiting for its release times out (exit 2: unmet).
     wait = ("ome", "wait", SERVICE, "-n", ns, "--for=held-revision=unheld", "--component=engine")
     code, out, err = await kubectl(
         control_plane, kubeconfig, *wait, "--revision", bad[-8:], "--timeout=2s"
     )
-    assert (code, out) == (1, "")
+    assert (code, out) == (2, "")
     assert err == (
         f"error: timed out waiting for held-revision={bad[-8:]}=unheld on "
         f"inferencereplica.ome.io/{ENGINE} after 2s\n"

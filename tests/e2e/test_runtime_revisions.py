@@ -14,18 +14,37 @@ RUNTIME and MARKED columns.
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import time
 from typing import Any
 
+import _support as support
 import pytest
 from _support import eventually, serving_runtime
 from test_kubectl_ome import kubectl
 
-from omed.api.constants import ANNOTATION_GC_ELIGIBLE_SINCE, LABEL_RUNTIME_OF
+from omed.api.constants import (
+    ANNOTATION_GC_ELIGIBLE_SINCE,
+    ANNOTATION_RUNTIME_SYNC,
+    LABEL_RUNTIME_OF,
+)
+from omed.controllers.inferenceservice.core.pinning import (
+    CONDITION_RUNTIME_DRIFTED,
+    EVENT_RUNTIME_DRIFTED,
+    REASON_REVISION_MISMATCH,
+    STATUS_PINNED,
+    STATUS_TOKEN,
+)
 from omed.controllers.runtimerevision.core.snapshot import content_hash
 from omed.kube.client import KubeClient
-from omed.kube.resources import CONTROLLER_REVISIONS, INFERENCE_SERVICES, SERVING_RUNTIMES
+from omed.kube.resources import (
+    CONTROLLER_REVISIONS,
+    EVENTS,
+    INFERENCE_REPLICAS,
+    INFERENCE_SERVICES,
+    SERVING_RUNTIMES,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -163,14 +182,22 @@ async def test_in_use_and_newest_revisions_stay_and_the_rest_go_at_mark_plus_gra
 
     left = await eventually(collected, timeout=GRACE + 30, what="the marked revisions deleted")
     deleted_at = time.time()
+    # Counted again from the restart, the grace would begin no earlier than the moment the
+    # new manager took the Lease (its own log line's time): a deletion before that moment
+    # plus the grace was counted from the marks, however long the process took to start.
+    acquired = await second.wait_log("successfully acquired lease", timeout=5)
+    leading_at = dt.datetime.strptime(acquired.split("\t")[0], "%Y-%m-%dT%H:%M:%S.%fZ")
+    leading_since = leading_at.replace(tzinfo=dt.UTC).timestamp()
     assert sorted(name for name in left if name.startswith(f"r-{namespace}-")) == sorted(
         [pinned, newer, current]
     )
     assert all(mark_of(left[name]) is None for name in (pinned, newer, current))
     assert deleted_at >= marked_at + GRACE
-    assert deleted_at < restarted_at + GRACE, (
+    assert leading_since >= restarted_at - 1
+    assert deleted_at < leading_since + GRACE, (
         f"deleted {deleted_at - marked_at:.1f} s after the mark and "
-        f"{deleted_at - restarted_at:.1f} s after the restart: the grace period restarted"
+        f"{deleted_at - leading_since:.1f} s after the new manager took the Lease: the grace "
+        "period restarted"
     )
     assert second.log_lines("Deleted runtime revision")
 
@@ -255,3 +282,91 @@ async def test_a_runtime_revision_keeps_its_labels_and_takes_annotations(
     assert code == 0, err
     await kube.delete(SERVING_RUNTIMES, RUNTIME, namespace)
     await kube.delete(CONTROLLER_REVISIONS, "not-a-runtime-revision", namespace)
+
+
+# -- Pinning: autoSync false, RuntimeDrifted and the runtime-sync annotation -----------------
+
+
+def image_of(obj: dict[str, Any]) -> str:
+    return str(obj["spec"]["containers"][0]["image"])
+
+
+async def test_a_pinned_service_keeps_its_pods_through_a_runtime_edit_until_the_sync_annotation(
+    kube: KubeClient, namespace: str, managers: Any
+) -> None:
+    """An OMENative InferenceService with ``autoSync: false`` pins the revision of its
+    runtime's spec; an edit of the runtime leaves its pods as they are and sets RuntimeDrifted
+    (and the event); a new ``ome.io/runtime-sync`` value moves the pin and the pods follow."""
+    world = support.ManagerWorld(kube=kube, namespace=namespace, managers=managers)
+    async with world.running(nodes=1):
+        await world.start_manager("pin-a")
+        service = support.inference_service(
+            "chat", runtime=RUNTIME, engine={"minReplicas": 1, "maxReplicas": 1}
+        )
+        service["spec"]["runtime"]["autoSync"] = False
+        created = await kube.create(SERVING_RUNTIMES, runtime(0), namespace)
+        await kube.create(INFERENCE_SERVICES, service, namespace)
+        first = f"r-{namespace}-{RUNTIME}-{content_hash(created['spec'])}"
+
+        async def isvc() -> dict[str, Any]:
+            world.check_manager()
+            found: dict[str, Any] = await kube.get(INFERENCE_SERVICES, "chat", namespace)
+            return found
+
+        async def serving(image: str) -> dict[str, Any] | None:
+            found = await isvc()
+            pods = await world.pods()
+            live = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+            if (
+                support.condition(found, "Ready") == "True"
+                and len(pods) == len(live) == 1
+                and image_of(live[0]) == image
+                and support.pod_ready(live[0])
+            ):
+                return live[0]
+            return None
+
+        async def pinned_to(name: str) -> dict[str, Any] | None:
+            found = await isvc()
+            return found if (found.get("status") or {}).get(STATUS_PINNED) == name else None
+
+        await eventually(lambda: pinned_to(first), timeout=60, what=f"the pin on {first}")
+        pod = await eventually(
+            lambda: serving("ome/srt:1.0"), timeout=120, what="the pinned pod Ready"
+        )
+
+        # The runtime edited: the pin stays, the pods too, RuntimeDrifted says so.
+        created["spec"] = runtime(1)["spec"]
+        edited = await kube.replace(SERVING_RUNTIMES, created, namespace)
+        second = f"r-{namespace}-{RUNTIME}-{content_hash(edited['spec'])}"
+
+        async def drifted() -> dict[str, Any] | None:
+            found = await isvc()
+            for item in (found.get("status") or {}).get("conditions") or ():
+                if item.get("type") == CONDITION_RUNTIME_DRIFTED and item["status"] == "True":
+                    return dict(item)
+            return None
+
+        condition = await eventually(drifted, timeout=60, what="RuntimeDrifted True")
+        assert condition["reason"] == REASON_REVISION_MISMATCH
+        assert second in condition["message"] and first in condition["message"]
+        events = await kube.list_all(
+            EVENTS, namespace, fieldSelector=f"reason={EVENT_RUNTIME_DRIFTED}"
+        )
+        assert [e["involvedObject"]["name"] for e in events] == ["chat"]
+        assert (await isvc())["status"][STATUS_PINNED] == first
+        engine = await kube.get(INFERENCE_REPLICAS, "chat-engine", namespace)
+        templates = [r["template"] for r in engine["spec"]["runners"]]
+        assert [image_of(t) for t in templates] == ["ome/srt:1.0"]
+        await asyncio.sleep(3)  # a pass that would roll the pods has had its chance
+        (still,) = await world.pods()
+        assert still["metadata"]["uid"] == pod["metadata"]["uid"]
+        assert image_of(still) == "ome/srt:1.0"
+
+        # The annotation moves the pin, once; the pods follow.
+        patch = {"metadata": {"annotations": {ANNOTATION_RUNTIME_SYNC: "1"}}}
+        await kube.patch(INFERENCE_SERVICES, "chat", patch, namespace)
+        moved = await eventually(lambda: pinned_to(second), timeout=60, what=f"the pin on {second}")
+        assert moved["status"][STATUS_TOKEN] == "1"
+        assert support.condition(moved, CONDITION_RUNTIME_DRIFTED) == "False"
+        await eventually(lambda: serving("ome/srt:1.1"), timeout=120, what="the pods on 1.1")

@@ -13,11 +13,18 @@ with a 1 s grace period; ``lifecycle.forceDelete`` 2s/4s and ``teardown.deadline
 3. The InferenceService is deleted while that pod still can't terminate: TeardownBlocked names
    it, the teardown deadline lifts the replica's finalizer with TeardownDeadlineExceeded
    naming it, the InferenceService goes, and the pod is all that is left.
+
+And a teardown planned from the pods alone (the replica's status damaged, so omed can't read
+it), with ``forceDelete`` unset and a wave of both Instances: the pod of Instance 0 carries a
+finalizer of its own, the node of Instance 1 is gone under its pod. Neither pod is
+force-deleted; TeardownBlocked says why each is stuck; at the deadline the replica's finalizer
+is lifted with TeardownDeadlineExceeded naming the held pod.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -29,9 +36,15 @@ from _support import eventually
 from omed.clock import parse_rfc3339
 from omed.controllers.inferencereplica.core import names
 from omed.kube.client import KubeClient
-from omed.kube.errors import NotFound
-from omed.kube.resources import CONFIGMAPS, EVENTS, INFERENCE_REPLICAS, INFERENCE_SERVICES
-from omed.statuscodec import decode_status
+from omed.kube.errors import Conflict, NotFound
+from omed.kube.resources import (
+    CONFIGMAPS,
+    EVENTS,
+    INFERENCE_REPLICAS,
+    INFERENCE_SERVICES,
+    PODS,
+)
+from omed.statuscodec import COLUMNAR_V2, REASON_DECODE_FAILED, decode_status, encode_columnar
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -58,6 +71,23 @@ async def world(
         lifecycle={
             **support.lifecycle(scale_up_pod_batch_size=10),
             "forceDelete": {"overdueSlack": "2s", "nodeUnreachableThreshold": "4s"},
+            "teardown": {"deadline": "20s"},
+        }
+    )
+    world = support.ManagerWorld(kube=kube, namespace=namespace, managers=managers)
+    async with world.running(nodes=2):
+        yield world
+
+
+@pytest.fixture
+async def unforced_world(
+    kube: KubeClient, namespace: str, managers: Any, manager_config: Any
+) -> AsyncIterator[support.ManagerWorld]:
+    """No ``forceDelete``, ``teardown.deadline`` 20s, and scale-down waves of two pods."""
+    await manager_config(
+        lifecycle={
+            **support.lifecycle(scale_up_pod_batch_size=10),
+            "scaleDownPodBatchSize": 2,
             "teardown": {"deadline": "20s"},
         }
     )
@@ -195,6 +225,95 @@ async def test_a_lost_node_a_wedged_kubelet_and_a_teardown_past_its_deadline(
     await eventually(
         lambda: _none_left(world), timeout=30, what="the pod gone once its kubelet acts"
     )
+
+
+HOLD = "example.com/hold"
+
+
+async def test_an_unreadable_replica_past_its_deadline_with_a_held_pod_and_a_gone_node(
+    unforced_world: support.ManagerWorld,
+) -> None:
+    world = unforced_world
+    sim = world.simulator
+    assert sim is not None
+    await world.start_manager("manager-a")
+    engine = {"minReplicas": 2, "maxReplicas": 2, "terminationGracePeriodSeconds": 1}
+    service = support.inference_service(SERVICE, runtime="srt-engine", engine=engine)
+    await world.create_service(RUNTIME, service)
+    await eventually(lambda: converged(world, 2), timeout=120, what="2 Ready Instances")
+    pods = await world.pods()
+    held, lost = pod_named(pods, 0), pod_named(pods, 1)
+    held_name, lost_name = held["metadata"]["name"], lost["metadata"]["name"]
+    lost_node = lost["spec"]["nodeName"]
+    await world.kube.patch(PODS, held_name, {"metadata": {"finalizers": [HOLD]}}, world.namespace)
+
+    async def damaged() -> bool:
+        """The rows as damaged columns, which no manager setting reads (False: a write of the
+        manager's came first)."""
+        irep = await world.kube.get(INFERENCE_REPLICAS, ENGINE, world.namespace)
+        status = dict(irep["status"])
+        columns = encode_columnar(decode_status(status, max_rows=100))
+        status.pop("instanceStatuses", None)
+        status["instanceStatusEncoding"] = COLUMNAR_V2
+        status["instanceStatusColumns"] = {**columns, "index": "0"}
+        try:
+            await world.kube.replace_status(
+                INFERENCE_REPLICAS, {**irep, "status": status}, world.namespace
+            )
+        except Conflict:
+            return False
+        return True
+
+    await eventually(damaged, timeout=30, what="the status damaged")
+
+    async def unreadable() -> bool:
+        world.check_manager()
+        return bool(await events(world, REASON_DECODE_FAILED))
+
+    await eventually(unreadable, timeout=60, what="the status reported undecodable")
+
+    # The node's kubelet stops (the pod's Ready turns False), then the node goes from under
+    # the pod, which keeps its last status.
+    await sim.set_node_ready(lost_node, False)
+
+    async def lost_not_ready() -> bool:
+        pod = await world.kube.get(PODS, lost_name, world.namespace)
+        conditions = (pod.get("status") or {}).get("conditions") or ()
+        return any(c["type"] == "Ready" and c["status"] == "False" for c in conditions)
+
+    await eventually(lost_not_ready, timeout=30, what="the lost pod not Ready")
+    await sim.remove_node(lost_node, collect_pods=False)
+    await world.kube.delete(INFERENCE_SERVICES, SERVICE, world.namespace)
+
+    async def replica_gone() -> bool:
+        world.check_manager()
+        try:
+            await world.kube.get(INFERENCE_REPLICAS, ENGINE, world.namespace)
+        except NotFound:
+            return True
+        return False
+
+    # The pod GC force-deletes a gone node's pods after its 40 s quarantine: the deadline
+    # (20 s after the deletion) comes first.
+    await eventually(replica_gone, timeout=DEADLINE + 60, what="the replica's finalizer lifted")
+    assert await events(world, names.EVENT_POD_FORCE_DELETED) == []
+    blocked = " ".join(e["message"] for e in await events(world, names.EVENT_TEARDOWN_BLOCKED))
+    assert f"{held_name} (finalizers {HOLD})" in blocked
+    assert (
+        f"{lost_name} (on node {lost_node}, which is gone, and lifecycle.forceDelete is not set)"
+        in blocked
+    )
+    (exceeded,) = await events(world, names.EVENT_TEARDOWN_DEADLINE)
+    assert exceeded["involvedObject"]["kind"] == "InferenceService"
+    assert "within teardown.deadline (20s)" in exceeded["message"]
+    assert "pods left: " in exceeded["message"] and held_name in exceeded["message"]
+    left = {p["metadata"]["name"]: p for p in await world.pods()}
+    assert held_name in left and left[held_name]["metadata"].get("deletionTimestamp")
+
+    await world.kube.patch(PODS, held_name, {"metadata": {"finalizers": None}}, world.namespace)
+    with contextlib.suppress(NotFound):
+        await world.kube.delete(PODS, lost_name, world.namespace, grace_period_seconds=0)
+    await eventually(lambda: _none_left(world), timeout=30, what="the pods gone")
 
 
 async def _truthy(value: Any) -> bool:

@@ -53,6 +53,10 @@ class Wheel:
     name: str
     members: list[str]
     entry_points: str
+    metadata: str
+    """The wheel's METADATA (the core metadata pip installs)."""
+    output: str
+    """What the build printed (pip's and the build backend's output)."""
 
 
 def build_wheel(source: Path, out: Path) -> Wheel:
@@ -68,7 +72,6 @@ def build_wheel(source: Path, out: Path) -> Wheel:
             "--no-index",
             "--no-build-isolation",
             "--no-cache-dir",
-            "--quiet",
             "--wheel-dir",
             str(out),
             str(source),
@@ -85,7 +88,15 @@ def build_wheel(source: Path, out: Path) -> Wheel:
         members = archive.namelist()
         entry_points = [m for m in members if m.endswith(".dist-info/entry_points.txt")]
         text = archive.read(entry_points[0]).decode() if entry_points else ""
-    return Wheel(name=wheels[0].name, members=members, entry_points=text)
+        metadata = [m for m in members if m.endswith(".dist-info/METADATA")]
+        core = archive.read(metadata[0]).decode() if metadata else ""
+    return Wheel(
+        name=wheels[0].name,
+        members=members,
+        entry_points=text,
+        metadata=core,
+        output=result.stdout + result.stderr,
+    )
 
 
 def dev_cluster_code(wheel: Wheel) -> list[str]:

@@ -1,9 +1,13 @@
 """The Dockerfile: hadolint finds nothing, the image keeps the rules the chart relies on (a
-non-root uid, a read-only root filesystem, no registry host, the omed entry point), and it is
-made of the product only, with no dev cluster code.
+non-root uid, a read-only root filesystem, no registry host, the omed entry point), its base
+is pinned, it carries the OCI labels, its final stage holds neither pip nor a shell, and it
+is made of the product only, with no dev cluster code.
 
-No docker engine runs where these tests do, so the image itself isn't built here; its wheel
-is, from the files its build stage copies out of the build context.
+No docker engine runs where these tests do, so the image itself isn't built here (where one
+runs, tools/dev-image builds it on a stand-in base and runs ``omed --version`` in it:
+docs/install.md); its wheel is, from the files its build stage copies out of the build
+context, and the final stage's exec-form RUN checks the no-pip, no-shell rule whenever the
+image is built.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 from product_wheel import build_wheel, dev_cluster_code
@@ -70,23 +75,76 @@ def test_hadolint_would_report_a_finding(tmp_path: Path) -> None:
     assert "DL3042" in result.stdout
 
 
-def test_base_images_are_slim_python_without_a_registry_host() -> None:
-    bases = [args.split()[0] for keyword, args in instructions() if keyword == "FROM"]
-    assert bases
-    assert all(base == "python:3.11-slim" for base in bases), bases
+BASE = "python:3.11.14-slim-bookworm"
+
+
+def stages() -> list[list[tuple[str, str]]]:
+    """The instructions of each stage, each list starting with its FROM."""
+    steps = instructions()
+    froms = [i for i, (keyword, _) in enumerate(steps) if keyword == "FROM"]
+    return [steps[a:b] for a, b in zip(froms, [*froms[1:], len(steps)], strict=True)]
+
+
+def test_the_base_is_pinned_to_an_exact_tag_without_a_registry_host() -> None:
+    """Both Python stages start from one exact tag (a patch release and a Debian release, so
+    a rebuild can't move to another Python or Debian), and the image from scratch."""
+    bases = [stage[0][1].split()[0] for stage in stages()]
+    assert bases == [BASE, BASE, "scratch"]
+    name, _, tag = BASE.partition(":")
+    assert "/" not in name and "." not in name  # no registry host
+    assert re.fullmatch(r"3\.11\.\d+-slim-bookworm", tag)
+
+
+def test_the_final_stage_holds_no_pip_and_no_shell() -> None:
+    """The final stage copies the rootfs stage's filesystem after pip and the shells are
+    removed there, and runs nothing that needs a shell: its one RUN is in exec form, and
+    checks the rule at build time."""
+    _, rootfs, final = stages()
+    runs = " ".join(args for keyword, args in rootfs if keyword == "RUN")
+    assert "pip uninstall --yes --no-cache-dir pip setuptools wheel" in runs
+    assert "rm -rf /usr/local/bin/pip*" in runs
+    for shell in ("sh", "dash", "bash", "rbash"):
+        assert f"/bin/{shell} " in runs + " " and f"/usr/bin/{shell} " in runs + " ", shell
+    assert "/usr/bin/perl " in runs  # Debian's essential perl-base could stand in for one
+    # the shells go last: nothing after them in that RUN needs one
+    assert runs.rindex("rm -f /bin/sh") > runs.rindex("&&")
+    assert [args for keyword, args in final if keyword == "COPY"] == ["--from=rootfs / /"]
+    final_runs = [args for keyword, args in final if keyword == "RUN"]
+    assert len(final_runs) == 1
+    check = json.loads(final_runs[0])  # exec form, no shell
+    assert check[:2] == ["python3", "-c"]
+    assert "find_spec('pip') is None" in check[2]
+    assert "shutil.which(s)" in check[2]
+
+
+def test_oci_labels() -> None:
+    """The org.opencontainers.image labels: title, version (pyproject's, which
+    omed.version.VERSION reads), licence (pyproject's SPDX string), source and base."""
+    final = stages()[-1]
+    text = " ".join(args for keyword, args in final if keyword == "LABEL")
+    labels = dict(re.findall(r'(org\.opencontainers\.image\.[a-z.]+)="([^"]*)"', text))
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert labels["org.opencontainers.image.title"] == "omed"
+    assert labels["org.opencontainers.image.version"] == pyproject["version"]
+    assert labels["org.opencontainers.image.licenses"] == pyproject["license"] == "Apache-2.0"
+    assert labels["org.opencontainers.image.source"].startswith("https://")
+    assert labels["org.opencontainers.image.base.name"] == BASE
+    assert {"title", "description", "version", "licenses", "source", "base.name"} <= {
+        key.removeprefix("org.opencontainers.image.") for key in labels
+    }
 
 
 def test_runtime_stage() -> None:
-    steps = instructions()
-    last_from = max(i for i, (keyword, _) in enumerate(steps) if keyword == "FROM")
-    runtime = steps[last_from:]
-    users = [args for keyword, args in runtime if keyword == "USER"]
+    final = stages()[-1]
+    users = [args for keyword, args in final if keyword == "USER"]
     assert users == ["65532:65532"]  # the chart's runAsUser; runAsNonRoot needs a number
-    entrypoints = [json.loads(args) for keyword, args in runtime if keyword == "ENTRYPOINT"]
+    entrypoints = [json.loads(args) for keyword, args in final if keyword == "ENTRYPOINT"]
     assert entrypoints == [["omed"]]
-    env = " ".join(args for keyword, args in runtime if keyword == "ENV")
+    env = " ".join(args for keyword, args in final if keyword == "ENV")
     assert "PYTHONDONTWRITEBYTECODE=1" in env  # nothing written on the read-only root
-    runs = " ".join(args for keyword, args in runtime if keyword == "RUN")
+    assert "PATH=/usr/local/bin:" in env  # FROM scratch starts with no environment
+    assert "HOME=/tmp" in env
+    runs = " ".join(args for keyword, args in stages()[1] if keyword == "RUN")
     assert "pip install --no-cache-dir /wheels/*.whl" in runs
     assert "import uvloop" in runs
     assert "--uid 65532" in runs

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from importlib import metadata
 from pathlib import Path
 
 import pytest
 
 from omed.__main__ import main
+from omed.version import VERSION
 
 
 @pytest.fixture(autouse=True)
@@ -27,6 +29,25 @@ def test_help_prints_the_usage_to_stdout_and_exits_0(capsys: pytest.CaptureFixtu
     assert out.startswith("Usage of omed:\n")
     assert "  -leader-elect-lease-duration duration\n" in out
     assert err == ""
+
+
+@pytest.mark.parametrize("argv", [["--version"], ["-version"], ["--webhook", "--version"]])
+def test_version_prints_the_one_version_to_stdout_and_exits_0(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``omed --version`` prints omed.version.VERSION, the installed distribution's version
+    (what ``kubectl ome version`` and the build-info metric read too), and nothing else."""
+    assert main(argv) == 0
+    out, err = capsys.readouterr()
+    assert out == f"{VERSION}\n"
+    assert metadata.version("omed") == VERSION
+    assert err == ""
+
+
+def test_version_takes_no_value(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--version`` isn't one of OME's flags, so it has no Go boolean form to mimic."""
+    assert main(["--version=true"]) == 2
+    assert capsys.readouterr().err.startswith("flag provided but not defined: -version\n")
 
 
 @pytest.mark.parametrize(

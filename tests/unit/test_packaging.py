@@ -4,9 +4,15 @@ chart installer and the demo are the ``omed-devcluster`` distribution in ``devcl
 
 from __future__ import annotations
 
+import ast
 import shutil
+import sys
+import tomllib
+from importlib import metadata
 from pathlib import Path
 
+from packaging.requirements import Requirement
+from packaging.version import Version
 from product_wheel import ROOT, build_wheel, copy_checkout, dev_cluster_code
 
 
@@ -47,3 +53,71 @@ def test_the_check_finds_dev_cluster_code_in_the_product(tmp_path: Path) -> None
     assert "omed/devcluster/simulator.py" in found
     assert "omed/devcluster/sim/kubelet.py" in found
     assert "entry point omed-devcluster = omed.devcluster.__main__:main" in found
+
+
+def pyproject() -> dict[str, object]:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+
+
+def requirements(section: list[str]) -> dict[str, Requirement]:
+    return {metadata_name(Requirement(r).name): Requirement(r) for r in section}
+
+
+def metadata_name(name: str) -> str:
+    return name.lower().replace("_", "-")
+
+
+def test_the_licence_is_an_spdx_string_and_the_build_warns_of_nothing(tmp_path: Path) -> None:
+    """``license = "Apache-2.0"`` (PEP 639) rather than a ``{text = ...}`` table, which
+    setuptools >= 77 reports as deprecated on every ``pip install .``; the wheel's metadata
+    carries it as a License-Expression."""
+    assert pyproject()["license"] == "Apache-2.0"
+    wheel = build_wheel(copy_checkout(tmp_path / "src"), tmp_path / "wheels")
+    assert "License-Expression: Apache-2.0" in wheel.metadata.splitlines()
+    assert "Warning" not in wheel.output, wheel.output
+    assert "deprecated" not in wheel.output.lower(), wheel.output
+
+
+def third_party_imports(package: Path) -> set[str]:
+    """The top-level modules outside the standard library that a package's code imports."""
+    found: set[str] = set()
+    for path in package.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                found |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                found.add(node.module.split(".")[0])
+    return {name for name in found if name not in sys.stdlib_module_names and name != "omed"}
+
+
+# pydantic-core is pydantic's own dependency, pinned by it to one exact version: omed.api
+# imports it through pydantic's contract and declares pydantic.
+THROUGH = {"pydantic-core": "pydantic"}
+
+
+def test_runtime_dependencies_are_exactly_what_omed_imports() -> None:
+    """Each runtime dependency is imported by omed/, and each third-party module omed/
+    imports comes from a runtime dependency: cryptography (used by tests and the benchmarks
+    only) sits in the dev extra, and anyio, which no code imports, is declared nowhere."""
+    distributions = metadata.packages_distributions()
+    imported = {
+        THROUGH.get(d, d)
+        for module in third_party_imports(ROOT / "omed")
+        for d in map(metadata_name, distributions[module])
+    }
+    declared = set(requirements(pyproject()["dependencies"]))  # type: ignore[arg-type]
+    assert imported == declared
+    dev = requirements(pyproject()["optional-dependencies"]["dev"])  # type: ignore[index]
+    assert "cryptography" in dev
+    assert "anyio" not in declared | set(dev)
+
+
+def test_the_bounds_hold_the_installed_versions() -> None:
+    """The upper bounds (kubernetes-asyncio, whose config loaders' internals omed.kube reads;
+    pydantic, whose core schemas omed.api.shapecheck walks; aiohttp) admit what is installed
+    and tested, and each bounded dependency has one."""
+    declared = requirements(pyproject()["dependencies"])  # type: ignore[arg-type]
+    for name in ("kubernetes-asyncio", "pydantic", "aiohttp"):
+        specifier = declared[name].specifier
+        assert any(spec.operator == "<" for spec in specifier), name
+        assert Version(metadata.version(name)) in specifier, (name, metadata.version(name))

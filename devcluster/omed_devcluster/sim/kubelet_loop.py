@@ -37,7 +37,7 @@ from omed_devcluster.sim.events import KubeletEvents
 from omed_devcluster.sim.failures import ImageRule, Injection, PodPlans, plan_pod
 from omed_devcluster.sim.kubelet import PodRuntime
 from omed_devcluster.sim.nodes import PodIPs, host_ip
-from omed_devcluster.sim.podstatus import desired_status, node_not_ready_status, status_matches
+from omed_devcluster.sim.podstatus import desired_status, status_matches
 from omed_devcluster.sim.watch import KeyQueue, Wakeups
 
 log = logging.getLogger("omed_devcluster.simulator")
@@ -161,10 +161,8 @@ class Kubelets:
                 return
             rt = self._new_runtime(pod, node, now)
         if not self.up.get(node, False):
-            rt.freeze(now)
-            if rt.reported:
-                await self._write(key, pod, node_not_ready_status(pod, node=node, now=now))
-            return
+            rt.freeze(now)  # a dead kubelet writes nothing; the node lifecycle controller
+            return  # marks the pod not Ready once the node's Lease runs out
         rt.thaw(now)
         plans = self._plans(pod)
         self._set_images(rt, pod, now, plans.termination_delay)
@@ -173,7 +171,7 @@ class Kubelets:
             grace = float(meta.get("deletionGracePeriodSeconds") or 0)
             rt.begin_termination(now, grace=grace, delay=plans.termination_delay)
         rt.advance(now)
-        pod = await self._write(key, pod, desired_status(rt, pod, node_ready=True, now=now))
+        pod = await self._write(key, pod, desired_status(rt, pod, now=now))
         if rt.terminated and deleting:
             await self._ctx.remove_pod(pod)
             return

@@ -3,9 +3,9 @@
 A node looks like a GPU node a real kubelet and the NVIDIA device plugin would register:
 capacity and allocatable for ``cpu``, ``memory``, ``pods``, ``ephemeral-storage`` and
 ``nvidia.com/gpu``; the well-known labels (``kubernetes.io/hostname`` and friends); an
-InternalIP and Hostname address; the four kubelet conditions. A node going NotReady looks
-like what the node lifecycle controller writes when a kubelet stops posting status:
-conditions ``Unknown`` with ``NodeStatusUnknown``, and the ``unreachable`` taints.
+InternalIP and Hostname address; the four kubelet conditions; and the kubelet's heartbeat,
+its Lease in ``kube-node-lease``. A node whose heartbeat stops is judged by the real node
+lifecycle controller, as in a cluster.
 
 Addresses: node ``i`` (0-based) has InternalIP ``172.18.<i // 250>.<i % 250 + 2>`` and pod
 CIDR ``10.<244 + i // 256>.<i % 256>.0/24``; its pods get ``.2`` .. ``.254`` from that range,
@@ -24,6 +24,13 @@ from omed.clock import rfc3339
 POOL_LABEL = "sim.omed.dev/pool"
 """On every simulated node: the simulator's node name prefix (its watch selects on it)."""
 UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"
+NODE_LEASE_NAMESPACE = "kube-node-lease"
+LEASE_DURATION_SECONDS = 40
+"""What a kubelet writes into its Lease (``nodeLeaseDurationSeconds``'s default)."""
+LEASE_RENEW_SECONDS = 2.0
+"""How often the simulated kubelets renew their Leases (a kubelet renews every quarter of the
+duration, 10 s): often enough that the test plane's short node-monitor grace period is met with
+room for an event loop that is busy for a few seconds."""
 MAX_PODS_PER_NODE = 253
 _FIRST_HOST, _LAST_HOST = 2, 254
 
@@ -36,55 +43,61 @@ def pod_cidr(index: int) -> str:
     return f"10.{244 + index // 256}.{index % 256}.0/24"
 
 
-def node_conditions(*, ready: bool, now: dt.datetime, since: dt.datetime) -> list[dict[str, Any]]:
-    """The kubelet's four node conditions, or the lifecycle controller's Unknown ones."""
+def node_conditions(*, now: dt.datetime, since: dt.datetime) -> list[dict[str, Any]]:
+    """The kubelet's four node conditions of a healthy node. (A lost node's ``Unknown`` ones
+    are the node lifecycle controller's to write.)"""
     stamp, changed = rfc3339(now), rfc3339(since)
-    if ready:
-        pressure = [
-            ("MemoryPressure", "KubeletHasSufficientMemory", "kubelet has sufficient memory"),
-            ("DiskPressure", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
-            ("PIDPressure", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
-        ]
-        conditions = [
-            {
-                "type": kind,
-                "status": "False",
-                "reason": reason,
-                "message": message,
-                "lastHeartbeatTime": stamp,
-                "lastTransitionTime": changed,
-            }
-            for kind, reason, message in pressure
-        ]
-        conditions.append(
-            {
-                "type": "Ready",
-                "status": "True",
-                "reason": "KubeletReady",
-                "message": "kubelet is posting ready status",
-                "lastHeartbeatTime": stamp,
-                "lastTransitionTime": changed,
-            }
-        )
-        return conditions
-    return [
+    pressure = [
+        ("MemoryPressure", "KubeletHasSufficientMemory", "kubelet has sufficient memory"),
+        ("DiskPressure", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+        ("PIDPressure", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+    ]
+    conditions = [
         {
             "type": kind,
-            "status": "Unknown",
-            "reason": "NodeStatusUnknown",
-            "message": "Kubelet stopped posting node status.",
+            "status": "False",
+            "reason": reason,
+            "message": message,
             "lastHeartbeatTime": stamp,
             "lastTransitionTime": changed,
         }
-        for kind in ("MemoryPressure", "DiskPressure", "PIDPressure", "Ready")
+        for kind, reason, message in pressure
     ]
+    conditions.append(
+        {
+            "type": "Ready",
+            "status": "True",
+            "reason": "KubeletReady",
+            "message": "kubelet is posting ready status",
+            "lastHeartbeatTime": stamp,
+            "lastTransitionTime": changed,
+        }
+    )
+    return conditions
 
 
-def unreachable_taints(now: dt.datetime) -> list[dict[str, Any]]:
-    return [
-        {"key": UNREACHABLE_TAINT, "effect": "NoSchedule"},
-        {"key": UNREACHABLE_TAINT, "effect": "NoExecute", "timeAdded": rfc3339(now)},
-    ]
+def micro_time(moment: dt.datetime) -> str:
+    """A ``metav1.MicroTime`` as the API server accepts it (RFC 3339 with microseconds)."""
+    return moment.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def node_lease(*, name: str, uid: str, now: dt.datetime) -> dict[str, Any]:
+    """The Lease a kubelet keeps in ``kube-node-lease``: its heartbeat, which the node lifecycle
+    controller reads. Owned by the Node, as the kubelet owns it, so it goes with the node."""
+    return {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {
+            "name": name,
+            "namespace": NODE_LEASE_NAMESPACE,
+            "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": name, "uid": uid}],
+        },
+        "spec": {
+            "holderIdentity": name,
+            "leaseDurationSeconds": LEASE_DURATION_SECONDS,
+            "renewTime": micro_time(now),
+        },
+    }
 
 
 def node_capacity(
@@ -150,7 +163,7 @@ def node_status(
     return {
         "capacity": dict(capacity),
         "allocatable": dict(capacity),
-        "conditions": node_conditions(ready=True, now=now, since=now),
+        "conditions": node_conditions(now=now, since=now),
         "addresses": [
             {"type": "InternalIP", "address": host_ip(index)},
             {"type": "Hostname", "address": name},

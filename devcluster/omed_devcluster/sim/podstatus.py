@@ -46,7 +46,6 @@ OWNED_FIELDS = (
     "containerStatuses",
     "initContainerStatuses",
 )
-REASON_NODE_NOT_READY = "NodeNotReady"
 
 _Cond = tuple[str, str | None, str | None]  # status, reason, message
 
@@ -91,9 +90,7 @@ def _container_status(c: ContainerSim, *, started_pod: bool) -> dict[str, Any]:
     }
 
 
-def _conditions(
-    rt: PodRuntime, pod: Mapping[str, Any], *, node_ready: bool, terminal: bool
-) -> dict[str, _Cond]:
+def _conditions(rt: PodRuntime, pod: Mapping[str, Any], *, terminal: bool) -> dict[str, _Cond]:
     prior = {c.get("type"): c for c in (pod.get("status") or {}).get("conditions") or []}
     conds: dict[str, _Cond] = {
         "PodScheduled": ("True", None, None),
@@ -138,8 +135,6 @@ def _conditions(
         ready = ("False", "ReadinessGatesNotReady", ", ".join(gate_problems))
     else:
         ready = ("True", None, None)
-    if not node_ready:
-        ready = ("False", REASON_NODE_NOT_READY, f"node {rt.node} is not ready")
     conds["Ready"] = ready
     return conds
 
@@ -175,9 +170,7 @@ def _condition_list(
     return out
 
 
-def desired_status(
-    rt: PodRuntime, pod: Mapping[str, Any], *, node_ready: bool, now: dt.datetime
-) -> dict[str, Any]:
+def desired_status(rt: PodRuntime, pod: Mapping[str, Any], *, now: dt.datetime) -> dict[str, Any]:
     """The status fields the kubelet owns, for ``rt`` now; {} before its first report."""
     if not rt.reported:
         return {}
@@ -186,7 +179,7 @@ def desired_status(
     generation = int(generation) if generation is not None else None
     current_phase = phase(rt)
     terminal = current_phase in ("Succeeded", "Failed")
-    conds = _conditions(rt, pod, node_ready=node_ready, terminal=terminal)
+    conds = _conditions(rt, pod, terminal=terminal)
     status: dict[str, Any] = {
         "phase": current_phase,
         "hostIP": rt.host_ip,
@@ -208,12 +201,6 @@ def desired_status(
     if generation is not None:
         status["observedGeneration"] = generation
     return status
-
-
-def node_not_ready_status(pod: Mapping[str, Any], *, node: str, now: dt.datetime) -> dict[str, Any]:
-    """What the node lifecycle controller writes for a pod on a NotReady node: Ready False."""
-    conds = {"Ready": ("False", REASON_NODE_NOT_READY, f"node {node} is not ready")}
-    return {"conditions": _condition_list(conds, pod, now=now, generation=None)}
 
 
 def _strip(value: Any) -> Any:

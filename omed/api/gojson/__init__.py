@@ -1,4 +1,4 @@
-"""Go's ``encoding/json`` bytes of typed Kubernetes structs, from the JSON the API server holds.
+"""Go's ``encoding/json`` bytes of typed Kubernetes and OME structs, from the stored JSON.
 
 Why: upstream OME names a pod template's revision by the FNV-32a hash of ``json.Marshal`` of
 typed Go structs (``corev1.PodSpec`` and friends), and omed must give a template the same name.
@@ -12,7 +12,9 @@ from the Go types by reflection (k8s.io/api v0.36); only what must match Go byte
 written by hand here: string escaping, ``resource.Quantity``'s canonical form
 (:mod:`.quantity`), ``intstr.IntOrString`` and ``metav1.Time``.
 
-Coverage: every field of ``corev1.PodSpec`` and ``metav1.ObjectMeta`` in k8s.io/api v0.36.
+Coverage: every field of ``corev1.PodSpec`` and ``metav1.ObjectMeta`` in k8s.io/api v0.36, and
+of upstream OME's ``ServingRuntimeSpec`` as ``tools/gojson-table/ome`` declares it (the runtime
+revision hash, :mod:`omed.api.runtimehash`).
 Outside it, :class:`GoJsonError` is raised where Go's ``json.Unmarshal`` would fail (a value of
 the wrong JSON type, an integer out of range or given as a float, a quantity Go can't parse), and
 for what this encoder doesn't model: ``managedFields``' ``fieldsV1``, and keys that only match a
@@ -163,13 +165,13 @@ def _decode(value: Any, ref: str, path: str) -> Any:
         if null:
             return None
         if not isinstance(value, list):
-            raise GoJsonError(path, f"cannot unmarshal {_kind(value)} into a slice")
+            raise GoJsonError(path, f"cannot unmarshal {go_kind(value)} into a slice")
         return [_decode(item, ref[6:], f"{path}[{i}]") for i, item in enumerate(value)]
     if ref.startswith("map:"):
         if null:
             return None
         if not isinstance(value, Mapping):
-            raise GoJsonError(path, f"cannot unmarshal {_kind(value)} into a map")
+            raise GoJsonError(path, f"cannot unmarshal {go_kind(value)} into a map")
         return {str(k): _decode(v, ref[4:], f"{path}.{k}") for k, v in value.items()}
     if ref.startswith("struct:"):
         return _decode_struct(None if null else value, ref[7:], path)
@@ -177,13 +179,13 @@ def _decode(value: Any, ref: str, path: str) -> Any:
         if null:
             return ""
         if not isinstance(value, str):
-            raise GoJsonError(path, f"cannot unmarshal {_kind(value)} into a string")
+            raise GoJsonError(path, f"cannot unmarshal {go_kind(value)} into a string")
         return value
     if ref == "bool":
         if null:
             return False
         if not isinstance(value, bool):
-            raise GoJsonError(path, f"cannot unmarshal {_kind(value)} into a bool")
+            raise GoJsonError(path, f"cannot unmarshal {go_kind(value)} into a bool")
         return value
     if ref in _INTEGERS:
         if null:
@@ -213,7 +215,9 @@ def _decode(value: Any, ref: str, path: str) -> Any:
     raise GoJsonError(path, f"{ref} is not encoded by omed")
 
 
-def _kind(value: Any) -> str:
+def go_kind(value: Any) -> str:
+    """What Go's encoding/json calls a decoded value in an UnmarshalTypeError (``cannot
+    unmarshal <kind> into ...``): bool, number, string, array, or object for anything else."""
     if isinstance(value, bool):
         return "bool"
     if isinstance(value, int | float):
@@ -235,7 +239,7 @@ def _quantity(value: Any, path: str) -> quantity.Quantity:
     elif isinstance(value, float):
         text = go_float(value)
     else:
-        raise GoJsonError(path, f"cannot unmarshal {_kind(value)} into a Quantity")
+        raise GoJsonError(path, f"cannot unmarshal {go_kind(value)} into a Quantity")
     try:
         return quantity.parse(text)
     except quantity.QuantityError as err:
@@ -244,7 +248,7 @@ def _quantity(value: Any, path: str) -> quantity.Quantity:
 
 def _time(value: Any, path: str) -> dt.datetime:
     if not isinstance(value, str):
-        raise GoJsonError(path, f"cannot unmarshal {_kind(value)} into a Time")
+        raise GoJsonError(path, f"cannot unmarshal {go_kind(value)} into a Time")
     try:
         parsed = dt.datetime.fromisoformat(value)
     except ValueError as err:
@@ -257,7 +261,7 @@ def _time(value: Any, path: str) -> dt.datetime:
 def _decode_struct(value: Any, name: str, path: str) -> dict[str, Any]:
     fields = _table()[1][name]
     if value is not None and not isinstance(value, Mapping):
-        raise GoJsonError(path, f"cannot unmarshal {_kind(value)} into {name}")
+        raise GoJsonError(path, f"cannot unmarshal {go_kind(value)} into {name}")
     found: dict[str, Any] = {}
     if value:
         exact = {f[0]: f for f in fields}
@@ -344,4 +348,4 @@ def _encode(value: Any, ref: str) -> str:
     raise GoJsonError("", f"{ref} is not encoded by omed")
 
 
-__all__ = ["GoJsonError", "go_float", "go_string", "marshal", "root_type"]
+__all__ = ["GoJsonError", "go_float", "go_kind", "go_string", "marshal", "root_type"]

@@ -25,7 +25,9 @@ Invariants:
 * rows this module doesn't model are kept as they were read (their JSON object is carried
   through, not rebuilt), so a newer writer's fields survive an older writer's append;
 * a row is identified by ``(requestUUID, reason)``: writing the same row again replaces it in
-  place, so a writer that retries after a crash never adds a second row;
+  place, so a writer that retries after a crash never adds a second row, and a row that moves
+  on (Started -> Completed) keeps the ``startedAt`` it was first written with (a migration's
+  first row has the request's ``requested_at``);
 * retention keeps every ``Started`` row and the last :data:`TERMINAL_KEPT` terminal rows, in
   the order they were written.
 """
@@ -183,6 +185,8 @@ def with_entry(
     replaced = False
     for row in rows:
         if not replaced and _identity(row) == key:
+            if isinstance(row.get("startedAt"), str):
+                new["startedAt"] = row["startedAt"]  # a row keeps the start it was written with
             if dict(row) == new:
                 return None
             out.append(new)

@@ -18,7 +18,7 @@ overwritten: the error goes to the caller.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 from omed.api.constants import LABEL_MANAGED_BY, MANAGED_BY_OME_NATIVE
 from omed.controllers.ledger.document import (
@@ -31,26 +31,15 @@ from omed.controllers.ledger.document import (
     updated_configmap,
     with_entry,
 )
-from omed.kube.client import Resource
+from omed.kube.api import ObjectWriter
 from omed.kube.errors import AlreadyExists, Conflict, NotFound
 from omed.kube.resources import CONFIGMAPS
 
 ATTEMPTS: Final = 3
 
 
-class LedgerClient(Protocol):
-    """The reads and writes the ledger takes (:class:`~omed.kube.client.KubeClient` has
-    them)."""
-
-    async def get(self, resource: Resource, name: str, namespace: str | None = None) -> Any: ...
-
-    async def create(
-        self, resource: Resource, body: Mapping[str, Any], namespace: str | None = None
-    ) -> Any: ...
-
-    async def replace(
-        self, resource: Resource, body: Mapping[str, Any], namespace: str | None = None
-    ) -> Any: ...
+LedgerClient = ObjectWriter
+"""The reads and writes the ledger takes: get, create and replace of its ConfigMap."""
 
 
 def _current(existing: Mapping[str, Any], owner: Owner) -> bool:

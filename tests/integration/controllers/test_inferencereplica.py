@@ -210,6 +210,32 @@ class Cluster:
     async def pods(self) -> list[dict[str, Any]]:
         return list(await self.kube.list_all(PODS, self.namespace))
 
+    async def describe(self, name: str) -> str:
+        """What a timed-out wait saw: the replica's counts and rows, and each pod's node,
+        phase and readiness (so a failure says where convergence stopped)."""
+        irep = await self.get(name)
+        status = irep.get("status") or {}
+        rows = [
+            (r.get("index"), r.get("phase"), (r.get("operation") or {}).get("type"))
+            for r in status.get("instanceStatuses") or []
+        ]
+        pods = [
+            (
+                p["metadata"]["name"],
+                (p.get("spec") or {}).get("nodeName"),
+                (p.get("status") or {}).get("phase"),
+                ready(p),
+                bool(p["metadata"].get("deletionTimestamp")),
+            )
+            for p in await self.pods()
+        ]
+        counts = {k: status.get(k) for k in ("observedGeneration", "replicas", "readyReplicas")}
+        conditions = [
+            (c.get("type"), c.get("status"), c.get("reason"))
+            for c in status.get("conditions") or []
+        ]
+        return f"status {counts} conditions {conditions} rows {rows} pods {pods}"
+
     async def converged(self, name: str, replicas: int, pods_each: int = 1) -> bool:
         irep = await self.get(name)
         status = irep.get("status") or {}

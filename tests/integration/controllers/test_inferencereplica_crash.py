@@ -10,6 +10,7 @@ it was still routed.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -84,8 +85,13 @@ async def killed_at(cluster: Cluster, switch: KillSwitch, settings: PlanSettings
     ids=["before-first-create", "mid-batch", "before-second-status"],
 )
 async def test_a_scale_up_killed_at_a_request_resumes_without_duplicates(
-    cluster: Cluster, kube: KubeClient, point: Matcher, count: int
+    cluster: Cluster,
+    kube: KubeClient,
+    point: Matcher,
+    count: int,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
+    caplog.set_level(logging.INFO, logger="omed")  # a failure shows the passes' log lines
     settings = PlanSettings(scale_up_pod_batch_size=6)
     runners = [
         {"name": "leader", "template": TEMPLATE},
@@ -94,7 +100,10 @@ async def test_a_scale_up_killed_at_a_request_resumes_without_duplicates(
     await cluster.create(irep_body("chat-engine", replicas=4, runners=runners))
     await killed_at(cluster, KillSwitch(kube, point, count), settings)
     await cluster.controller(settings)
-    await eventually(lambda: cluster.converged("chat-engine", 4, pods_each=3), what="4 x 3")
+    try:
+        await eventually(lambda: cluster.converged("chat-engine", 4, pods_each=3), what="4 x 3")
+    except AssertionError as err:
+        raise AssertionError(f"{err}: {await cluster.describe('chat-engine')}") from err
     assert {n: u for n, u in cluster.watch.uids.items() if len(u) > 1} == {}
     assert len(cluster.watch.uids) == 12
 

@@ -1,7 +1,8 @@
 """Fixtures for the chart tests: the real helm binary, and rendering helpers.
 
 Every test here runs helm v3 itself (``omed_devcluster.binaries``), never a re-implementation
-of its template engine, so what the tests see is what ``helm install`` would send.
+of its template engine, so what the tests see is what ``helm install`` would send; the alert
+rules are checked by Prometheus's own promtool, built the same way.
 """
 
 from __future__ import annotations
@@ -21,6 +22,16 @@ def helm() -> str:
     from omed_devcluster.binaries import ensure_binaries
 
     return str(ensure_binaries().helm)
+
+
+@pytest.fixture(scope="session")
+def promtool() -> str:
+    """Prometheus's promtool, found or built from its Go module as helm is (the first use
+    builds it into the binaries' cache); a test that needs it fails, never skips, without
+    it."""
+    from omed_devcluster.binaries import ensure_promtool
+
+    return str(ensure_promtool())
 
 
 @pytest.fixture(scope="session")

@@ -89,6 +89,22 @@ async def test_notes_say_what_was_installed_and_how_to_check_it(
     assert "helm.sh/hook: test" in hooks
 
 
+async def test_notes_ask_for_an_image_when_the_default_is_left(
+    helm: str, kubeconfig: str, namespace: str
+) -> None:
+    """The default repository names no registry, so the NOTES say to set it; with the
+    operator's own image they don't."""
+    hint = "Set ome.controller.image.repository (and tag) to the image you"
+    assert hint in notes(install_dry_run(helm, kubeconfig, namespace))
+    own = notes(
+        install_dry_run(
+            helm, kubeconfig, namespace, "ome.controller.image.repository=REGISTRY/omed"
+        )
+    )
+    assert "image REGISTRY/omed:v1.3.0" in own
+    assert hint not in own
+
+
 async def test_notes_of_a_parked_manager(helm: str, kubeconfig: str, namespace: str) -> None:
     text = notes(
         install_dry_run(

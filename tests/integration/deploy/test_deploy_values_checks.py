@@ -9,12 +9,24 @@ got <the value as JSON>``. docs/deploy.md lists them.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from .charts import CRD_CHART, RESOURCES_CHART, Render, RenderError, failure_message, find
+from omed.config import parse_flags
+
+from .charts import (
+    CRD_CHART,
+    RESOURCES_CHART,
+    ROOT,
+    Render,
+    RenderError,
+    failure_message,
+    find,
+    run_helm,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -257,6 +269,35 @@ BAD_VALUES: list[tuple[str, dict[str, Any], str]] = [
         'ome.webhook.timeoutSeconds must be a whole number of seconds from 1 to 30, got "10s"',
     ),
     (
+        "log-level-word",
+        controller(logging={"level": "verbose"}),
+        "ome.controller.logging.level must be debug, info, error, panic or a whole number "
+        'above 0, got "verbose"',
+    ),
+    (
+        "log-level-negative",
+        controller(logging={"level": -1}),
+        "ome.controller.logging.level must be debug, info, error, panic or a whole number "
+        "above 0, got -1",
+    ),
+    (
+        "log-level-fraction",
+        controller(logging={"level": 2.5}),
+        "ome.controller.logging.level must be debug, info, error, panic or a whole number "
+        "above 0, got 2.5",
+    ),
+    (
+        "log-level-list",
+        controller(logging={"level": ["debug"]}),
+        "ome.controller.logging.level must be debug, info, error, panic or a whole number "
+        'above 0, got ["debug"]',
+    ),
+    (
+        "log-encoder",
+        controller(logging={"encoder": "text"}),
+        'ome.controller.logging.encoder must be console or json, got "text"',
+    ),
+    (
         "policy-string",
         {"ome": {"rolloutPolicy": "on"}},
         'ome.rolloutPolicy must be a map of enabled, or null, got "on"',
@@ -363,6 +404,36 @@ def test_bad_set_flags_fail_with_a_clear_message(
 
 
 # --- what the checks let through ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("logging", "expected"),
+    [
+        ({"level": "debug"}, ["--zap-encoder=console", "--zap-log-level=debug"]),
+        ({"level": "ERROR"}, ["--zap-encoder=console", "--zap-log-level=ERROR"]),
+        ({"level": 2}, ["--zap-encoder=console", "--zap-log-level=2"]),
+        ({"level": "3"}, ["--zap-encoder=console", "--zap-log-level=3"]),
+        ({"level": None}, ["--zap-encoder=console"]),
+        ({"level": 0}, ["--zap-encoder=console"]),
+        ({"encoder": "json"}, ["--zap-encoder=json"]),
+        (None, ["--zap-encoder=console"]),
+    ],
+    ids=["debug", "any-case", "number", "quoted-number", "null", "zero", "json", "null-block"],
+)
+def test_logging_values_become_flags_the_manager_reads(
+    render: Render, logging: dict[str, Any] | None, expected: list[str]
+) -> None:
+    """``logging.encoder`` and ``logging.level`` set ``--zap-encoder`` and
+    ``--zap-log-level``, and the manager's own flag parser accepts what renders."""
+    deployment = find(render(controller(logging=logging)), "Deployment")
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert [a for a in args if a.startswith("--zap-")] == expected
+    options = parse_flags(args, {})
+    assert options.zap_encoder == expected[0].removeprefix("--zap-encoder=")
+    if len(expected) == 2:
+        assert str(options.zap_log_level) == expected[1].partition("=")[2].lower()
+    else:
+        assert options.zap_log_level == "info"
 
 
 @pytest.mark.parametrize(("value", "expected"), [(0, 0), (1, 1), (5.0, 5)])
@@ -738,3 +809,33 @@ def test_the_resources_charts_values_render_the_crd_chart(render: Render) -> Non
 )
 def test_pdb_bounds(render_error: RenderError, values: dict[str, Any], message: str) -> None:
     assert clear_failure(render_error(values=values)) == message
+
+
+EXAMPLE_VALUES = ROOT / "examples" / "ome-values.yaml"
+
+
+@pytest.mark.parametrize("chart", [CRD_CHART, RESOURCES_CHART], ids=["ome-crd", "ome-resources"])
+@pytest.mark.parametrize("values_file", [None, EXAMPLE_VALUES], ids=["defaults", "example"])
+def test_the_schema_accepts_the_defaults_and_the_example(
+    helm: str, kube_version: str, chart: Path, values_file: Path | None
+) -> None:
+    """The chart's own defaults and examples/ome-values.yaml (what ./dev demo installs) pass
+    both charts' schemas: ``helm lint --strict`` and ``helm template`` succeed with them."""
+    extra = [] if values_file is None else ["--values", str(values_file)]
+    lint = run_helm(helm, ["lint", "--strict", str(chart), *extra])
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    rendered = run_helm(
+        helm, ["template", "ome", str(chart), "--kube-version", kube_version, *extra]
+    )
+    assert rendered.returncode == 0, rendered.stderr
+    assert "kind:" in rendered.stdout
+
+
+def test_one_values_file_serves_both_charts_with_its_monitoring_block(render: Render) -> None:
+    """The ome-resources chart reads ``monitoring``; the ome-crd chart accepts it unread, so
+    one values file installs both."""
+    values = {"monitoring": {"job": "ome", "serviceMonitor": {"enabled": False}}}
+    assert find(render(values), "Deployment")
+    assert find(
+        render(values, chart=CRD_CHART), "CustomResourceDefinition", "inferenceservices.ome.io"
+    )

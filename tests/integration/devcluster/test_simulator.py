@@ -20,7 +20,7 @@ import pytest
 
 from omed.kube.client import JSON_PATCH, STRATEGIC_MERGE_PATCH, KubeClient
 from omed.kube.errors import NotFound
-from omed.kube.resources import EVENTS, NODES, PODS
+from omed.kube.resources import EVENTS, LEASES, NODES, PODS
 from omed_devcluster.sim.failures import CRASH_AFTER, FAIL, TERMINATION_DELAY
 from omed_devcluster.simulator import POOL_LABEL, Failure, NodeSimulator, Timings
 
@@ -691,9 +691,14 @@ async def test_node_not_ready_makes_its_pods_not_ready(
     node = await kube.get(NODES, first)
     assert conditions(node)["Ready"]["status"] == "Unknown"
     assert conditions(node)["Ready"]["reason"] == "NodeStatusUnknown"
-    assert {t["effect"] for t in node["spec"]["taints"]} == {"NoSchedule", "NoExecute"}
+    # NoSchedule follows the condition at once; the controller rate-limits the NoExecute
+    # taint, and holds it back while a zone looks disrupted (lost nodes of other tests).
+    assert "NoSchedule" in {t["effect"] for t in node["spec"]["taints"]}
+    # The real node lifecycle controller's mark: Ready False (Kubernetes 1.36 gives no reason).
     pod = await pods.wait("on-first", lambda p: not is_ready(p), what="not Ready")
-    assert conditions(pod)["Ready"]["reason"] == "NodeNotReady"
+    assert conditions(pod)["Ready"]["status"] == "False"
+    lease = await kube.get(LEASES, second, namespace="kube-node-lease")
+    assert lease["spec"]["holderIdentity"] == second  # the live kubelet's heartbeat
     assert is_ready(await pods.get("on-second"))
 
     await pods.create(make_pod("wants-first", nodeSelector={"kubernetes.io/hostname": first}))

@@ -1,5 +1,8 @@
-"""Informers against the real API server: events, the label-scoped pod cache, a forced 410
-that relists without losing a delete, and recovery from an API server restart.
+"""Informers against the real API server: events, the label-scoped pod cache, the
+watch-list that fills the cache (first sync, a forced 410's relist, deletions while the
+initial events stream, the fallback to a paged LIST on a server with WatchList off), a
+forced 410 that relists by LIST without losing a delete, and recovery from an API server
+restart.
 
 The restart tests stop the session's API server and start it again before they return; they
 wait until it answers, so the tests after them see a working control plane.
@@ -13,6 +16,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
+import orjson
 import pytest
 
 from omed.informers import (
@@ -27,6 +31,8 @@ from omed.informers.transform import Obj
 from omed.kube.client import KubeClient
 from omed.kube.resources import CONFIGMAPS, NAMESPACES, PODS
 from omed.metrics import REGISTRY
+
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"
 
 pytestmark = pytest.mark.integration
 
@@ -82,6 +88,10 @@ def watch_ends(resource: str, reason: str) -> float:
     return REGISTRY.get_sample_value("omed_informer_watch_ends_total", labels) or 0.0
 
 
+def counter(name: str, **labels: str) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
 def configmap(name: str, **data: str) -> Obj:
     return {"metadata": {"name": name}, "data": dict(data)}
 
@@ -130,6 +140,27 @@ class GatedClient:
         self._open.set()
         self._cut = asyncio.Event()
         self.watch_versions: list[str] = []
+        self.watch_params: list[dict[str, Any]] = []
+        self.list_params: list[dict[str, Any]] = []
+        self.lines: list[bytes] = []  # every line the streams delivered, in order
+        self._hold_after: int | None = None
+        self.held = asyncio.Event()
+        self._release = asyncio.Event()
+        self._gone = False
+
+    def hold_after(self, lines: int) -> None:
+        """Pause the next stream after it delivered ``lines`` lines, until ``release``."""
+        self._hold_after = lines
+        self.held.clear()
+        self._release.clear()
+
+    def release(self) -> None:
+        self._hold_after = None
+        self._release.set()
+
+    def inject_gone(self) -> None:
+        """The open stream's next line is an ERROR 410 event, as after etcd compaction."""
+        self._gone = True
 
     def close_gate(self) -> None:
         self._open.clear()
@@ -141,6 +172,7 @@ class GatedClient:
 
     async def list_page(self, resource: Any, namespace: str | None = None, **params: Any) -> Any:
         await self._open.wait()
+        self.list_params.append(dict(params))
         return await self._inner.list_page(resource, namespace, **params)
 
     @contextlib.asynccontextmanager
@@ -149,12 +181,23 @@ class GatedClient:
     ) -> AsyncIterator[AsyncIterator[bytes]]:
         await self._open.wait()
         self.watch_versions.append(str((params or {}).get("resourceVersion")))
+        self.watch_params.append(dict(params or {}))
         async with self._inner.stream(path, params=params, timeout=timeout) as lines:
             yield self._until_cut(lines)
 
     async def _until_cut(self, lines: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
         source = lines.__aiter__()
+        delivered = 0
         while True:
+            if self._hold_after is not None and delivered >= self._hold_after:
+                self.held.set()
+                await self._release.wait()
+            if self._gone:
+                self._gone = False
+                status = {"kind": "Status", "code": 410, "reason": "Expired",
+                          "message": "too old resource version (injected)"}  # fmt: skip
+                yield orjson.dumps({"type": "ERROR", "object": status})
+                continue
             line = asyncio.ensure_future(source.__anext__())
             cut = asyncio.ensure_future(self._cut.wait())
             try:
@@ -167,9 +210,12 @@ class GatedClient:
             if line.cancelled():
                 raise ConnectionResetError("the test cut the watch")
             try:
-                yield line.result()
+                chunk = line.result()
             except StopAsyncIteration:
                 return
+            delivered += 1
+            self.lines.append(chunk)
+            yield chunk
 
 
 # -- tests -----------------------------------------------------------------------------------
@@ -192,7 +238,8 @@ async def test_watch_sees_create_update_and_delete(kube: KubeClient, namespace: 
         assert f"{namespace}/chat" not in informer.store
         # Watch objects are stored without managedFields, like listed ones.
         assert all("managedFields" not in o["metadata"] for o in informer.store.list())
-        assert informer.reflector.lists == 1
+        # This API server streams the first fill: no LIST at all.
+        assert informer.reflector.watch_lists == 1 and informer.reflector.lists == 0
 
 
 async def test_pod_cache_holds_only_labelled_pods(kube: KubeClient, namespace: str) -> None:
@@ -235,13 +282,13 @@ async def test_pod_cache_holds_only_labelled_pods(kube: KubeClient, namespace: s
         assert sorted(pods.store.keys()) == [f"{namespace}/serving-1"]
 
 
-async def test_forced_gone_relists_and_loses_no_delete(
+async def test_forced_gone_relists_by_list_and_loses_no_delete(
     kube: KubeClient, namespace: str, control_plane: Any
 ) -> None:
     for name in ("keep", "drop-1", "drop-2"):
         await kube.create(CONFIGMAPS, configmap(name, v="1"), namespace)
     gated = GatedClient(kube)
-    informer = SharedInformer(gated, CONFIGMAPS, namespace=namespace)
+    informer = SharedInformer(gated, CONFIGMAPS, namespace=namespace, watch_list=False)
     gone_before = watch_ends("configmaps", "gone")
     async with running(informer) as recorder:
         # One event through the watch, so that cutting it is a break, not a failed start.
@@ -297,3 +344,197 @@ async def test_apiserver_restart_mid_watch_recovers_by_itself(
         # And it keeps watching.
         await kube.create(CONFIGMAPS, configmap("later"), namespace)
         await eventually(lambda: recorder.saw("add", "later"), what="a later event")
+
+
+# -- the watch-list ---------------------------------------------------------------------------
+
+
+def is_watch_list(params: Mapping[str, Any]) -> bool:
+    return params.get("sendInitialEvents") is True and params.get("watch") is True
+
+
+def end_bookmarks(lines: list[bytes]) -> list[str]:
+    """The resourceVersions of the initial-events-end bookmarks among ``lines``."""
+    found = []
+    for line in lines:
+        event = orjson.loads(line)
+        if event.get("type") != "BOOKMARK":
+            continue
+        metadata = event["object"]["metadata"]
+        if (metadata.get("annotations") or {}).get(INITIAL_EVENTS_END) == "true":
+            found.append(metadata["resourceVersion"])
+    return found
+
+
+async def test_first_sync_streams_initial_events_up_to_their_bookmark(
+    kube: KubeClient, namespace: str
+) -> None:
+    for name in ("a", "b", "c"):
+        await kube.create(CONFIGMAPS, configmap(name, v="1"), namespace)
+    recording = GatedClient(kube)
+    informer = SharedInformer(recording, CONFIGMAPS, namespace=namespace)
+    streamed_before = counter(
+        "omed_informer_watch_lists_total", resource="configmaps", reason="initial"
+    )
+    async with running(informer) as recorder:
+        (first,) = recording.watch_params
+        assert is_watch_list(first)
+        assert first["resourceVersion"] == ""  # a consistent read
+        assert first["resourceVersionMatch"] == "NotOlderThan"
+        assert first["allowWatchBookmarks"] is True
+        assert recording.list_params == []  # the real server streamed; nothing was listed
+        assert informer.reflector.watch_lists == 1
+        assert not informer.reflector.watch_list_refused
+        assert (
+            counter("omed_informer_watch_lists_total", resource="configmaps", reason="initial")
+            == streamed_before + 1
+        )
+        # The server's bookmark ended the initial events, and the cache is at its version.
+        (bookmark_rv,) = end_bookmarks(recording.lines)
+        assert informer.reflector.last_sync_resource_version == bookmark_rv
+        assert cached_names(informer) == ["a", "b", "c"] == await server_names(kube, namespace)
+        assert all(recorder.saw("add", n) for n in ("a", "b", "c"))
+        newest = max(int(o["metadata"]["resourceVersion"]) for o in informer.store.list())
+        assert int(bookmark_rv) >= newest
+        # The same stream goes on as the watch.
+        await kube.create(CONFIGMAPS, configmap("later"), namespace)
+        await eventually(lambda: recorder.saw("add", "later"), what="a live event")
+        assert len(recording.watch_params) == 1
+
+
+async def test_forced_gone_relists_by_watch_list_reusing_what_did_not_change(
+    kube: KubeClient, namespace: str, control_plane: Any
+) -> None:
+    for name in ("keep", "same", "drop-1", "drop-2"):
+        await kube.create(CONFIGMAPS, configmap(name, v="1"), namespace)
+    gated = GatedClient(kube)
+    informer = SharedInformer(gated, CONFIGMAPS, namespace=namespace)
+    gone_before = watch_ends("configmaps", "gone")
+    relists_before = counter(
+        "omed_informer_watch_lists_total", resource="configmaps", reason="watch-error"
+    )
+    async with running(informer) as recorder:
+        await kube.create(CONFIGMAPS, configmap("warm"), namespace)
+        await eventually(lambda: recorder.saw("add", "warm"), what="the first watch event")
+        resume_from = informer.reflector.last_sync_resource_version
+        same = informer.store.get(f"{namespace}/same")
+        assert same is not None
+
+        gated.close_gate()
+        await kube.delete(CONFIGMAPS, "drop-1", namespace)
+        await kube.delete(CONFIGMAPS, "drop-2", namespace)
+        await kube.patch(CONFIGMAPS, "keep", {"data": {"v": "2"}}, namespace)
+        await kube.create(CONFIGMAPS, configmap("born", v="1"), namespace)
+        await asyncio.to_thread(control_plane.compact_etcd)
+        await asyncio.to_thread(control_plane.restart_apiserver)
+        await retrying(lambda: kube.get(NAMESPACES, namespace))
+
+        gated.open_gate()
+        await eventually(
+            lambda: cached_names(informer) == ["born", "keep", "same", "warm"],
+            timeout=60,
+            what="relist",
+        )
+        # Resuming the watch answered 410; the relist was a watch-list from the last version
+        # seen ("not older than": the server's current state, no history needed).
+        assert gated.watch_versions == ["", resume_from, resume_from]
+        assert is_watch_list(gated.watch_params[2])
+        assert not is_watch_list(gated.watch_params[1])
+        assert gated.list_params == []
+        assert watch_ends("configmaps", "gone") == gone_before + 1
+        assert informer.reflector.watch_lists == 2 and informer.reflector.lists == 0
+        assert (
+            counter("omed_informer_watch_lists_total", resource="configmaps", reason="watch-error")
+            == relists_before + 1
+        )
+        # One copy of what did not change: the cached object itself.
+        assert informer.store.get(f"{namespace}/same") is same
+        assert not recorder.of("update", "same")
+        for name in ("drop-1", "drop-2"):
+            (tombstone,) = recorder.of("delete", name)
+            assert isinstance(tombstone, DeletedFinalStateUnknown)
+        assert recorder.saw("add", "born")
+        assert recorder.of("update", "keep")[-1]["data"] == {"v": "2"}
+        assert informer.reflector.last_sync_resource_version == end_bookmarks(gated.lines)[-1]
+        assert cached_names(informer) == await server_names(kube, namespace)
+
+
+async def test_deletions_while_the_initial_events_stream_arrive_after_the_bookmark(
+    kube: KubeClient, namespace: str
+) -> None:
+    names = [f"cm-{i:02d}" for i in range(12)]
+    for name in names:
+        await kube.create(CONFIGMAPS, configmap(name), namespace)
+    gated = GatedClient(kube)
+    gated.hold_after(4)  # the stream stops after 4 initial events
+    informer = SharedInformer(gated, CONFIGMAPS, namespace=namespace)
+    recorder = Recorder()
+    informer.add_event_handler(recorder)
+    informer.start()
+    try:
+        await asyncio.wait_for(gated.held.wait(), 30)
+        assert not informer.has_synced() and len(informer.store) == 0
+        # Deleted while the snapshot streams: one already sent, one not yet.
+        await kube.delete(CONFIGMAPS, "cm-00", namespace)
+        await kube.delete(CONFIGMAPS, "cm-11", namespace)
+        await kube.create(CONFIGMAPS, configmap("cm-new"), namespace)
+        gated.release()
+        assert await informer.wait_synced(timeout=30)
+        await eventually(
+            lambda: cached_names(informer) == sorted([*names[1:11], "cm-new"]),
+            what="the deletes after the bookmark",
+        )
+        assert cached_names(informer) == await server_names(kube, namespace)
+        assert recorder.saw("delete", "cm-00") and recorder.saw("delete", "cm-11")
+        assert len(gated.watch_params) == 1 and gated.list_params == []
+    finally:
+        await informer.stop()
+
+
+async def test_a_server_with_watch_list_off_is_listed_in_pages_and_not_asked_again(
+    kube: KubeClient, namespace: str, control_plane: Any
+) -> None:
+    for name in ("a", "b", "c", "d", "e"):
+        await kube.create(CONFIGMAPS, configmap(name), namespace)
+    refused_before = counter(
+        "omed_informer_watch_list_fallbacks_total", resource="configmaps", cause="refused"
+    )
+    await asyncio.to_thread(
+        control_plane.restart_apiserver, extra_args=["--feature-gates=WatchList=false"]
+    )
+    try:
+        await retrying(lambda: kube.get(NAMESPACES, namespace))
+        gated = GatedClient(kube)
+        informer = SharedInformer(gated, CONFIGMAPS, namespace=namespace, page_size=2)
+        async with running(informer) as recorder:
+            assert is_watch_list(gated.watch_params[0])  # asked, and refused
+            assert informer.reflector.watch_list_refused
+            assert (
+                counter(
+                    "omed_informer_watch_list_fallbacks_total",
+                    resource="configmaps",
+                    cause="refused",
+                )
+                == refused_before + 1
+            )
+            # The fallback LIST asks for pages; the watch cache answers a "0" LIST whole.
+            (first,) = gated.list_params
+            assert first["resourceVersion"] == "0" and first["limit"] == 2
+            assert cached_names(informer) == ["a", "b", "c", "d", "e"]
+            assert not is_watch_list(gated.watch_params[1])
+            # A relist (410 in the stream) lists again, without a watch-list, and pages
+            # (limit 2, continue tokens followed) at the last version seen.
+            resume_from = informer.reflector.last_sync_resource_version
+            gated.inject_gone()
+            await kube.create(CONFIGMAPS, configmap("f"), namespace)
+            await eventually(lambda: recorder.saw("add", "f"), what="f")
+            relist = gated.list_params[1:]
+            assert relist[0]["resourceVersion"] == resume_from
+            assert [p.get("limit") for p in relist] == [2] * len(relist)
+            assert len(relist) >= 3 and all(p.get("_continue") for p in relist[1:])
+            assert not any(is_watch_list(p) for p in gated.watch_params[1:])
+            assert informer.reflector.lists == 2 and informer.reflector.watch_lists == 0
+            assert cached_names(informer) == await server_names(kube, namespace)
+    finally:
+        await asyncio.to_thread(control_plane.restart_apiserver)
+        await retrying(lambda: kube.get(NAMESPACES, namespace))

@@ -273,23 +273,14 @@ async def test_policy_reference_refused_while_the_feature_is_off(webhooks: Webho
 
 async def test_bad_migration_request_is_refused(webhooks: Webhooks) -> None:
     uuid = "7c9e6679-7425-40de-944b-e07fc1f90ae7"
-    request = {
-        "schema": "v1",
-        "requestUUID": uuid,
-        "component": "engine",
-        "instance": 0,
-        "reason": "see https://wiki/runbook",
-    }
+    request = {"schemaVersion": "v1", "component": "engine", "instance": -1, "from_node": "n"}
     manifest = isvc("chat")
     manifest["metadata"]["annotations"] = {
         f"ome.io/migration-request-v1-{uuid}": orjson.dumps(request).decode()
     }
     result = await webhooks.apply(manifest)
     assert result.code != 0
-    assert (
-        f"metadata.annotations[ome.io/migration-request-v1-{uuid}].reason: must not contain "
-        'a URL ("://" or "www.")'
-    ) in result.stderr
+    assert f"migration request {uuid}: instance must be >= 0, got -1" in result.stderr
 
 
 async def test_good_inferenceservice_is_admitted_and_defaulted(webhooks: Webhooks) -> None:

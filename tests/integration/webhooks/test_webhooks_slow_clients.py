@@ -376,7 +376,8 @@ async def test_slow_uploads_and_idle_connections_dont_stop_admissions(
         await asyncio.sleep(ATTACK)
         stop.set()
         await prober
-        out, _ = await asyncio.wait_for(attacker.communicate(), 30)
+        # At nice 19 the attacker winds down only when the machine lets it: generous.
+        out, _ = await asyncio.wait_for(attacker.communicate(), 120)
     finally:
         if attacker.returncode is None:
             attacker.kill()

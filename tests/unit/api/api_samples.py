@@ -214,14 +214,15 @@ IREP: dict[str, Any] = {
         "migrations": [
             {
                 "requestUUID": "7c9e6679-7425-40de-944b-e07fc1f90ae7",
-                "component": "engine",
-                "instance": 3,
-                "phase": "SurgePending",
+                "trigger": "Manual",
+                "sourceInstance": 3,
+                "surgeInstance": 4,
+                "allocatedAt": "2026-09-28T10:12:09Z",
                 "fromNode": "node-a",
-                "hintNodes": ["node-b"],
+                "hintTargetNodes": ["node-b"],
+                "phase": "SurgePending",
                 "reason": "node-a maintenance",
                 "message": "surge allocated; waiting for surge pods",
-                "surgeIndex": 4,
                 "startedAt": "2026-09-28T10:12:04Z",
                 "deadline": "2026-09-28T10:42:04Z",
             }

@@ -55,7 +55,45 @@ def test_python_names_map_to_camel_case_json_names() -> None:
         "readySince": "2026-09-28T10:00:00Z",
         "operation": {"id": "op", "type": "Create", "hintTargetNodes": ["n"], "requestUUID": "u-1"},
     }
-    assert MigrationStatus(request_uuid="u-2").to_dict() == {"requestUUID": "u-2"}
+    record = MigrationStatus(
+        request_uuid="u-2",
+        trigger="Manual",
+        source_instance=0,
+        started_at=dt.datetime(2026, 9, 28, 10, tzinfo=dt.UTC),
+        deadline=dt.datetime(2026, 9, 28, 10, 30, tzinfo=dt.UTC),
+    )
+    assert record.to_dict() == {
+        "requestUUID": "u-2",
+        "trigger": "Manual",
+        "sourceInstance": 0,
+        "startedAt": "2026-09-28T10:00:00Z",
+        "deadline": "2026-09-28T10:30:00Z",
+    }
+
+
+def test_migration_records_of_the_old_shape_still_read() -> None:
+    old = {
+        "requestUUID": "u-3",
+        "component": "engine",
+        "instance": 3,
+        "hintNodes": ["node-b"],
+        "surgeIndex": 4,
+        "phase": "SurgePending",
+        "startedAt": "2026-09-28T10:12:04Z",
+    }
+    record = MigrationStatus.model_validate(old)
+    assert record.to_dict() == {
+        "requestUUID": "u-3",
+        "trigger": "Manual",
+        "sourceInstance": 3,
+        "surgeInstance": 4,
+        "hintTargetNodes": ["node-b"],
+        "phase": "SurgePending",
+        "startedAt": "2026-09-28T10:12:04Z",
+        "deadline": "2026-09-28T10:12:04Z",
+    }
+    assert not record.terminal
+    assert MigrationStatus.model_validate({**old, "phase": "Relocated"}).terminal
 
 
 def test_unset_fields_are_not_written() -> None:

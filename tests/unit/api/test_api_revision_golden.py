@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
+from go_golden import GO, go_output, needs_go
 
 from omed.api.gojson import GoJsonError, _quantity
 from omed.api.revision import payload_hash, revision_payload
@@ -24,9 +24,6 @@ from omed.api.revision import payload_hash, revision_payload
 GOLDEN = Path(__file__).parents[2] / "golden" / "revisionhash"
 CASES: dict[str, Any] = json.loads((GOLDEN / "cases.json").read_text())
 EXPECTED: dict[str, Any] = json.loads((GOLDEN / "expected.json").read_text())
-_GO = shutil.which("go") or (
-    "/usr/local/go/bin/go" if Path("/usr/local/go/bin/go").exists() else None
-)
 
 
 def _omed(case: dict[str, Any]) -> tuple[str, str]:
@@ -65,32 +62,18 @@ def test_quantities_match_go(text: str) -> None:
     assert got == expected
 
 
-@pytest.mark.skipif(_GO is None, reason="Go is not installed: the checked-in output is compared")
+@needs_go
 def test_the_checked_in_output_is_what_the_go_program_writes() -> None:
-    env = {**os.environ, "GOFLAGS": "-mod=mod", "GOPROXY": "off", "GOTOOLCHAIN": "local"}
-    assert _GO is not None
-    run = subprocess.run(
-        [_GO, "run", "."],
-        cwd=GOLDEN,
-        input=(GOLDEN / "cases.json").read_bytes(),
-        capture_output=True,
-        env=env,
-        timeout=600,
-        check=False,
-    )
-    if run.returncode != 0 and b"module lookup disabled" in run.stderr:
-        pytest.skip("the Go module cache lacks k8s.io/api v0.36.3")
-    assert run.returncode == 0, run.stderr.decode()
-    assert json.loads(run.stdout) == EXPECTED
+    assert go_output(GOLDEN) == EXPECTED
 
 
-@pytest.mark.skipif(_GO is None, reason="Go is not installed: the checked-in table is used")
+@pytest.mark.skipif(GO is None, reason="Go is not installed: the checked-in table is used")
 def test_the_field_table_is_what_its_generator_writes() -> None:
     env = {**os.environ, "GOFLAGS": "-mod=mod", "GOPROXY": "off", "GOTOOLCHAIN": "local"}
-    assert _GO is not None
+    assert GO is not None
     tool = Path(__file__).parents[3] / "tools" / "gojson-table"
     run = subprocess.run(
-        [_GO, "run", "."], cwd=tool, capture_output=True, env=env, timeout=600, check=False
+        [GO, "run", "."], cwd=tool, capture_output=True, env=env, timeout=600, check=False
     )
     if run.returncode != 0 and b"module lookup disabled" in run.stderr:
         pytest.skip("the Go module cache lacks k8s.io/api v0.36.3")

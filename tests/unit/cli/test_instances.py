@@ -404,3 +404,39 @@ def test_short_and_cut() -> None:
     assert inst.short("short", 11) == "short"
     assert inst.cut("ImagePullBackOff", 10) == "ImagePullB..."
     assert inst.cut("BackOff", 10) == "BackOff"
+
+
+# -- -o name -----------------------------------------------------------------------------------
+
+
+def test_list_names_are_component_and_index_of_each_recorded_instance() -> None:
+    collection = inst.collect(
+        isvc(),
+        [
+            replica("engine", rows=[row(1), row(0)], columnar=True),
+            replica("router", rows=[]),  # no rows: no Instance, no name
+            replica("decoder", rows=[row(3)]),
+        ],
+    )
+    assert inst.list_names(collection) == ["engine/0", "engine/1", "decoder/3"]
+    # The same Instances, in the same order, as the table's rows.
+    assert [
+        f"{r[0]}/{r[1].split('/')[0]}" for r in inst.list_rows(collection)[1:] if r[1] != "-"
+    ] == inst.list_names(collection)
+
+
+def test_retry_block_names_are_the_full_revisions_release_held_takes() -> None:
+    collection = inst.collect(
+        isvc(),
+        [
+            replica(
+                retryBlocks=[
+                    block(),
+                    block("Backoff", targetRevision="chat-engine-0000aaaa"),
+                    block(targetRevision=None),  # malformed: an issue, no name
+                ]
+            )
+        ],
+    )
+    report = inst.retry_blocks(collection, "engine", now=NOW)
+    assert inst.retry_block_names(report) == ["chat-engine-7f9c4d2b", "chat-engine-0000aaaa"]

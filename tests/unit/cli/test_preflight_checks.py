@@ -29,6 +29,7 @@ from omed.cli.preflight_checks import (
 )
 from omed.cli.preflight_inventory import Inventory, parse_inventory
 from omed.statuscodec import decode_status, encode_columnar
+from omed.workqueue import TerminalError
 
 INVENTORY: dict[str, Any] = {
     "managerImage": "ome/ome-manager:v1.3.0",
@@ -564,7 +565,8 @@ async def manager_events(obj: dict[str, Any]) -> Events:
         clock=clock,
         status_encoding=StatusEncodingSettings(encoding="ColumnarV2", max_decoded_instances=4),
     )
-    await manager.reconcile("serving/example-engine")
+    with pytest.raises(TerminalError):  # left alone: not retried until it is edited
+        await manager.reconcile("serving/example-engine")
     return events
 
 
@@ -716,3 +718,21 @@ async def test_network_errors_stay_unreachable(
     report, _ = await scripted_check(monkeypatch, answers)
     assert [problem.reason for problem in report.problems] == ["unreachable"]
     assert report.problems[0].detail.startswith("cannot reach https://10.0.0.1:6443: ")
+
+
+def test_what_came_names_each_json_type_as_docs_preflight_lists_it() -> None:
+    from omed.cli.preflight_checks import _body
+
+    answers = {
+        None: "an empty body",
+        True: "a JSON boolean",
+        3: "a JSON number",
+        1.5: "a JSON number",
+    }
+    assert {a: _body(a) for a in answers} == answers
+    assert [_body("x"), _body([1]), _body({"a": 1}), _body((1,))] == [
+        "a JSON string",
+        "a JSON list",
+        "a JSON object",
+        "a tuple",
+    ]

@@ -51,7 +51,7 @@ def running_pod(
 
 def status_at(rt: PodRuntime, pod: dict[str, Any], seconds: float) -> dict[str, Any]:
     rt.advance(at(seconds))
-    return desired_status(rt, pod, node_ready=True, now=at(seconds))
+    return desired_status(rt, pod, now=at(seconds))
 
 
 def conditions(status: dict[str, Any]) -> dict[str, tuple[str, str | None]]:
@@ -315,7 +315,7 @@ def test_a_restart_injected_while_stopping_starts_the_new_image() -> None:
 def test_an_adopted_pod_whose_spec_moved_on_is_restarted() -> None:
     """Another simulator process ran the old image; the spec now names a new one."""
     pod, old_rt = running_pod()
-    pod["status"] = desired_status(old_rt, pod, node_ready=True, now=at(3))
+    pod["status"] = desired_status(old_rt, pod, now=at(3))
     pod["spec"]["containers"][0]["image"] = NEW
     rt = PodRuntime.for_pod(
         pod, host_ip="172.18.0.2", pod_ip="10.244.0.2", now=at(5), timings=TIMINGS

@@ -11,7 +11,6 @@ from omed_devcluster.sim.failures import ContainerPlan, Failure
 from omed_devcluster.sim.kubelet import PodRuntime, Timings, image_id
 from omed_devcluster.sim.podstatus import (
     desired_status,
-    node_not_ready_status,
     phase,
     status_matches,
 )
@@ -69,11 +68,11 @@ def observe(pod: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
 def test_plain_pod_goes_pending_running_ready() -> None:
     pod = make_pod()
     rt = runtime(pod)
-    assert desired_status(rt, pod, node_ready=True, now=T0) == {}
+    assert desired_status(rt, pod, now=T0) == {}
     assert rt.next_due() == at(0.1)
 
     rt.advance(at(0.1))
-    status = desired_status(rt, pod, node_ready=True, now=at(0.1))
+    status = desired_status(rt, pod, now=at(0.1))
     assert status["phase"] == "Pending"
     assert "podIP" not in status
     assert status["startTime"] == "2026-01-01T00:00:00Z"
@@ -82,7 +81,7 @@ def test_plain_pod_goes_pending_running_ready() -> None:
     assert conditions(status)["PodReadyToStartContainers"] == ("False", None)
 
     rt.advance(at(1.0))
-    status = desired_status(rt, pod, node_ready=True, now=at(1.0))
+    status = desired_status(rt, pod, now=at(1.0))
     assert status["phase"] == "Running"
     assert status["podIP"] == "10.244.0.2"
     assert status["hostIP"] == "172.18.0.2"
@@ -95,7 +94,7 @@ def test_plain_pod_goes_pending_running_ready() -> None:
     assert conditions(status)["Ready"] == ("False", "ContainersNotReady")
 
     rt.advance(at(3.0))
-    status = desired_status(rt, pod, node_ready=True, now=at(3.0))
+    status = desired_status(rt, pod, now=at(3.0))
     assert status["containerStatuses"][0]["ready"] is True
     assert conditions(status)["Ready"] == ("True", None)
     assert conditions(status)["ContainersReady"] == ("True", None)
@@ -106,7 +105,7 @@ def test_late_advance_keeps_due_timestamps() -> None:
     pod = make_pod()
     rt = runtime(pod)
     rt.advance(at(100))
-    status = desired_status(rt, pod, node_ready=True, now=at(100))
+    status = desired_status(rt, pod, now=at(100))
     assert status["containerStatuses"][0]["state"]["running"]["startedAt"] == (
         "2026-01-01T00:00:01Z"
     )
@@ -117,7 +116,7 @@ def test_readiness_gates() -> None:
     pod = make_pod(readinessGates=[{"conditionType": "ome.io/serving"}])
     rt = runtime(pod)
     rt.advance(at(5))
-    status = desired_status(rt, pod, node_ready=True, now=at(5))
+    status = desired_status(rt, pod, now=at(5))
     ready = next(c for c in status["conditions"] if c["type"] == "Ready")
     assert (ready["status"], ready["reason"]) == ("False", "ReadinessGatesNotReady")
     assert ready["message"] == (
@@ -128,14 +127,14 @@ def test_readiness_gates() -> None:
 
     pod = observe(pod, status)
     pod["status"]["conditions"].append({"type": "ome.io/serving", "status": "False"})
-    status = desired_status(rt, pod, node_ready=True, now=at(6))
+    status = desired_status(rt, pod, now=at(6))
     ready = next(c for c in status["conditions"] if c["type"] == "Ready")
     assert ready["message"] == (
         'the status of pod readiness gate "ome.io/serving" is not "True", but False'
     )
 
     pod["status"]["conditions"][-1]["status"] = "True"
-    status = desired_status(rt, pod, node_ready=True, now=at(7))
+    status = desired_status(rt, pod, now=at(7))
     ready = next(c for c in status["conditions"] if c["type"] == "Ready")
     assert ready["status"] == "True"
     assert ready["lastTransitionTime"] == "2026-01-01T00:00:07Z"
@@ -145,13 +144,13 @@ def test_transition_time_moves_only_with_status() -> None:
     pod = make_pod()
     rt = runtime(pod)
     rt.advance(at(1))
-    first = desired_status(rt, pod, node_ready=True, now=at(1))
+    first = desired_status(rt, pod, now=at(1))
     pod = observe(pod, first)
-    again = desired_status(rt, pod, node_ready=True, now=at(2))
+    again = desired_status(rt, pod, now=at(2))
     assert again == first
     assert status_matches(again, pod)
     rt.advance(at(3))
-    later = desired_status(rt, pod, node_ready=True, now=at(3))
+    later = desired_status(rt, pod, now=at(3))
     times = {c["type"]: c["lastTransitionTime"] for c in later["conditions"]}
     assert times["Ready"] == "2026-01-01T00:00:03Z"
     assert times["Initialized"] == "2026-01-01T00:00:01Z"
@@ -162,14 +161,14 @@ def test_image_pull_failure_alternates_with_growing_backoff() -> None:
     pod = make_pod()
     rt = runtime(pod, {"main": ContainerPlan(failure=Failure.IMAGE_PULL)})
     rt.advance(at(1.0))
-    status = desired_status(rt, pod, node_ready=True, now=at(1.0))
+    status = desired_status(rt, pod, now=at(1.0))
     container = status["containerStatuses"][0]
     assert container["state"]["waiting"]["reason"] == "ErrImagePull"
     assert 'Failed to pull image "ome/serving:1.0"' in container["state"]["waiting"]["message"]
     assert status["phase"] == "Pending"
     assert status["podIP"] == "10.244.0.2"
     rt.advance(at(2.0))
-    waiting = desired_status(rt, pod, node_ready=True, now=at(2.0))["containerStatuses"][0]
+    waiting = desired_status(rt, pod, now=at(2.0))["containerStatuses"][0]
     assert waiting["state"]["waiting"] == {
         "reason": "ImagePullBackOff",
         "message": 'Back-off pulling image "ome/serving:1.0"',
@@ -203,14 +202,14 @@ def test_crash_loop() -> None:
     # runs 1..4: exits, restarts at once (no back-off the first time)
     rt.advance(at(4.0))
     assert (c.state, c.restart_count) == ("running", 1)
-    status = desired_status(rt, pod, node_ready=True, now=at(4.0))["containerStatuses"][0]
+    status = desired_status(rt, pod, now=at(4.0))["containerStatuses"][0]
     assert status["lastState"]["terminated"]["exitCode"] == 3
     assert status["lastState"]["terminated"]["reason"] == "Error"
     assert status["lastState"]["terminated"]["startedAt"] == "2026-01-01T00:00:01Z"
     assert status["lastState"]["terminated"]["finishedAt"] == "2026-01-01T00:00:04Z"
     # second run 4..7, then CrashLoopBackOff for 10s
     rt.advance(at(7.0))
-    status = desired_status(rt, pod, node_ready=True, now=at(7.0))
+    status = desired_status(rt, pod, now=at(7.0))
     container = status["containerStatuses"][0]
     assert container["state"]["waiting"]["reason"] == "CrashLoopBackOff"
     assert container["state"]["waiting"]["message"] == (
@@ -284,7 +283,7 @@ def test_termination_is_capped_by_grace_and_ends_terminal() -> None:
     assert rt.next_due() == at(10.2)
     rt.advance(at(10.2))
     assert rt.terminated
-    status = desired_status(rt, pod, node_ready=True, now=at(10.2))
+    status = desired_status(rt, pod, now=at(10.2))
     assert status["phase"] == "Succeeded"
     terminated = status["containerStatuses"][0]["state"]["terminated"]
     assert (terminated["exitCode"], terminated["reason"]) == (0, "Completed")
@@ -308,17 +307,17 @@ def test_init_containers_run_first() -> None:
     )
     rt = runtime(pod)
     rt.advance(at(0.5))
-    status = desired_status(rt, pod, node_ready=True, now=at(0.5))
+    status = desired_status(rt, pod, now=at(0.5))
     assert conditions(status)["Initialized"] == ("False", "ContainersNotInitialized")
     assert status["containerStatuses"][0]["state"]["waiting"]["reason"] == "PodInitializing"
     rt.advance(at(1.0))
-    status = desired_status(rt, pod, node_ready=True, now=at(1.0))
+    status = desired_status(rt, pod, now=at(1.0))
     init = {s["name"]: s for s in status["initContainerStatuses"]}
     assert init["fetch"]["state"]["terminated"]["reason"] == "Completed"
     assert init["proxy"]["state"]["running"] is not None
     assert conditions(status)["Initialized"] == ("True", None)
     rt.advance(at(3.0))
-    status = desired_status(rt, pod, node_ready=True, now=at(3.0))
+    status = desired_status(rt, pod, now=at(3.0))
     assert conditions(status)["Ready"] == ("True", None)
 
 
@@ -326,7 +325,7 @@ def test_init_container_image_pull_blocks_the_pod() -> None:
     pod = make_pod(initContainers=[{"name": "fetch", "image": "ome/fetch:missing"}])
     rt = runtime(pod, {"fetch": ContainerPlan(failure=Failure.IMAGE_PULL)})
     rt.advance(at(30))
-    status = desired_status(rt, pod, node_ready=True, now=at(30))
+    status = desired_status(rt, pod, now=at(30))
     assert status["phase"] == "Pending"
     assert status["initContainerStatuses"][0]["state"]["waiting"]["reason"] in (
         "ErrImagePull",
@@ -347,26 +346,15 @@ def test_freeze_and_thaw_shift_pending_transitions() -> None:
     assert rt.next_due() == at(13.0)
 
 
-def test_node_not_ready_status_only_touches_ready() -> None:
-    pod = make_pod()
-    status = node_not_ready_status(pod, node="n0", now=T0)
-    assert [c["type"] for c in status["conditions"]] == ["Ready"]
-    assert status["conditions"][0]["reason"] == "NodeNotReady"
-    rt = runtime(pod)
-    rt.advance(at(5))
-    desired = desired_status(rt, pod, node_ready=False, now=at(5))
-    assert conditions(desired)["Ready"] == ("False", "NodeNotReady")
-
-
 def test_adopt_keeps_running_containers() -> None:
     pod = make_pod()
     old = runtime(pod)
     old.advance(at(10))
-    pod = observe(pod, desired_status(old, pod, node_ready=True, now=at(10)))
+    pod = observe(pod, desired_status(old, pod, now=at(10)))
     rt = runtime(pod)
     rt.adopt(pod["status"], at(20))
     assert rt.next_due() is None
-    assert status_matches(desired_status(rt, pod, node_ready=True, now=at(20)), pod)
+    assert status_matches(desired_status(rt, pod, now=at(20)), pod)
 
 
 def test_generation_is_observed() -> None:
@@ -374,7 +362,7 @@ def test_generation_is_observed() -> None:
     pod["metadata"]["generation"] = 3
     rt = runtime(pod)
     rt.advance(at(1))
-    status = desired_status(rt, pod, node_ready=True, now=at(1))
+    status = desired_status(rt, pod, now=at(1))
     assert status["observedGeneration"] == 3
     assert {c["observedGeneration"] for c in status["conditions"]} == {3}
 

@@ -10,8 +10,9 @@ from omed_devcluster.sim.nodes import (
     POOL_LABEL,
     PodIPs,
     host_ip,
+    micro_time,
     node_capacity,
-    node_conditions,
+    node_lease,
     node_object,
     node_ready,
     pod_cidr,
@@ -44,10 +45,16 @@ def test_node_object_looks_like_a_gpu_node() -> None:
     assert node["spec"]["podCIDR"] == "10.244.3.0/24"
 
 
-def test_not_ready_conditions_are_unknown() -> None:
-    conditions = node_conditions(ready=False, now=NOW, since=NOW)
-    assert {c["status"] for c in conditions} == {"Unknown"}
-    assert not node_ready({"status": {"conditions": conditions}})
+def test_the_heartbeat_lease_is_the_kubelets() -> None:
+    lease = node_lease(name="gpu-3", uid="u-1", now=NOW)
+    assert lease["metadata"]["namespace"] == "kube-node-lease"
+    assert lease["metadata"]["ownerReferences"] == [
+        {"apiVersion": "v1", "kind": "Node", "name": "gpu-3", "uid": "u-1"}
+    ]
+    assert lease["spec"]["holderIdentity"] == "gpu-3"
+    assert lease["spec"]["leaseDurationSeconds"] == 40
+    assert micro_time(NOW) == lease["spec"]["renewTime"]
+    assert len(lease["spec"]["renewTime"]) == len("2026-01-01T00:00:00.000000Z")
 
 
 def test_addresses_are_distinct_for_many_nodes() -> None:

@@ -43,7 +43,7 @@ async def test_a_handler_added_after_sync_first_gets_the_cache() -> None:
     api, clock = ScriptedApi(), FakeClock()
     api.pages.append(page([pod("a", 1), pod("b", 2)], 5))
     watch = api.watch()
-    informer = SharedInformer(api, PODS, clock=clock)
+    informer = SharedInformer(api, PODS, clock=clock, watch_list=False)
     informer.start()
     try:
         await until(watch.opened.is_set)
@@ -63,7 +63,7 @@ async def test_a_failing_handler_does_not_stop_the_others_or_the_watch(
     api, clock = ScriptedApi(), FakeClock()
     api.pages.append(page([], 5))
     watch = api.watch()
-    informer = SharedInformer(api, PODS, clock=clock)
+    informer = SharedInformer(api, PODS, clock=clock, watch_list=False)
 
     def explode(obj: Obj) -> None:
         raise RuntimeError("handler bug")
@@ -89,7 +89,7 @@ async def test_removed_handler_hears_nothing_more() -> None:
     api, clock = ScriptedApi(), FakeClock()
     api.pages.append(page([], 5))
     watch = api.watch()
-    informer = SharedInformer(api, PODS, clock=clock)
+    informer = SharedInformer(api, PODS, clock=clock, watch_list=False)
     gone, kept = Recorder(), Recorder()
     registration = informer.add_event_handler(gone)
     informer.add_event_handler(kept)
@@ -108,7 +108,7 @@ async def test_resync_redelivers_the_cache_on_the_fake_clock() -> None:
     api, clock = ScriptedApi(), FakeClock()
     api.pages.append(page([pod("a", 1)], 5))
     watch = api.watch()
-    informer = SharedInformer(api, PODS, clock=clock)
+    informer = SharedInformer(api, PODS, clock=clock, watch_list=False)
     recorder = Recorder()
     informer.add_event_handler(recorder, resync_period=30.0)
     informer.start()
@@ -124,7 +124,7 @@ async def test_resync_redelivers_the_cache_on_the_fake_clock() -> None:
 
 async def test_wait_synced_times_out_while_the_list_hangs() -> None:
     api, clock = ScriptedApi(), FakeClock()  # no page scripted: the LIST never answers
-    informer = SharedInformer(api, PODS, clock=clock)
+    informer = SharedInformer(api, PODS, clock=clock, watch_list=False)
     informer.start()
     try:
         waiting = asyncio.ensure_future(informer.wait_synced(timeout=10.0))
@@ -137,7 +137,7 @@ async def test_wait_synced_times_out_while_the_list_hangs() -> None:
 
 
 def test_factory_shares_one_informer_per_scope_and_selectors() -> None:
-    factory = InformerFactory(ScriptedApi())
+    factory = InformerFactory(ScriptedApi(), watch_list=False)
     a = factory.informer(CONFIGMAPS, namespace="ns")
     assert factory.informer(CONFIGMAPS, namespace="ns") is a
     assert factory.informer(CONFIGMAPS, namespace="other") is not a
@@ -154,7 +154,7 @@ async def test_factory_pod_cache_is_label_scoped_projected_and_indexed() -> None
     api, clock = ScriptedApi(), FakeClock()
     api.pages.append(page([serving("p0", 1, 0), serving("p1", 2, 1)], 5))
     api.pages.append(page([], 5))
-    factory = InformerFactory(api, clock=clock)
+    factory = InformerFactory(api, clock=clock, watch_list=False)
     pods = inference_pod_informer(factory)
     assert inference_pod_informer(factory) is pods
     assert pods.label_selector == INFERENCE_POD_SELECTOR == "ome.io/inferenceservice"
@@ -180,7 +180,7 @@ async def test_factory_pod_cache_is_label_scoped_projected_and_indexed() -> None
 
 async def test_wait_for_cache_sync_reports_a_timeout() -> None:
     clock = FakeClock()
-    factory = InformerFactory(ScriptedApi(), clock=clock)
+    factory = InformerFactory(ScriptedApi(), clock=clock, watch_list=False)
     factory.informer(PODS)
     factory.start()
     try:

@@ -47,7 +47,7 @@ async def running() -> AsyncIterator[Running]:
     api, clock = ScriptedApi(), FakeClock()
     api.pages.append(page([pod("a", 5), pod("b", 6)], 10))
     watch = api.watch()
-    informer = SharedInformer(api, PODS, clock=clock)
+    informer = SharedInformer(api, PODS, clock=clock, watch_list=False)
     recorder = Recorder()
     informer.add_event_handler(recorder)
     informer.start()
@@ -68,7 +68,9 @@ async def test_first_list_pages_at_version_zero_then_watches_with_bookmarks() ->
     api, clock = ScriptedApi(), FakeClock()
     api.pages += [page([pod("a", 5)], 10, cont="token-1"), page([pod("b", 6)], 10)]
     watch = api.watch()
-    informer = SharedInformer(api, PODS, namespace="ns", label_selector="x", clock=clock)
+    informer = SharedInformer(
+        api, PODS, namespace="ns", label_selector="x", clock=clock, watch_list=False
+    )
     recorder = Recorder()
     informer.add_event_handler(recorder)
     informer.start()
@@ -160,7 +162,7 @@ async def test_gone_in_the_stream_relists_from_the_last_version_and_loses_no_del
     await advance_until(running.clock, after.opened.is_set)
     relist = running.api.list_calls[1]
     assert relist["resourceVersion"] == "7"
-    assert relist["limit"] is None  # served from the watch cache: no paging
+    assert relist["limit"] == 500  # paged: one page of decoded objects at a time
     assert running.recorder.events[3:] == [
         ("delete", "ns/b", "6"),
         ("add", "ns/c", "31"),
@@ -191,7 +193,7 @@ async def test_list_gone_or_too_large_retries_at_once_with_a_consistent_read() -
     )
     api.pages += [too_large, page([pod("a", 5)], 60)]
     watch = api.watch()
-    informer = SharedInformer(api, PODS, clock=clock)
+    informer = SharedInformer(api, PODS, clock=clock, watch_list=False)
     informer.start()
     try:
         await until(watch.opened.is_set)  # no fake time passed: no backoff
@@ -208,17 +210,47 @@ async def test_list_gone_or_too_large_retries_at_once_with_a_consistent_read() -
         await informer.stop()
 
 
-async def test_expired_continue_token_lists_everything_in_one_request() -> None:
+async def test_expired_continue_token_lists_again_paged_from_the_latest_state() -> None:
     api, clock = ScriptedApi(), FakeClock()
-    api.pages += [page([pod("a", 5)], 10, cont="t"), gone(), page([pod("a", 5), pod("b", 6)], 12)]
+    api.pages += [
+        page([pod("a", 5)], 10, cont="t"),
+        gone(),
+        page([pod("a", 5)], 12, cont="u"),
+        page([pod("b", 6)], 12),
+    ]
     watch = api.watch()
-    informer = SharedInformer(api, PODS, clock=clock)
+    informer = SharedInformer(api, PODS, clock=clock, watch_list=False)
     informer.start()
     try:
         await until(watch.opened.is_set)
     finally:
         await informer.stop()
-    full = api.list_calls[2]
+    again = api.list_calls[2]
+    # One page of decoded objects at a time still: the restart is paged, at the latest state.
+    assert again.get("limit") == 500 and not again.get("resourceVersion")
+    assert "_continue" not in again or again["_continue"] is None
+    assert api.list_calls[3].get("_continue") == "u"
+    assert sorted(informer.store.keys()) == ["ns/a", "ns/b"]
+    assert watch.params is not None and watch.params["resourceVersion"] == "12"
+
+
+async def test_continue_token_expired_twice_lists_everything_in_one_request() -> None:
+    api, clock = ScriptedApi(), FakeClock()
+    api.pages += [
+        page([pod("a", 5)], 10, cont="t"),
+        gone(),
+        page([pod("a", 5)], 12, cont="u"),
+        gone(),
+        page([pod("a", 5), pod("b", 6)], 13),
+    ]
+    watch = api.watch()
+    informer = SharedInformer(api, PODS, clock=clock, watch_list=False)
+    informer.start()
+    try:
+        await until(watch.opened.is_set)
+    finally:
+        await informer.stop()
+    full = api.list_calls[4]
     assert full.get("resourceVersion") == "0" and "limit" not in full and "_continue" not in full
     assert sorted(informer.store.keys()) == ["ns/a", "ns/b"]
 
@@ -298,7 +330,7 @@ async def test_list_failures_back_off_and_retry() -> None:
         page([pod("a", 5)], 10),
     ]
     watch = api.watch()
-    informer = SharedInformer(api, PODS, clock=clock)
+    informer = SharedInformer(api, PODS, clock=clock, watch_list=False)
     informer.start()
     try:
         waited = await advance_until(clock, watch.opened.is_set)
@@ -328,7 +360,7 @@ async def test_an_object_the_transform_rejects_fails_the_watch_loudly(
 
     api.pages += [page([pod("a", 5)], 10), page([pod("a", 5)], 12)]
     watch = api.watch()
-    informer = SharedInformer(api, PODS, clock=clock, transform=picky)
+    informer = SharedInformer(api, PODS, clock=clock, transform=picky, watch_list=False)
     informer.start()
     try:
         await until(watch.opened.is_set)

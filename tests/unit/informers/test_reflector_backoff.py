@@ -109,7 +109,13 @@ async def world() -> AsyncIterator[World]:
     api = TimedApi(clock)
     sink = Sink()
     reflector = Reflector(
-        api, PODS, sink, clock=clock, backoff=Backoff(clock, rand=lambda: 0.0), rand=lambda: 0.0
+        api,
+        PODS,
+        sink,
+        clock=clock,
+        backoff=Backoff(clock, rand=lambda: 0.0),
+        rand=lambda: 0.0,
+        watch_list=False,
     )
     world = World(api, clock, sink, reflector)
     try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from webhook_world import REQUEST_KEY, REQUEST_UUID, Request
+from webhook_world import REQUEST_KEY, Request
 
 from omed.webhooks.components import (
     MAX_REPLICAS_ZERO,
@@ -402,7 +402,7 @@ def test_many_errors_are_counted(request_for: Request, isvc: dict) -> None:
 def test_migration_request_without_ready_timeout_warns(request_for: Request, isvc: dict) -> None:
     isvc["metadata"]["annotations"] = {
         REQUEST_KEY: (
-            f'{{"schema":"v1","requestUUID":"{REQUEST_UUID}","component":"engine","instance":3}}'
+            '{"schemaVersion":"v1","component":"engine","instance":3,"from_node":"node-a"}'
         )
     }
     answer = review(request_for, isvc)

@@ -1,7 +1,8 @@
-"""Migration request annotations: schema v1, each field's rule, and the reason text rules."""
+"""Migration request annotations: upstream OME's body, its admission rules and messages."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import orjson
@@ -13,23 +14,20 @@ from omed.webhooks.review import AdmissionResponse
 
 VALIDATOR = InferenceServiceValidator()
 PATH = f"metadata.annotations[{REQUEST_KEY}]"
-SUBDOMAIN = (
-    "must be a DNS-1123 subdomain (lowercase letters, digits, '-' and '.', starting and "
-    "ending with a letter or digit, at most 253 characters)"
-)
+PREFIX = f"migration request {REQUEST_UUID}: "
 
 
 def request_doc(**changes: Any) -> dict[str, Any]:
+    """A request in the field order upstream's CLI writes it."""
     doc: dict[str, Any] = {
-        "schema": "v1",
-        "requestUUID": REQUEST_UUID,
+        "schemaVersion": "v1",
         "component": "engine",
         "instance": 3,
-        "fromNode": "node-a",
-        "hintNodes": ["node-b", "node-c"],
+        "from_node": "node-a",
+        "hint_target_nodes": ["node-b"],
         "reason": "node-a maintenance",
-        "requestedAt": "2026-09-28T10:12:04Z",
-        "requestedBy": "kubectl-ome",
+        "requested_at": "2026-09-28T10:12:04Z",
+        "requested_by": "kubectl-ome",
     }
     for key, value in changes.items():
         if value is ...:
@@ -48,78 +46,69 @@ def admit(
     return VALIDATOR.review(request_for(isvc))
 
 
-def test_full_request_is_admitted(request_for: Request, isvc: dict) -> None:
+def test_upstream_request_is_admitted(request_for: Request, isvc: dict) -> None:
     answer = admit(request_for, isvc, value=request_doc())
     assert answer.allowed and answer.warnings == ()
 
 
 def test_minimal_request_is_admitted(request_for: Request, isvc: dict) -> None:
-    doc = request_doc(fromNode=..., hintNodes=..., reason=..., requestedAt=..., requestedBy=...)
+    """The CLI leaves out empty hints, reason and requester; from_node is always there."""
+    doc = request_doc(hint_target_nodes=..., reason=..., requested_at=..., requested_by=...)
+    assert admit(request_for, isvc, value=doc).allowed
+
+
+def test_unknown_fields_are_ignored(request_for: Request, isvc: dict) -> None:
+    answer = admit(request_for, isvc, value=request_doc(lookupOnly=False, requestUUID="x"))
+    assert answer.allowed and answer.warnings == ()
+
+
+def test_reason_text_is_the_clis_business(request_for: Request, isvc: dict) -> None:
+    """Upstream's webhook admits a hand-written reason with a URL in it."""
+    doc = request_doc(reason="see https://runbooks.example/node-a")
     assert admit(request_for, isvc, value=doc).allowed
 
 
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
-        ({"schema": "v2"}, f'{PATH}.schema: must be "v1", got "v2"'),
-        ({"schema": ...}, f'{PATH}.schema: must be "v1", got null'),
-        (
-            {"requestUUID": "6ff01fa3-2a47-4725-9c85-786ed59ac166"},
-            f"{PATH}.requestUUID: must equal the UUID that ends the key ({REQUEST_UUID}), "
-            'got "6ff01fa3-2a47-4725-9c85-786ed59ac166"',
-        ),
+        ({"schemaVersion": "v2"}, f'{PREFIX}UnsupportedSchemaVersion: "v2"'),
+        ({"schemaVersion": ...}, f'{PREFIX}UnsupportedSchemaVersion: ""'),
         (
             {"component": "predictor"},
-            f'{PATH}.component: must be one of engine, decoder, router, got "predictor"',
+            f'migration request {REQUEST_UUID}: component "predictor" does not exist on this '
+            "InferenceService",
         ),
-        ({"instance": -1}, f"{PATH}.instance: must be an integer >= 0, got -1"),
-        ({"instance": "3"}, f'{PATH}.instance: must be an integer >= 0, got "3"'),
-        ({"instance": ...}, f"{PATH}.instance: must be an integer >= 0, got null"),
-        ({"fromNode": "Node_A"}, f'{PATH}.fromNode: {SUBDOMAIN}, got "Node_A"'),
+        ({"instance": -1}, f"migration request {REQUEST_UUID}: instance must be >= 0, got -1"),
         (
-            {"hintNodes": [f"n{i}" for i in range(9)]},
-            f"{PATH}.hintNodes: must list at most 8 nodes, got 9",
-        ),
-        ({"hintNodes": "node-b"}, f'{PATH}.hintNodes: must be a list of node names, got "node-b"'),
-        ({"hintNodes": ["node-b", "B"]}, f'{PATH}.hintNodes[1]: {SUBDOMAIN}, got "B"'),
-        ({"hintNodes": ["node-b", "node-b"]}, f"{PATH}.hintNodes[1]: repeats node-b"),
-        (
-            {"hintNodes": ["node-a"]},
-            f"{PATH}.hintNodes[0]: is fromNode (node-a): the replacement must not prefer the "
-            "node it leaves",
-        ),
-        ({"reason": 42}, f"{PATH}.reason: must be a string, got number"),
-        ({"reason": "x" * 257}, f"{PATH}.reason: must be at most 256 characters, got 257"),
-        (
-            {"requestedAt": "yesterday"},
-            f"{PATH}.requestedAt: must be an RFC 3339 time such as 2026-09-28T10:12:04Z, "
-            'got "yesterday"',
+            {"instance": "3"},
+            f"migration request {REQUEST_UUID}: parse migration request: json: cannot unmarshal "
+            "string into Go struct field MigrationRequest.instance of type int32",
         ),
         (
-            {"requestedAt": "2026-09-28T10:12:04"},
-            f"{PATH}.requestedAt: must be an RFC 3339 time such as 2026-09-28T10:12:04Z, "
-            'got "2026-09-28T10:12:04"',
+            {"hint_target_nodes": "node-b"},
+            f"migration request {REQUEST_UUID}: parse migration request: json: cannot unmarshal "
+            "string into Go struct field MigrationRequest.hint_target_nodes of type []string",
         ),
-        ({"requestedBy": ""}, f"{PATH}.requestedBy: must be a non-empty string, got string"),
     ],
 )
-def test_field_rules(
-    request_for: Request, isvc: dict, changes: dict[str, Any], message: str
-) -> None:
+def test_refusals(request_for: Request, isvc: dict, changes: dict[str, Any], message: str) -> None:
     answer = admit(request_for, isvc, value=request_doc(**changes))
     assert not answer.allowed
     assert answer.message == message
 
 
-def test_every_hint_count_up_to_eight_is_admitted(request_for: Request, isvc: dict) -> None:
-    doc = request_doc(hintNodes=[f"node-{i}" for i in range(8)])
-    assert admit(request_for, isvc, value=doc).allowed
-
-
 def test_component_must_be_declared(request_for: Request, isvc: dict) -> None:
     del isvc["spec"]["router"]
     answer = admit(request_for, isvc, value=request_doc(component="router"))
-    assert answer.message == f"{PATH}.component: names router, which spec.router doesn't declare"
+    assert answer.message == (
+        f'migration request {REQUEST_UUID}: component "router" does not exist on this '
+        "InferenceService"
+    )
+
+
+def test_engine_counts_as_declared(request_for: Request, isvc: dict) -> None:
+    answer = admit(request_for, isvc, value=request_doc())
+    assert answer.allowed
 
 
 def test_component_with_migrations_off_warns(request_for: Request, isvc: dict) -> None:
@@ -131,36 +120,21 @@ def test_component_with_migrations_off_warns(request_for: Request, isvc: dict) -
     )
 
 
-def test_unknown_fields_warn(request_for: Request, isvc: dict) -> None:
-    answer = admit(request_for, isvc, value=request_doc(lookupOnly=False, hintNode="x"))
-    assert answer.allowed
-    assert answer.warnings == (
-        f"{PATH}: schema v1 has no field hintNode, lookupOnly (OME ignores them)",
+def test_value_must_be_json(request_for: Request, isvc: dict) -> None:
+    answer = admit(request_for, isvc, value="{not json")
+    assert answer.message is not None
+    assert answer.message.startswith(f"migration request {REQUEST_UUID}: parse migration request: ")
+    answer = admit(request_for, isvc, value="[1, 2]")
+    assert answer.message == (
+        f"migration request {REQUEST_UUID}: parse migration request: json: cannot unmarshal "
+        "array into Go value of type audit.MigrationRequest"
     )
-
-
-@pytest.mark.parametrize(
-    ("value", "message"),
-    [
-        ("{not json", f"{PATH}: must be a JSON object (the migration request), got invalid JSON"),
-        ("[1, 2]", f"{PATH}: must be a JSON object (the migration request), got [1,2]"),
-        ("x" * 8193, f"{PATH}: must be a JSON object of at most 8192 bytes"),
-    ],
-)
-def test_value_must_be_a_json_object(
-    request_for: Request, isvc: dict, value: str, message: str
-) -> None:
-    answer = admit(request_for, isvc, value=value)
-    assert answer.message == message
 
 
 def test_key_must_end_in_a_uuid(request_for: Request, isvc: dict) -> None:
     key = "ome.io/migration-request-v1-not-a-uuid"
     answer = admit(request_for, isvc, value=request_doc(), key=key)
-    assert answer.message == (
-        f"metadata.annotations[{key}]: the key must end in a lowercase UUID, such as "
-        "ome.io/migration-request-v1-7c9e6679-7425-40de-944b-e07fc1f90ae7"
-    )
+    assert answer.message == f"migration request {key}: annotation key carries no request UUID"
 
 
 def test_other_annotations_are_ignored(request_for: Request, isvc: dict) -> None:
@@ -168,85 +142,45 @@ def test_other_annotations_are_ignored(request_for: Request, isvc: dict) -> None
     assert answer.allowed
 
 
-# -- Reason text ---------------------------------------------------------------------------
-
-URL = 'must not contain a URL ("://" or "www.")'
-
-
-@pytest.mark.parametrize(
-    ("reason", "problem"),
-    [
-        ("see https://runbooks/x", URL),
-        ("see WWW.example.org", URL),
-        ("ftp://host/path", URL),
-        (
-            "rotate password=hunter2",
-            "must not contain credentials (found what looks like a "
-            "secret assignment such as password= or token=)",
-        ),
-        (
-            "token: abc",
-            "must not contain credentials (found what looks like a secret assignment "
-            "such as password= or token=)",
-        ),
-        (
-            "API_KEY=abc",
-            "must not contain credentials (found what looks like a secret "
-            "assignment such as password= or token=)",
-        ),
-        ("Bearer abc.def", "must not contain credentials (found what looks like a bearer token)"),
-        (
-            "key AKIAIOSFODNN7EXAMPLE leaked",
-            "must not contain credentials (found what looks like an access key id)",
-        ),
-        (
-            "-----BEGIN RSA PRIVATE KEY-----",
-            "must not contain credentials (found what looks like a private key)",
-        ),
-        ("ghp_" + "a" * 36, "must not contain credentials (found what looks like a token)"),
-        (
-            "eyJhbGciOiJIUzI1.eyJzdWIiOiIxMjM0.sig",
-            "must not contain credentials (found what looks like a JSON web token)",
-        ),
-        ("two\nlines", "must be plain text on one line, without control characters"),
-        ("bell\x07", "must be plain text on one line, without control characters"),
-    ],
-)
-def test_reason_must_be_plain_text(
-    request_for: Request, isvc: dict, reason: str, problem: str
-) -> None:
-    answer = admit(request_for, isvc, value=request_doc(reason=reason))
-    assert answer.message == f"{PATH}.reason: {problem}"
-    assert reason not in answer.message  # never echo a possible secret
-
-
-@pytest.mark.parametrize(
-    "reason",
-    [
-        "node-a maintenance",
-        "kernel upgrade on node-a (ticket OPS-1234)",
-        "drain: disk pressure, 90% used",
-        "token bucket refill tuning",
-        "the passport office",
-        "x" * 256,
-    ],
-)
-def test_plain_reasons_are_admitted(request_for: Request, isvc: dict, reason: str) -> None:
-    assert admit(request_for, isvc, value=request_doc(reason=reason)).allowed
-
-
-def test_requested_by_follows_the_text_rules(request_for: Request, isvc: dict) -> None:
-    answer = admit(request_for, isvc, value=request_doc(requestedBy="bob password=x"))
-    assert answer.message == (
-        f"{PATH}.requestedBy: must not contain credentials (found what looks like a secret "
-        "assignment such as password= or token=)"
-    )
-
-
-def test_unchanged_request_ratchets(request_for: Request, isvc: dict) -> None:
+def test_unchanged_request_is_not_checked_again(request_for: Request, isvc: dict) -> None:
     admit(request_for, isvc, value=request_doc(component="router"))
     stored = isvc
     updated = {**stored, "spec": {k: v for k, v in stored["spec"].items() if k != "router"}}
     answer = VALIDATOR.review(request_for(updated, operation="UPDATE", old=stored))
     assert answer.allowed
-    assert answer.warnings[0].startswith(f"{PATH}.component: names router")
+
+
+def test_changed_request_is_checked(request_for: Request, isvc: dict) -> None:
+    admit(request_for, isvc, value=request_doc())
+    stored = copy.deepcopy(isvc)
+    isvc["metadata"]["annotations"][REQUEST_KEY] = orjson.dumps(request_doc(instance=-2)).decode()
+    answer = VALIDATOR.review(request_for(isvc, operation="UPDATE", old=stored))
+    assert answer.message == f"migration request {REQUEST_UUID}: instance must be >= 0, got -2"
+
+
+def test_removing_a_request_is_admitted(request_for: Request, isvc: dict) -> None:
+    admit(request_for, isvc, value=request_doc(instance=-1))
+    stored = copy.deepcopy(isvc)
+    isvc["metadata"]["annotations"] = {}
+    answer = VALIDATOR.review(request_for(isvc, operation="UPDATE", old=stored))
+    assert answer.allowed
+
+
+def test_the_webhook_benchs_review_is_admitted() -> None:
+    """bench/webhook.py (and bench/hostile_status.py, which sends its bodies) times whole
+    reviews of an InferenceService carrying a migration request: were it refused, the bench
+    would time a refusal's path and count every answer as failed."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    from omed.webhooks.review import parse_review
+
+    path = Path(__file__).resolve().parents[3] / "bench" / "webhook.py"
+    spec = importlib.util.spec_from_file_location("omed_bench_webhook", path)
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("omed_bench_webhook", bench)
+    spec.loader.exec_module(bench)
+    answer = VALIDATOR.review(parse_review(bench.review_body("uid-0")))
+    assert answer.allowed, answer

@@ -150,6 +150,10 @@ async def test_malformed_reviews_are_400(post: Post, body: bytes) -> None:
 
 
 async def test_a_failing_handler_is_a_refusal_not_a_500(post: Post) -> None:
+    panics = sample("controller_runtime_webhook_panics_total", {})
+    allowed = sample(
+        "controller_runtime_webhook_requests_total", {"webhook": ISVC_PATH, "code": "200"}
+    )
     status, body = await post(review(uid="x"), path=BOOM_PATH)
     assert status == 200
     response = orjson.loads(body)["response"]
@@ -160,6 +164,12 @@ async def test_a_failing_handler_is_a_refusal_not_a_500(post: Post) -> None:
         "reason": "InternalError",
     }
     assert (await post(review()))[0] == 200
+    # controller-runtime's webhook panic counter: the failing handler's request alone.
+    assert sample("controller_runtime_webhook_panics_total", {}) == panics + 1
+    after = sample(
+        "controller_runtime_webhook_requests_total", {"webhook": ISVC_PATH, "code": "200"}
+    )
+    assert after == allowed + 1
 
 
 async def test_unknown_path_and_method(

@@ -10,7 +10,7 @@ from contextlib import asynccontextmanager
 import pytest
 
 from omed.clock import FakeClock
-from omed.workqueue import Controller, Result, is_panic
+from omed.workqueue import Controller, Result, TerminalError, is_panic
 from omed.workqueue.controller import MSG_RECONCILER_ERROR, MSG_RECONCILER_PANIC
 
 from ._support import sample, settle, until
@@ -228,6 +228,39 @@ async def test_panics_are_counted_apart_from_errors_and_the_worker_survives(
     assert [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR] == [expected]
 
 
+@pytest.mark.parametrize("reported", [False, True])
+async def test_a_terminal_error_is_counted_and_not_retried(
+    unique_name: str, caplog: pytest.LogCaptureFixture, reported: bool
+) -> None:
+    clock = FakeClock()
+
+    def behaviour(key: str, attempt: int) -> Result:
+        if key == "ns/broken":
+            raise TerminalError("spec refused", reported=reported)
+        return Result()
+
+    reconciler = ScriptedReconciler(behaviour)
+    controller = Controller(name=unique_name, reconciler=reconciler, workers=1, clock=clock)
+    caplog.set_level(logging.ERROR, logger="omed.workqueue.controller")
+    async with running(controller):
+        controller.queue.add("ns/broken")
+        controller.queue.add("ns/good")
+        await until(lambda: total(unique_name, "success") == 1)
+        clock.advance(3600)  # far past any backoff: nothing comes back
+        await settle()
+        assert reconciler.attempts("ns/broken") == 1
+        assert controller.queue.waiting == 0 and len(controller.queue) == 0
+        controller.queue.add("ns/broken")  # its next change wakes it
+        await until(lambda: reconciler.attempts("ns/broken") == 2)
+    terminal = sample("controller_runtime_terminal_reconcile_errors_total", controller=unique_name)
+    assert terminal == 2
+    assert sample("controller_runtime_reconcile_errors_total", controller=unique_name) == 2
+    assert sample("controller_runtime_reconcile_panics_total", controller=unique_name) == 0
+    assert total(unique_name, "error") == 2
+    lines = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert lines == ([] if reported else [MSG_RECONCILER_ERROR] * 2)
+
+
 async def test_a_stray_cancelled_error_from_a_reconcile_is_an_error(unique_name: str) -> None:
     class AwaitsCancelledFuture:
         async def reconcile(self, key: str) -> Result:
@@ -355,6 +388,8 @@ async def test_controller_metrics_have_controller_runtimes_names(unique_name: st
     # Every result label exists at zero from construction, as controller-runtime initialises.
     for result in ["success", "error", "requeue", "requeue_after"]:
         assert total(unique_name, result) == 0
+    for counter in ("reconcile_errors", "terminal_reconcile_errors", "reconcile_panics"):
+        assert sample(f"controller_runtime_{counter}_total", controller=unique_name) == 0
     async with running(controller):
         assert sample("controller_runtime_max_concurrent_reconciles", controller=unique_name) == 4
         controller.queue.add("a")

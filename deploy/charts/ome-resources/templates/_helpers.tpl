@@ -207,6 +207,8 @@ value's path, what the value is, and the example a message gives.
             unquoted 0 leaves the flag out; another number fails here, because the manager
             refuses a duration without a unit.
   list      a comma-separated string or a list.
+  level     a log level as the manager reads --zap-log-level: debug, info, error or panic
+            (any case), or a whole number above 0, quoted or not (more verbose debug).
 */}}
 {{- define "ome.flagTable" -}}
 {{- $c := .Values.ome.controller -}}
@@ -221,7 +223,7 @@ value's path, what the value is, and the example a message gives.
   (list "leader-elect-lease-duration" "leaderElection.leaseDuration" "duration" "60s")
   (list "leader-elect-renew-deadline" "leaderElection.renewDeadline" "duration" "40s")
   (list "leader-elect-retry-period" "leaderElection.retryPeriod" "duration" "8s")
-  (list "zap-log-level" "logging.level" "list" "")
+  (list "zap-log-level" "logging.level" "level" "")
 -}}
 {{- $out := list -}}
 {{- range $rows -}}
@@ -263,6 +265,16 @@ One flag of ome.flagTable as "--name=value", or empty when the value leaves the 
 {{- fail (printf "%s must be a quoted duration such as \"%s\", got %s" .path .example $shown) -}}
 {{- end -}}
 {{- printf "--%s=%s" .flag $value -}}
+{{- end -}}
+{{- else if eq .kind "level" -}}
+{{- if $value -}}
+{{- $text := include "ome.flagValue" $value -}}
+{{- $named := and (kindIs "string" $value) (has (lower $value) (list "debug" "info" "error" "panic")) -}}
+{{- $verbosity := and (or (kindIs "string" $value) (include "ome.isWhole" $value)) (regexMatch "^[+]?0*[1-9][0-9]{0,17}$" $text) -}}
+{{- if not (or $named $verbosity) -}}
+{{- fail (printf "%s must be debug, info, error, panic or a whole number above 0, got %s" .path $shown) -}}
+{{- end -}}
+{{- printf "--%s=%s" .flag $text -}}
 {{- end -}}
 {{- else -}}
 {{- if $value -}}

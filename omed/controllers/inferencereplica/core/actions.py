@@ -17,16 +17,13 @@ from typing import Any, Final, TypeVar
 
 from omed.api.inferencereplica import InferenceReplicaStatus, InstanceStatus
 from omed.config import BatchSize
-from omed.controllers.inferencereplica.core.podgroupactions import (
-    CreatePodGroup,
-    DeletePodGroup,
-    UpdatePodGroup,
+from omed.controllers.inferencereplica.core.migrationactions import (
+    ConsumeMigrationRequests,
+    WriteAuditRow,
 )
-from omed.controllers.inferencereplica.core.revisionactions import (
-    AdoptControllerRevision,
-    CreateControllerRevision,
-    DeleteControllerRevision,
-)
+from omed.controllers.inferencereplica.core.objectrefs import ObjectRef
+from omed.controllers.inferencereplica.core.podgroupactions import PodGroupWrite
+from omed.controllers.inferencereplica.core.revisionactions import RevisionWrite
 
 T = TypeVar("T")
 
@@ -40,12 +37,8 @@ tells when the quota or the webhook comes back)."""
 
 
 @dataclass(frozen=True, slots=True)
-class PodRef:
+class PodRef(ObjectRef):
     """A pod by name and uid."""
-
-    name: str
-    uid: str
-    """A write to the pod carries it, so a newer pod of the name is never touched."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,9 +181,9 @@ class RecordEvent:
 
 Action = (
     AddFinalizer
-    | CreateControllerRevision
-    | AdoptControllerRevision
-    | DeleteControllerRevision
+    | WriteAuditRow
+    | ConsumeMigrationRequests
+    | RevisionWrite
     | WriteStatus
     | CreatePods
     | SetServingGate
@@ -200,9 +193,7 @@ Action = (
     | RecordEvent
     | PatchPodImages
     | RemoveReleaseAnnotation
-    | CreatePodGroup
-    | UpdatePodGroup
-    | DeletePodGroup
+    | PodGroupWrite
 )
 
 

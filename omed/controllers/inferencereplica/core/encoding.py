@@ -38,9 +38,10 @@ from omed.statuscodec import (
     DENSE_V1,
     DecodeError,
     Encoding,
+    RowCells,
     choose_encoding,
     conversion,
-    encode_columnar,
+    encode,
     encoded_size,
     stored_encoding,
     with_rows,
@@ -97,6 +98,11 @@ class StatusWrite:
     """``(old, new)`` when the write converts stored rows (an InstanceStatusConverted event)."""
 
 
+ROW_CELLS: Final = RowCells()
+"""The controller's memo of what the encoder learnt of each row JSON (one controller per
+process): the row JSON it encodes is shared and never changed (``status.RowJson``)."""
+
+
 def _safe_stored(status: Mapping[str, Any] | None) -> Encoding | None:
     try:
         return stored_encoding(status)
@@ -110,23 +116,26 @@ def choose_form(
     stored: Mapping[str, Any] | None,
     settings: StatusEncodingSettings,
     overhead: int = 0,
+    memo: RowCells | None = None,
 ) -> tuple[Encoding, list[Mapping[str, Any]] | dict[str, Any]]:
     """The encoding and payload for ``rows`` (JSON rows sorted by index).
 
     ``stored`` is the status as stored now; ``overhead`` the bytes of the written object
     besides the rows (compared with the settings' ``size_limit`` together with the list).
+    ``memo`` (:data:`ROW_CELLS` for rows that are never changed) changes nothing but the
+    cost.
     """
     bound = settings.bound
     if settings.encoding == COLUMNAR_V2:
-        return choose_encoding(rows, configured=COLUMNAR_V2, max_rows=bound)
+        return choose_encoding(rows, configured=COLUMNAR_V2, max_rows=bound, memo=memo)
     listed = list(rows)
     if _safe_stored(stored) == COLUMNAR_V2 and bound is not None and 0 < len(listed) <= bound:
         list_size = encoded_size(listed)
         if overhead + list_size > settings.size_limit:
-            columns = encode_columnar(listed)
+            columns = encode(listed, memo=memo).columns
             if encoded_size(columns) < list_size:
                 return COLUMNAR_V2, columns
-    encoding, payload = choose_encoding(listed, configured=DENSE_V1, max_rows=bound)
+    encoding, payload = choose_encoding(listed, configured=DENSE_V1, max_rows=bound, memo=memo)
     return encoding, payload
 
 
@@ -137,6 +146,7 @@ def status_write(
     stored: Mapping[str, Any] | None,
     settings: StatusEncodingSettings,
     overhead: int = 0,
+    memo: RowCells | None = None,
 ) -> StatusWrite:
     """The status that stores ``summary`` (a status without rows) and ``rows``."""
     encoding, payload = choose_form(
@@ -144,6 +154,7 @@ def status_write(
         stored=stored,
         settings=settings,
         overhead=overhead + encoded_size(summary),
+        memo=memo,
     )
     if encoding == DENSE_V1 and not payload:
         # No rows: no instanceStatuses key at all, as before the codec (a pass that changes
@@ -161,10 +172,11 @@ def needs_conversion(
     *,
     stored: Mapping[str, Any] | None,
     settings: StatusEncodingSettings,
+    memo: RowCells | None = None,
 ) -> bool:
     """Whether writing the same ``rows`` again would store them in another form."""
     old = _safe_stored(stored)
     if old is None or not rows:
         return False  # nothing to convert (an undecodable status is never planned for)
-    encoding, _ = choose_form(rows, stored=stored, settings=settings)
+    encoding, _ = choose_form(rows, stored=stored, settings=settings, memo=memo)
     return encoding != old

@@ -46,7 +46,11 @@ from omed.api.base import Condition
 from omed.api.inferencereplica import InferenceReplicaStatus, InstanceStatus, LastFailure, Operation
 from omed.controllers.inferencereplica.core import names
 from omed.controllers.inferencereplica.core.model import PodStall, PodView
-from omed.controllers.inferencereplica.core.rows import CreateFailure, condition
+from omed.controllers.inferencereplica.core.rows import (
+    CreateFailure,
+    condition,
+    ready_reason_indexes,
+)
 from omed.controllers.inferencereplica.core.work import PassWork
 
 
@@ -192,14 +196,9 @@ def create_grace_conditions(
     whose Create a grace failed is still not Ready (its Ready condition keeps that reason),
     as ProgressDeadlineExceeded is for a deadline (:func:`.steps.create_deadline_condition`)."""
     found: list[Condition] = []
+    late_by_reason = ready_reason_indexes(rows, (reason for _, reason, _ in _CONDITIONS))
     for type_, reason, key in _CONDITIONS:
-        late = [
-            row.index
-            for row in rows
-            if any(
-                c.type == names.CONDITION_READY and c.reason == reason for c in row.conditions or ()
-            )
-        ]
+        late = late_by_reason[reason]
         if not late:
             continue
         which = ", ".join(str(index) for index in late)

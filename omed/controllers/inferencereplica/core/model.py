@@ -23,10 +23,12 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from omed.api.inferencereplica import InferenceReplicaStatus, InstanceStatus
-from omed.api.lifecycle import ReadyPolicy
+from omed.api.lifecycle import MigrationMode, ReadyPolicy
 from omed.config import BatchSize, LifecycleScaleConfig
 from omed.config.lifecycle import LifecycleConfig
+from omed.controllers.inferencereplica.core.migrationactions import Mailbox
 from omed.controllers.inferencereplica.core.names import RUNNER_ORDER, pod_name
+from omed.controllers.inferencereplica.core.objectrefs import ObjectRef
 from omed.controllers.inferencereplica.core.podgroupactions import PodGroupView
 from omed.controllers.inferencereplica.core.policy import (
     DEFAULT_REVISION_HISTORY_LIMIT,
@@ -72,11 +74,9 @@ class PodStall:
 
 
 @dataclass(frozen=True, slots=True)
-class PodView:
+class PodView(ObjectRef):
     """One pod of the InferenceReplica, as the cache last saw it."""
 
-    name: str
-    uid: str
     index: int
     runner: str | None = None
     ordinal: int | None = None
@@ -114,10 +114,11 @@ class PodView:
     unschedulable: bool = False
     """PodScheduled is False with reason Unschedulable: no node fits it."""
     node_lost: bool = False
-    """Its node stopped reporting: Ready not True with reason NodeNotReady (the node
-    lifecycle controller's mark), or the pod's status reason NodeLost; or, from the node
-    cache (:func:`.nodes.with_node_facts`), its node is not Ready, tainted
-    ``node.kubernetes.io/unreachable``, or gone."""
+    """Its node stopped reporting: from the node cache (:func:`.nodes.with_node_facts`), its
+    node is not Ready, tainted ``node.kubernetes.io/unreachable``, or gone; or the pod says so
+    itself (Ready not True with reason NodeNotReady, or status reason NodeLost). The node
+    lifecycle controller of Kubernetes 1.36 marks such pods Ready False with no reason, so
+    the node cache is what finds them there."""
     stall: PodStall | None = None
     """What keeps the pod from coming up by itself, if anything does (see :class:`PodStall`)."""
     endpoint_ready: bool | None = None
@@ -136,12 +137,17 @@ class PodView:
 
 @dataclass(frozen=True, slots=True)
 class CreateRefusal:
-    """A pod create the API server refused for a reason that holds the operation."""
+    """A pod create the API server refused for a reason that holds the operation, or (
+    ``permanent``) for good."""
 
     token: str
-    """The waiting token: QuotaExceeded or AdmissionUnavailable."""
+    """The waiting token: QuotaExceeded or AdmissionUnavailable; for a permanent refusal, its
+    class: InvalidPodSpec (422) or NamespaceTerminating."""
     pod: str
     message: str = ""
+    permanent: bool = False
+    """Sending the same pod again can only meet the same answer: a migration's surge fails
+    on it; every other create is paced by the refused write's back-off as before."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,6 +221,8 @@ class ReplicaTarget:
     revision_history_limit: int = DEFAULT_REVISION_HISTORY_LIMIT
     """Revisions kept beyond the ones in use (:mod:`.revisions`): the replica's own
     ``revisionHistoryLimit``, else the ConfigMap's, else the default."""
+    migration_mode: MigrationMode = "Auto"
+    """``lifecycle.migrationPolicy.mode``: Never fails every manual request."""
     fleet: LifecycleConfig = field(default_factory=LifecycleConfig)
     """The fleet-wide ``lifecycle`` settings of this pass's config read: the graces,
     escalations and migration settings that no component field overrides."""
@@ -269,6 +277,12 @@ class ObservedState:
     nodes, and nothing is judged from them)."""
     pod_groups: tuple[PodGroupView, ...] = ()
     """The replica's PodGroups in the cache (empty unless PodGroups are enabled)."""
+    mailbox: Mailbox | None = None
+    """The parent InferenceService's migration requests (None: no parent in the cache, or a
+    standalone replica, which takes none)."""
+    revision_payloads: Mapping[str, bytes] = field(default_factory=dict)
+    """ControllerRevision name -> its ``data`` as JSON, for the replica's cached revisions: a
+    migration's surge is built from its source's running revision."""
 
     def pods_of(self, index: int) -> tuple[PodView, ...]:
         return self.pods.get(index, ())

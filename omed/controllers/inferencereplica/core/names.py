@@ -14,6 +14,7 @@ incarnations, and ``kubectl ome instance status`` shows the same names for every
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
 
@@ -98,6 +99,12 @@ class OperationReason(StrEnum):
     """Restart: a container restarted under restartPolicy RecreateInstanceOnPodRestart."""
     CRASH_LOOP = "CrashLoopRepair"
     """Restart: a pod crash-loops on a revision that has been Ready."""
+    RELOCATION = "Relocation"
+    """Create: the Instance is rebuilt off the node its last Create failed on (an automatic
+    relocation)."""
+    MIGRATION = "MigrationRequested"
+    """Migrate: a migration record moves the Instance (the source) or stands in for it (the
+    surge)."""
 
 
 # -- Waiting tokens (operation.waiting) -----------------------------------------------------
@@ -113,7 +120,8 @@ WAITING_UNSCHEDULABLE: Final = "Unschedulable"
 WAITING_ADMISSION: Final = "AdmissionUnavailable"
 """operation.waiting: a pod create failed because an admission webhook couldn't be called."""
 WAITING_SOURCE_UNROUTED: Final = "SourceUnrouted"
-"""operation.waiting: a migration's source still receives traffic (migrations; not set yet)."""
+"""operation.waiting: a migration's source still receives traffic (not set: a migration waits on
+its record's phase and message, :mod:`.ops.migrate`)."""
 WAITING_POD_GROUP_TERMINATING: Final = "PodGroupTerminating"
 """operation.waiting: the Instance's PodGroup is being deleted (deletionTimestamp set); its
 pods are created once it is gone and made again."""
@@ -130,7 +138,8 @@ WAITING_TOKENS_SET: Final = frozenset(
     }
 )
 """The tokens omed sets (and so clears). The others belong to migrations and TPU slices,
-which omed doesn't run; a token omed doesn't set is left alone."""
+which omed doesn't set (a migration reports through its record); a token omed doesn't set is
+left alone."""
 WAITING_TOKENS_SHOWN_BY_NAME: Final = (
     WAITING_QUOTA,
     WAITING_NODE_UNKNOWN,
@@ -224,11 +233,28 @@ CONDITION_STUCK_POD_GRACE: Final = "StuckPodGraceExceeded"
 REASON_STUCK_POD_GRACE: Final = "StuckPodGraceExceeded"
 CONDITION_UNSCHEDULABLE_GRACE: Final = "UnschedulableGraceExceeded"
 REASON_UNSCHEDULABLE_GRACE: Final = "UnschedulableGraceExceeded"
+REASON_MIGRATION_EXPIRED: Final = "MigrationExpired"
+"""lastFailure reason (and Ready reason) of a migration source restored with pods that are not
+runtime-ready when its record expired."""
+REASON_MIGRATION_SOURCE_UNHEALTHY: Final = "MigrationClosedSourceUnhealthy"
+"""The same for a migration closed for any other failure after its surge was allocated (a
+wedged surge, a surge create refused for good)."""
+REJECTION_INVALID_POD_SPEC: Final = "InvalidPodSpec"
+"""The class of a pod create refused with 422 Invalid: the same body is refused again."""
+REJECTION_NAMESPACE_TERMINATING: Final = "NamespaceTerminating"
+"""The class of a pod create refused because its namespace is being deleted."""
 CREATE_FAILED_REASONS: Final = frozenset(
-    {REASON_PROGRESS_DEADLINE, REASON_STUCK_POD_GRACE, REASON_UNSCHEDULABLE_GRACE}
+    {
+        REASON_PROGRESS_DEADLINE,
+        REASON_STUCK_POD_GRACE,
+        REASON_UNSCHEDULABLE_GRACE,
+        REASON_MIGRATION_EXPIRED,
+        REASON_MIGRATION_SOURCE_UNHEALTHY,
+    }
 )
 """The reasons of a row's Ready condition after its Create failed (instanceReadyTimeout, or
-one of the graces): kept while the Instance stays not Ready and no operation starts on it."""
+one of the graces), or after a failed migration restored it unhealthy: kept while the Instance
+stays not Ready and no operation starts on it."""
 BLOCKED_IN_PLACE_IMPOSSIBLE: Final = "InPlaceUpdateImpossible"
 BLOCKED_REVISION_HELD: Final = "RevisionHeld"
 BLOCKED_RETRY_BACKOFF: Final = "RetryBackoff"
@@ -332,54 +358,60 @@ MESSAGE_POD_GROUP_CRD_NOT_INSTALLED: Final = (
 )
 """Upstream's message. The CRD is looked for once, at start: a manager started before the CRD
 was installed keeps this condition until it is restarted."""
-EVENT_MAYBE_NO_GANG_SCHEDULER: Final = "MaybeNoGangScheduler"
-"""Warning: PodGroups were created, but the pods' schedulerName is the default scheduler's."""
-EVENT_POD_GROUP_RESET: Final = "PodGroupReset"
-"""Warning: a PodGroup the gang scheduler ruled Failed is deleted, to be made again."""
-EVENT_GANG_SPLIT_RISK: Final = "GangSplitRisk"
-"""Warning: a gang's worker pods are created with no required podAffinity."""
-EVENT_POD_GROUP_NAME_TAKEN: Final = "PodGroupNameTaken"
-"""Warning (omed's own): the PodGroup name of an Instance is held by an object another
-controller owns; the Instance's pods wait for the name."""
 
 
-def maybe_no_gang_scheduler(component: str, scheduler: str) -> str:
-    """The MaybeNoGangScheduler message (upstream's; the name quoted as Go's ``%q`` does)."""
-    return (
-        f"OMENative component={component} created scheduler-plugins PodGroup objects but pod "
-        f"template's spec.schedulerName is {_go_quote(scheduler)} (default kube-scheduler does "
-        "not enforce PodGroup gang); set runtime.spec.schedulerName to a gang-aware scheduler "
-        "(e.g. scheduler-plugins-scheduler) or install scheduler-plugins as a plugin in the "
-        "default scheduler"
-    )
+@dataclass(frozen=True, slots=True)
+class WarningEvent:
+    """A Warning event's reason with its message's template, so that a reason never goes out
+    with another's message. ``template`` has ``str.format`` fields; the fields in ``quoted``
+    are quoted as Go's ``%q`` does (upstream's messages quote some names so)."""
+
+    reason: str
+    template: str
+    quoted: frozenset[str] = frozenset()
+
+    def message(self, **fields: object) -> str:
+        return self.template.format(
+            **{k: _go_quote(str(v)) if k in self.quoted else v for k, v in fields.items()}
+        )
 
 
-def pod_group_reset(component: str, name: str, reason: str) -> str:
-    """The PodGroupReset message (upstream's), ``reason`` the group's own explanation."""
-    return (
-        f"OMENative component={component}: deleting PodGroup {name} so the gang can be "
-        f"admitted again ({reason})"
-    )
-
-
-def gang_split_risk(component: str) -> str:
-    """The GangSplitRisk message. Upstream's first sentence; its advice names the one remedy
-    omed's API has (upstream's also names ``<component>.topologyKey``, which omed doesn't
-    model)."""
-    return (
-        f"OMENative component={component} is a multi-node gang but its worker pods have no "
-        "co-location podAffinity: the gang may be scheduled across separate network/NVLink/TPU "
-        "topology domains, breaking the tightly-coupled collectives a multi-node runtime needs "
-        "(NCCL/RCCL/NIXL all-reduce, multi-host TPU sessions). Declare a required worker "
-        "podAffinity that keeps the gang in one topology domain."
-    )
-
-
-def pod_group_name_taken(component: str, name: str, index: int) -> str:
-    return (
-        f"PodGroup {name} is controlled by another object: the pods of Instance {index} of "
-        f"{component} wait until the name is free"
-    )
+MAYBE_NO_GANG_SCHEDULER: Final = WarningEvent(
+    "MaybeNoGangScheduler",
+    "OMENative component={component} created scheduler-plugins PodGroup objects but pod "
+    "template's spec.schedulerName is {scheduler} (default kube-scheduler does not enforce "
+    "PodGroup gang); set runtime.spec.schedulerName to a gang-aware scheduler (e.g. "
+    "scheduler-plugins-scheduler) or install scheduler-plugins as a plugin in the default "
+    "scheduler",
+    quoted=frozenset({"scheduler"}),
+)
+"""PodGroups were created, but the pods' schedulerName is the default scheduler's (upstream's
+message)."""
+POD_GROUP_RESET: Final = WarningEvent(
+    "PodGroupReset",
+    "OMENative component={component}: deleting PodGroup {name} so the gang can be admitted "
+    "again ({reason})",
+)
+"""A PodGroup the gang scheduler ruled Failed is deleted, to be made again (upstream's
+message; ``reason`` is the group's own explanation)."""
+GANG_SPLIT_RISK: Final = WarningEvent(
+    "GangSplitRisk",
+    "OMENative component={component} is a multi-node gang but its worker pods have no "
+    "co-location podAffinity: the gang may be scheduled across separate network/NVLink/TPU "
+    "topology domains, breaking the tightly-coupled collectives a multi-node runtime needs "
+    "(NCCL/RCCL/NIXL all-reduce, multi-host TPU sessions). Declare a required worker "
+    "podAffinity that keeps the gang in one topology domain.",
+)
+"""A gang's worker pods are created with no required podAffinity. Upstream's first sentence;
+its advice names the one remedy omed's API has (upstream's also names
+``<component>.topologyKey``, which omed doesn't model)."""
+POD_GROUP_NAME_TAKEN: Final = WarningEvent(
+    "PodGroupNameTaken",
+    "PodGroup {name} is controlled by another object: the pods of Instance {index} of "
+    "{component} wait until the name is free",
+)
+"""omed's own: the PodGroup name of an Instance is held by an object another controller owns;
+the Instance's pods wait for the name."""
 
 
 def _go_quote(text: str) -> str:

@@ -7,11 +7,14 @@ the executor does only what a :class:`Plan` says.
 One pass, in order:
 
 1. every Instance (wanted index, row or pod) gets its facts and its operation from the row;
-2. the scale-down wave: Instances past ``replicas`` (all of them while the InferenceReplica
-   is deleted) are drained and deleted in batches under ``scaleDownPodBatchSize``; a new
-   batch starts only when no Delete is in flight (:mod:`.batching`);
+2. the scale-down wave: Instances the replica doesn't keep (past the lowest ``replicas``
+   established indexes, :func:`.ops.migrate.wanted_indexes`; all of them while the
+   InferenceReplica is deleted) are drained and deleted in batches under
+   ``scaleDownPodBatchSize``; a new batch starts only when no Delete is in flight
+   (:mod:`.batching`);
 3. Delete operations move on (:mod:`.operations`): gates False, then delete once nothing is
-   routed, then wait for the pods to go;
+   routed, then wait for the pods to go; then migrations (:mod:`.ops.migrate`: requests
+   accepted, records expired, one record driven);
 4. the scale-up batch: wanted Instances with missing pods, resumed Creates first, whole
    Instances up to ``scaleUpPodBatchSize`` pods; each gets its Create operation in the rows;
 5. Create operations move on; serving gates follow readiness (``readyPolicy``);
@@ -23,7 +26,9 @@ One pass, in order:
 Invariants (checked by the property tests):
 
 * a pod is deleted only when the observed pod has Ready not True and its gate not True;
-* no pod is created for an index >= ``replicas``, nor where a pod of that name exists;
+* no pod is created for an Instance the replica doesn't keep (the lowest ``replicas``
+  indexes with rows, gaps a migration left filled first: ``range(replicas)`` without
+  gaps), nor where a pod of that name exists;
 * every pod action belongs to an operation present in ``Plan.rows``;
 * planning again on the state a plan produced (its rows, same pods, same time) writes
   nothing and starts nothing new;
@@ -64,14 +69,15 @@ from omed.controllers.inferencereplica.core.actions import (
 from omed.controllers.inferencereplica.core.model import (
     ObservedState,
     PlanSettings,
-    PodView,
     ReplicaTarget,
 )
-from omed.controllers.inferencereplica.core.ops import createdelete, update
+from omed.controllers.inferencereplica.core.ops import createdelete, migrate, relocate, update
 from omed.controllers.inferencereplica.core.orphans import let_go
 from omed.controllers.inferencereplica.core.pacing import paceable
 from omed.controllers.inferencereplica.core.rows import (
-    build_row,
+    FACTS_MEMO,
+    ROW_MEMO,
+    InstanceFacts,
     condition,
     instance_facts,
     next_available_in,
@@ -94,11 +100,26 @@ def plan(
     work = _Pass(target, settings, now, act=target.deleting or not target.paused)
     work.gangs = podgroups.start(enabled=settings.pod_groups, groups=observed.pod_groups)
     surges = update.surge_indexes({i: row.operation for i, row in observed.rows.items()})
-    indexes = sorted(set(observed.rows) | set(observed.pods) | set(range(wanted)) | set(surges))
-    instances = [_instance(target, observed, index, wanted) for index in indexes]
+    records = list(observed.status.migrations or ())
+    moving = migrate.surge_sources(records)
+    # An update's surge stands in under an index the replica may want (a scale-up meanwhile
+    # takes it over); a migration's is extra until it takes its source's place.
+    surges.update(moving)
+    seen = sorted(set(observed.rows) | set(observed.pods) | set(surges))
+    facts = FACTS_MEMO.facts(target, seen, observed.pods, service_routes=observed.service_routes)
+    keep = migrate.wanted_indexes(
+        replicas=wanted,
+        rows=observed.rows,
+        extra=set(moving),
+        ready=(i for i, f in facts.items() if f.ready and f.runs_spec_images),
+    )
+    for index in keep - facts.keys():
+        facts[index] = _facts(target, observed, index)
+    instances = [_instance(observed, facts[index], index in keep) for index in sorted(facts)]
     for inst in instances:
         inst.surge_of = surges.get(inst.index)
     podgroups.reset(work, instances)
+    work.excluded = relocate.exclusions(records, target.fleet.auto_migrate.max_attempts)
 
     wave = createdelete.scale_down(work, instances)
     for inst in instances:
@@ -106,33 +127,64 @@ def plan(
             createdelete.drive_delete(work, inst)
     if target.deleting and observed.stray_pods:
         createdelete.drain_strays(work, observed.stray_pods)
+    moves = migrate.plan_migrations(
+        work,
+        instances,
+        records=records,
+        mailbox=observed.mailbox,
+        revision_payloads=observed.revision_payloads,
+        blocks=observed.status.retry_blocks or (),
+        refused=observed.refused,
+    )
     deferred_up = createdelete.scale_up(work, instances, wanted)
-    update.plan_updates(work, instances, observed.status)
+    update.plan_updates(
+        work,
+        instances,
+        observed.status,
+        relocator=lambda inst, pods, revision: relocate.relocate(
+            work, moves, inst, pods=pods, revision=revision, rows=observed.rows, kind="Update"
+        ),
+    )
     for inst in instances:
         if inst.keep and operations.is_create(inst.op):
-            createdelete.drive_create(work, inst)
+            assert inst.op is not None
+            revision = inst.op.target_revision or target.update_revision
+            attempt_pods = inst.facts.live
+            if createdelete.drive_create(work, inst):
+                relocate.relocate(
+                    work, moves, inst, pods=attempt_pods, revision=revision, rows=observed.rows
+                )
         if inst.keep and not operations.is_delete(inst.op) and not inst.draining and work.act:
             _serving_gates(work, inst)
     podgroups.finish(work, instances, wave)
     waiting.mark(work, instances, observed.refused)
 
-    rows = tuple(
-        build_row(
-            target=target,
-            facts=inst.facts,
-            incarnation=inst.incarnation,
-            op=inst.op,
-            previous=inst.previous,
-            now=now,
-            deadline_failed=inst.deadline_failed,
-            waiting_pod=inst.waiting_pod,
-            create_failed=inst.create_failed,
-        )
-        for inst in instances
-        if inst.keep
+    rows = ROW_MEMO.build(
+        target,
+        now,
+        (
+            (
+                inst.facts,
+                inst.incarnation,
+                inst.op,
+                inst.previous,
+                inst.deadline_failed,
+                inst.waiting_pod,
+                inst.create_failed,
+            )
+            for inst in instances
+            if inst.keep
+        ),
     )
     by_index = {row.index: row for row in rows}
     for inst in instances:
+        previous = inst.previous
+        if (
+            previous is not None
+            and previous.operation is None
+            and by_index.get(inst.index) is previous
+        ):
+            continue  # the same row, no operation before: no transition (see transition_events)
         work.events.extend(
             transition_events(
                 component=target.component,
@@ -154,6 +206,7 @@ def plan(
         previous=observed.status,
         progress=progress,
         now=now,
+        wanted_indexes=keep,
     )
     conditions = [
         *(_since(flagged, observed.status.conditions) for flagged in work.conditions),
@@ -161,8 +214,10 @@ def plan(
         *graces.create_grace_conditions(work, rows, observed.status),
         *_write_refused_condition(target, observed, now),
     ]
+    moves.records = relocate.confirm(moves.records, rows)
     status = status.model_copy(
         update={
+            "migrations": moves.records or None,
             "retry_blocks": work.blocks or None,
             "conditions": [*(status.conditions or ()), *conditions],
         }
@@ -170,15 +225,29 @@ def plan(
     actions: list[Action] = []
     if not target.deleting and not target.has_finalizer:
         actions.append(AddFinalizer())
+    actions.extend(moves.audit)  # audit rows go ahead of the records that follow them
     if not _unchanged(status, rows, observed):
         # Gates need no record ahead of them (each pass sets them from the pods alone);
         # creations, deletions, image patches and a release do.
-        recorded_ahead = bool(work.creates or work.patches or work.deletes or work.release)
+        recorded_ahead = bool(
+            work.creates
+            or work.patches
+            or work.deletes
+            or work.release
+            or moves.audit
+            or moves.consumed
+            or moves.records != list(observed.status.migrations or ())
+        )
         may_wait = target.has_finalizer and paceable(
             observed, status, rows, recorded_ahead=recorded_ahead, events=work.events
         )
         actions.append(WriteStatus(status=status, rows=rows, paceable=may_wait))
         actions.extend(work.events)
+    elif moves.consumed or moves.audit:
+        actions.extend(work.events)  # a rejected request leaves no record: only its events
+    consumed = moves.consume_action()
+    if consumed is not None:
+        actions.append(consumed)
     if work.release is not None:
         actions.append(work.release)
         actions.extend(work.release_events)
@@ -239,19 +308,26 @@ def _unchanged(
     return True
 
 
-def _instance(target: ReplicaTarget, observed: ObservedState, index: int, wanted: int) -> _Instance:
+def _facts(target: ReplicaTarget, observed: ObservedState, index: int) -> InstanceFacts:
+    return instance_facts(
+        target, index, observed.pods_of(index), service_routes=observed.service_routes
+    )
+
+
+def _instance(observed: ObservedState, facts: InstanceFacts, wanted: bool) -> _Instance:
+    index = facts.index
     previous = observed.rows.get(index)
-    pods = observed.pods_of(index)
+    pods = facts.pods
     if previous is not None and previous.incarnation:
         incarnation = previous.incarnation
     else:
         incarnation = max((pod.incarnation or 0 for pod in pods), default=0) or 1
     return _Instance(
-        facts=instance_facts(target, index, pods, service_routes=observed.service_routes),
+        facts=facts,
         previous=previous,
         incarnation=incarnation,
         op=previous.operation if previous is not None else None,
-        wanted=index < wanted,
+        wanted=wanted,
     )
 
 
@@ -261,21 +337,16 @@ def _instance(target: ReplicaTarget, observed: ObservedState, index: int, wanted
 def _serving_gates(work: _Pass, inst: _Instance) -> None:
     """Gates follow readiness: True when the pod may serve, False when it may not."""
     live = inst.facts.live
+    whole: bool | None = None  # under AllPodReady, each pod serves when all may
     if work.target.ready_policy == "AllPodReady":
         whole = inst.facts.complete and all(pod.containers_ready for pod in live)
-
-        def may_serve(pod: PodView) -> bool:
-            return whole
-    else:
-
-        def may_serve(pod: PodView) -> bool:
-            return pod.containers_ready
-
     for pod in live:
-        serve = may_serve(pod)
-        if serve and pod.serving is not True:
+        serve = pod.containers_ready if whole is None else whole
+        if serve:
+            if pod.serving is True:
+                continue
             reason = names.GATE_INSTANCE_READY
-        elif not serve and pod.serving is True:
+        elif pod.serving is True:
             reason = names.GATE_INSTANCE_NOT_READY
         else:
             continue
@@ -308,8 +379,7 @@ def _progress(
     if deferred_up or any(operations.is_create(inst.op) for inst in kept):
         return names.PROGRESS_SCALING_UP
     if any(inst.op is not None and inst.op.type == "Update" for inst in kept) or any(
-        inst.wanted and any(p.revision != target.update_revision for p in inst.facts.live)
-        for inst in kept
+        inst.wanted and inst.facts.any_off(target.update_revision) for inst in kept
     ):
         return names.PROGRESS_UPDATING
     if any(inst.wanted and not inst.facts.ready for inst in kept):

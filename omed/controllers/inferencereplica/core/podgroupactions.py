@@ -11,13 +11,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from omed.controllers.inferencereplica.core.objectrefs import ObjectRef
+
 
 @dataclass(frozen=True, slots=True)
-class PodGroupView:
+class PodGroupView(ObjectRef):
     """One PodGroup of the cache, labelled as the replica's."""
 
-    name: str
-    uid: str
     resource_version: str
     ours: bool
     """Its controller reference is this InferenceReplica (by uid)."""
@@ -50,11 +50,8 @@ class UpdatePodGroup:
 
 
 @dataclass(frozen=True, slots=True)
-class DeletePodGroup:
+class DeletePodGroup(ObjectRef):
     """Delete a PodGroup (uid precondition): its Instance is gone, or it is reset."""
-
-    name: str
-    uid: str
 
 
 PodGroupWrite = CreatePodGroup | UpdatePodGroup | DeletePodGroup

@@ -243,8 +243,10 @@ def reset(work: PassWork, instances: list[InstanceWork]) -> None:
         state.held[inst.index] = None
         _warn(
             work,
-            names.EVENT_POD_GROUP_RESET,
-            names.pod_group_reset(work.target.component, name, "its phase is Failed"),
+            names.POD_GROUP_RESET,
+            component=work.target.component,
+            name=name,
+            reason="its phase is Failed",
         )
 
 
@@ -271,8 +273,10 @@ def admits(work: PassWork, inst: InstanceWork) -> bool:
         state.held[inst.index] = None
         _warn(
             work,
-            names.EVENT_POD_GROUP_NAME_TAKEN,
-            names.pod_group_name_taken(target.component, name, inst.index),
+            names.POD_GROUP_NAME_TAKEN,
+            component=target.component,
+            name=name,
+            index=inst.index,
         )
         return False
     if group.terminating:
@@ -381,8 +385,8 @@ def remaining(work: PassWork) -> bool:
 # -- events -----------------------------------------------------------------------------------
 
 
-def _warn(work: PassWork, reason: str, message: str) -> None:
-    _state(work).warnings.append((reason, message))
+def _warn(work: PassWork, warning: names.WarningEvent, **fields: object) -> None:
+    _state(work).warnings.append((warning.reason, warning.message(**fields)))
 
 
 def events(work: PassWork) -> list[RecordEvent]:
@@ -411,8 +415,9 @@ def _no_gang_scheduler(work: PassWork) -> None:
     if scheduler in ("", DEFAULT_SCHEDULER):
         _warn(
             work,
-            names.EVENT_MAYBE_NO_GANG_SCHEDULER,
-            names.maybe_no_gang_scheduler(work.target.component, scheduler),
+            names.MAYBE_NO_GANG_SCHEDULER,
+            component=work.target.component,
+            scheduler=scheduler,
         )
 
 
@@ -429,4 +434,4 @@ def _split_risk(work: PassWork) -> None:
         else None
     )
     if not required:
-        _warn(work, names.EVENT_GANG_SPLIT_RISK, names.gang_split_risk(work.target.component))
+        _warn(work, names.GANG_SPLIT_RISK, component=work.target.component)

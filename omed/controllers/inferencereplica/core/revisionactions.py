@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from omed.controllers.inferencereplica.core.objectrefs import ObjectRef
+
 
 @dataclass(frozen=True, slots=True)
 class CreateControllerRevision:
@@ -16,20 +18,18 @@ class CreateControllerRevision:
 
 
 @dataclass(frozen=True, slots=True)
-class DeleteControllerRevision:
+class DeleteControllerRevision(ObjectRef):
     """Delete an old ControllerRevision of the replica (uid precondition)."""
-
-    name: str
-    uid: str
 
 
 @dataclass(frozen=True, slots=True)
-class AdoptControllerRevision:
+class AdoptControllerRevision(ObjectRef):
     """Make the replica the controller of an unowned ControllerRevision that holds its update
     revision's payload (one an earlier replica of the name left, deleted with
     ``propagationPolicy: Orphan``): its name stays the update revision, so the pods made from
     it are not rolled. ``uid`` and ``resource_version`` are the patch's preconditions."""
 
-    name: str
-    uid: str
     resource_version: str
+
+
+RevisionWrite = CreateControllerRevision | AdoptControllerRevision | DeleteControllerRevision

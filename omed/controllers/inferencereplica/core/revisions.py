@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import operator
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -46,6 +47,7 @@ from omed.api.constants import (
 from omed.api.gojson import marshal_untyped
 from omed.api.inferencereplica import InferenceReplicaStatus, InstanceStatus
 from omed.controllers.inferencereplica.core.model import PodView, ReplicaTarget, RunnerShape
+from omed.controllers.inferencereplica.core.objectrefs import ObjectRef
 from omed.controllers.inferencereplica.core.podtemplate import (
     legacy_revision_of,
     revision_of,
@@ -64,11 +66,9 @@ with AlreadyExists and the pass is retried)."""
 
 
 @dataclass(frozen=True, slots=True)
-class RevisionView:
+class RevisionView(ObjectRef):
     """One ControllerRevision of the cache."""
 
-    name: str
-    uid: str
     revision: int
     data_digest: str
     """SHA-256 of ``data`` as compact JSON with sorted keys (compared with the payload's, never
@@ -241,16 +241,18 @@ def in_use(
     status: InferenceReplicaStatus,
 ) -> frozenset[str]:
     """Revision names something still refers to."""
-    names = {target.update_revision, status.current_revision or ""}
-    for row in rows:
-        names.add(row.running_revision or "")
-        names.add(row.target_revision or "")
-        if row.operation is not None:
-            names.add(row.operation.target_revision or "")
+    names: set[str | None] = {target.update_revision, status.current_revision or ""}
+    listed = list(rows)
+    names.update(map(_RUNNING, listed))
+    names.update(map(_TARGET, listed))
+    names.update(map(_TARGET, [row.operation for row in listed if row.operation is not None]))
     for block in status.retry_blocks or ():
         names.add(block.target_revision)
-    names.discard("")
-    return frozenset(names)
+    return frozenset(name for name in names if name)  # no None, no ""
+
+
+_RUNNING: Final = operator.attrgetter("running_revision")
+_TARGET: Final = operator.attrgetter("target_revision")
 
 
 def retention(

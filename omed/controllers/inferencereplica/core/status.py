@@ -90,7 +90,7 @@ def _decode(
     class's nested models, shared by its rows): what keeping them costs."""
     if not status:
         return [], 0
-    with _collector_paused():
+    with collector_paused():
         try:
             table = decode_status_table(status, max_rows=max_rows or None)
         except DecodeError as err:
@@ -128,12 +128,15 @@ def _rows(table: ClassTable) -> list[InstanceStatus]:
 
 
 @contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
-    """No garbage collection while a status is decoded and its rows made: they are tens of
-    thousands of new objects, none of them garbage (no cycles), and the collections their
-    allocation triggers walk the manager's heap again and again (half of a 20,000-class
-    decode). What is made is bounded by the codec's cell bound; the collector is on again at
-    the end, whatever happens. (The codec itself leaves the collector alone: it is pure.)"""
+def collector_paused() -> Iterator[None]:
+    """No garbage collection while a status is decoded and its rows made (and, in the
+    shell, while a pass is decided and its status encoded): they are tens of thousands of new
+    objects, none of them cyclic garbage (what a pass drops is freed by reference counting),
+    and the collections their allocation triggers walk the manager's heap, its caches
+    included, again and again (half of a 20,000-class decode, a third of a 20,000-Instance
+    pass). What is made is bounded by the codec's cell bound and the replica's Instances; the
+    collector is on again at the end, whatever happens. (The codec itself leaves the collector
+    alone: it is pure.)"""
     if not gc.isenabled():
         yield
         return
@@ -183,6 +186,19 @@ class _Read:
     rows: Rows
     weight: int
     """The models the rows hold (rows, and their classes' nested models)."""
+    written: bool = False
+    """The status is the very JSON this controller last wrote (:meth:`RowsCache.wrote`)."""
+
+
+@dataclass(slots=True)
+class _Written:
+    status: Mapping[str, Any]
+    bound: int | None
+    rows: Rows
+    weight: int
+
+
+_WRITES_KEPT: Final = 16
 
 
 class RowsCache:
@@ -204,6 +220,8 @@ class RowsCache:
         self._reads: OrderedDict[str, _Read] = OrderedDict()
         self._held = 0
         self._handed: tuple[str, _Read] | None = None
+        self._written: OrderedDict[str, _Written] = OrderedDict()
+        """Replica uid -> its last status write (:meth:`wrote`), until the next read of it."""
         """The last read, kept or not, until the pass that read it takes it
         (:meth:`take`)."""
 
@@ -222,12 +240,62 @@ class RowsCache:
             return read.rows
         self.forget(uid)
         self._handed = None
-        models, weight = _decode(status, max_rows=max_rows)
-        read = _Read(version, status, max_rows, _by_index(models), weight)
+        written = self._written.pop(uid, None)
+        if written is not None and written.bound == max_rows and written.status == status:
+            read = _Read(version, status, max_rows, written.rows, written.weight, written=True)
+        else:
+            models, weight = _decode(status, max_rows=max_rows)
+            read = _Read(version, status, max_rows, _by_index(models), weight)
         self._handed = (uid, read)
-        if weight <= self._max_models:
+        if read.weight <= self._max_models:
             self._keep(uid, read)
         return read.rows
+
+    def wrote(
+        self,
+        uid: str,
+        status: Mapping[str, Any],
+        rows: Sequence[InstanceStatus],
+        *,
+        max_rows: int | None,
+    ) -> None:
+        """The controller stored ``status`` (the JSON it sent), holding ``rows``, for the
+        replica ``uid``: the next version :meth:`read` finds, if its status is that very JSON
+        (equal, whatever the order of its keys), holds these rows.
+
+        Why: a write's own version comes back through the watch as a new object, and reading
+        it afresh validated every row again (at 20,000 distinct rows, about a second) to find
+        the rows just written. A status is a function of its rows and the codec is
+        deterministic: equal JSON decodes to rows equal to these (the codec's round trip, and a
+        write never stores rows its writer can't read again under its bound). A status the
+        API server changed in any way (a defaulted or pruned field) is read afresh. One
+        write is kept per replica, the last; at most :data:`_WRITES_KEPT` replicas'."""
+        self._written.pop(uid, None)
+        by_index = _by_index(rows)
+        weight = sum(
+            1
+            + len(row.conditions or ())
+            + (row.last_failure is not None)
+            + (row.operation is not None)
+            for row in rows
+        )
+        self._written[uid] = _Written(status, max_rows, by_index, weight)
+        while len(self._written) > _WRITES_KEPT:
+            self._written.popitem(last=False)
+
+    def is_own_write(self, irep: Mapping[str, Any]) -> bool:
+        """Whether :meth:`read` found this very object's status to be the JSON this
+        controller last wrote for the replica (equal, whatever the order of its keys)."""
+        uid, version, status = _identity(irep)
+        read = self._reads.get(uid)
+        if read is None or read.status is not status or read.version != version:
+            handed = self._handed
+            if handed is None or handed[0] != uid:
+                return False
+            read = handed[1]
+            if read.status is not status or read.version != version:
+                return False
+        return read.written
 
     def last_read(self, irep: Mapping[str, Any]) -> Rows | None:
         """The rows :meth:`read` gave for this very object (any bound), if it keeps them."""
@@ -287,10 +355,43 @@ def encode_rows_into_status(
         if k not in ("instanceStatuses", "instanceStatusEncoding", "instanceStatusColumns")
     }
     if rows:
-        encoded["instanceStatuses"] = [
-            row.to_dict() for row in sorted(rows, key=lambda row: row.index)
-        ]
+        encoded["instanceStatuses"] = list(map(ROW_JSON.of, sorted(rows, key=_row_index)))
     return encoded
+
+
+def _row_index(row: InstanceStatus) -> int:
+    return row.index
+
+
+class RowJson:
+    """The JSON of each row model (``to_dict``), made once per model.
+
+    Why: every status write encodes every row, and so does each pass's check of the stored
+    form; at 20,000 rows that was 20,000 model dumps for a write that changes one row. Rows
+    are read-only (see the module's invariants), so a model's JSON never changes: an entry is
+    used for the very same model (by identity; the entry holds it, so its id can't be
+    reused). At most ``max_rows`` are kept, the least recently used dropped first. The JSON
+    given is shared: it must be read, never changed.
+    """
+
+    def __init__(self, *, max_rows: int = 100_000) -> None:
+        self._max_rows = max_rows
+        self._rows: OrderedDict[int, tuple[InstanceStatus, dict[str, Any]]] = OrderedDict()
+
+    def of(self, row: InstanceStatus) -> dict[str, Any]:
+        entry = self._rows.get(id(row))
+        if entry is not None and entry[0] is row:
+            self._rows.move_to_end(id(row))
+            return entry[1]
+        body = row.to_dict()
+        self._rows[id(row)] = (row, body)
+        if len(self._rows) > self._max_rows:
+            self._rows.popitem(last=False)
+        return body
+
+
+ROW_JSON: Final = RowJson()
+"""The controller's memo of row JSON (one controller per process)."""
 
 
 def status_summary(status: Mapping[str, Any] | None) -> InferenceReplicaStatus:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
+from typing import Any
 
 from omed.api.base import Condition
 from omed.api.inferencereplica import (
@@ -30,11 +31,15 @@ from omed.controllers.inferencereplica.core.actions import (
     PodToCreate,
     SetServingGate,
 )
+from omed.controllers.inferencereplica.core.model import PodSlot
+from omed.controllers.inferencereplica.core.ops.migratepods import with_overlay
 from omed.controllers.inferencereplica.core.podtemplate import render_pod
-from omed.controllers.inferencereplica.core.rows import condition
+from omed.controllers.inferencereplica.core.rows import condition, ready_reason_indexes
 from omed.controllers.inferencereplica.core.work import InstanceWork, PassWork
 
 _RECREATE_DRAIN = (names.STEP_DRAIN, names.STEP_DELETE_PODS, names.STEP_WAIT_PODS_GONE)
+RECREATE_DRAIN_STEPS = frozenset(_RECREATE_DRAIN)
+"""The steps of a rebuild before its new incarnation's pods are created."""
 
 
 def recreate(work: PassWork, inst: InstanceWork) -> bool:
@@ -146,21 +151,21 @@ def create(work: PassWork, inst: InstanceWork, op_id: str) -> None:
             index=inst.index,
             operation_id=op_id,
             pods=tuple(
-                PodToCreate(
-                    slot.name,
-                    render_pod(
-                        work.target,
-                        index=inst.index,
-                        incarnation=inst.incarnation,
-                        slot=slot,
-                        operation_id=op_id,
-                    ),
-                )
+                PodToCreate(slot.name, _kept_off(work, inst, slot, op_id))
                 for slot in inst.facts.missing
             ),
         )
     )
     inst.created_now = True
+
+
+def _kept_off(work: PassWork, inst: InstanceWork, slot: PodSlot, op_id: str) -> dict[str, Any]:
+    """The pod of ``slot``, kept off the nodes an automatic relocation excludes, if any."""
+    pod = render_pod(
+        work.target, index=inst.index, incarnation=inst.incarnation, slot=slot, operation_id=op_id
+    )
+    avoid = work.excluded.get(inst.index, ())
+    return with_overlay(pod, from_node=None, hints=(), exclude=avoid) if avoid else pod
 
 
 def deadline(work: PassWork) -> dt.datetime | None:
@@ -195,14 +200,8 @@ def create_deadline_condition(
     a retry block already sets it."""
     if any(c.type == names.CONDITION_PROGRESS_DEADLINE for c in work.conditions):
         return []
-    late = [
-        row.index
-        for row in rows
-        if any(
-            c.type == names.CONDITION_READY and c.reason == names.REASON_PROGRESS_DEADLINE
-            for c in row.conditions or ()
-        )
-    ]
+    reason = names.REASON_PROGRESS_DEADLINE
+    late = ready_reason_indexes(rows, (reason,))[reason]
     if not late:
         return []
     which = ", ".join(str(index) for index in late)
@@ -227,5 +226,5 @@ def ready_on(inst: InstanceWork, revision: str) -> bool:
 
 
 def on_revision(inst: InstanceWork, revision: str) -> bool:
-    live = inst.facts.live
-    return bool(live) and all(pod.revision == revision for pod in live)
+    """Live pods, all on ``revision``."""
+    return inst.facts.all_on(revision)

@@ -41,23 +41,30 @@ def summarize(
     previous: InferenceReplicaStatus,
     progress: str,
     now: dt.datetime,
+    wanted_indexes: frozenset[int] | None = None,
 ) -> InferenceReplicaStatus:
-    """The summary for ``rows``; ``progress`` is one of the Progressing reasons in names."""
+    """The summary for ``rows``; ``progress`` is one of the Progressing reasons in names;
+    ``wanted_indexes``: the Instances the replica keeps (``range(replicas)`` unless a
+    migration left a gap)."""
     wanted = 0 if target.deleting else target.replicas
+    keep = wanted_indexes if wanted_indexes is not None else frozenset(range(wanted))
     per_instance = target.pods_per_instance
     existing = [
         row
         for row in rows
         if row.pod_count and not (row.operation and row.operation.type == "Delete")
     ]
-    ready = [row for row in rows if row.phase == "Ready"]
+    ready = [
+        row
+        for row in rows
+        if row.phase == "Ready" or (row.phase == "Migrating" and row.ready_since is not None)
+    ]
     serving = [row for row in existing if (row.serving_pod_count or 0) >= per_instance > 0]
     available = [row for row in ready if (row.available_pod_count or 0) >= per_instance > 0]
 
     def on_update_revision(row: InstanceStatus) -> bool:
         instance = facts.get(row.index)
-        live = instance.live if instance is not None else ()
-        return bool(live) and all(pod.revision == target.update_revision for pod in live)
+        return instance is not None and instance.all_on(target.update_revision)
 
     updated = [row for row in existing if on_update_revision(row)]
     if len(updated) == len(existing):
@@ -72,7 +79,7 @@ def summarize(
             others.most_common(1)[0][0] if others else previous.current_revision
         ) or target.update_revision
 
-    wanted_ready = sum(1 for row in ready if row.index < wanted)
+    wanted_ready = sum(1 for row in ready if row.index in keep)
     all_ready = wanted_ready >= wanted
     ready_condition = condition(
         previous.conditions,

@@ -21,7 +21,13 @@ planner's teardown (:func:`~.plan.plan` with every Instance unwanted) from them:
   then its live pods deleted together once none is routed (the executor re-reads each pod
   and deletes only the same, unrouted pod, with uid and resourceVersion preconditions);
 * the finalizer goes once no pod of the replica is left (the executor confirms it with a
-  fresh list); under ``propagationPolicy: Orphan`` nothing is drained and only that happens.
+  fresh list); under ``propagationPolicy: Orphan`` nothing is drained and only that happens;
+* pods that don't go are escalated as on every other teardown (:func:`escalate_from_pods`,
+  :mod:`.escalation`): ``lifecycle.forceDelete`` force-deletes those on dead nodes, and
+  ``lifecycle.teardown.deadline`` reports a blocked teardown (TeardownBlocked) and lifts the
+  finalizer at its time (TeardownDeadlineExceeded). The escalation is told who the replica
+  is by :func:`teardown_target`, from what its metadata and pods say, since its spec is
+  not trusted.
 
 Pure: the same pods give the same plan, and a plan's effects, once seen on the pods, give
 the next step (no state is kept between passes, none is needed).
@@ -29,10 +35,15 @@ the next step (no state is kept between passes, none is needed).
 
 from __future__ import annotations
 
+import datetime as dt
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
+from omed.api.constants import KIND_INFERENCE_SERVICE, LABEL_COMPONENT
 from omed.api.inferencereplica import InferenceReplicaStatus
+from omed.config.lifecycle import LifecycleConfig
+from omed.controllers.deletion import orphaning as orphan_deletion
 from omed.controllers.inferencereplica.core import names, operations
 from omed.controllers.inferencereplica.core.actions import (
     Action,
@@ -44,8 +55,19 @@ from omed.controllers.inferencereplica.core.actions import (
     SetServingGate,
 )
 from omed.controllers.inferencereplica.core.batching import Candidate, budget_of, take_batch
-from omed.controllers.inferencereplica.core.model import PlanSettings, PodView
+from omed.controllers.inferencereplica.core.escalation import escalate
+from omed.controllers.inferencereplica.core.memory import KeyMemory
+from omed.controllers.inferencereplica.core.model import (
+    ObservedState,
+    ParentRef,
+    PlanSettings,
+    PodView,
+    ReplicaTarget,
+)
+from omed.controllers.inferencereplica.core.nodes import NodeView
+from omed.controllers.inferencereplica.core.observe import api_time
 from omed.controllers.inferencereplica.core.orphans import drain_orphans
+from omed.controllers.owners import controller_ref
 
 DRAIN_REASON = names.GATE_DRAINING
 """The reason of the gate writes, as the planner's teardown writes it."""
@@ -132,4 +154,89 @@ def teardown_from_pods(
     )
 
 
-__all__ = ["DRAIN_REASON", "in_flight", "teardown_from_pods"]
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def teardown_target(
+    irep: Mapping[str, Any], pods: Sequence[Mapping[str, Any]], *, fleet: LifecycleConfig
+) -> ReplicaTarget:
+    """Who an unreadable, deleted InferenceReplica is, as far as its teardown's escalation
+    and its events need: its identity and deletion from ``metadata``, its parent from the
+    controller reference (an InferenceService), its component from the spec when that field
+    reads as a name, else from its pods' ``component`` label, and the fleet's ``lifecycle``
+    settings. It wants no Instance (``replicas`` 0, no runners): nothing is made from it."""
+    meta = irep.get("metadata") or {}
+    spec = irep.get("spec")
+    spec = spec if isinstance(spec, Mapping) else {}
+    name = _text(meta.get("name"))
+    owner = controller_ref(irep, kind=KIND_INFERENCE_SERVICE)
+    parent_ref = spec.get("parentRef")
+    parent_name = _text(parent_ref.get("name")) if isinstance(parent_ref, Mapping) else ""
+    parent: ParentRef | None = None
+    if owner is not None and _text(owner.get("name")):
+        parent = ParentRef(_text(owner.get("name")), _text(owner.get("uid")) or None)
+    elif parent_name:
+        parent = ParentRef(parent_name, None)
+    component = _text(spec.get("component"))
+    if not component:
+        labelled = sorted(
+            {
+                _text(((pod.get("metadata") or {}).get("labels") or {}).get(LABEL_COMPONENT))
+                for pod in pods
+            }
+            - {""}
+        )
+        component = labelled[0] if labelled else ""
+    finalizers = meta.get("finalizers") or ()
+    deleted_at: dt.datetime | None = api_time(meta.get("deletionTimestamp"))
+    return ReplicaTarget(
+        namespace=_text(meta.get("namespace")),
+        name=name,
+        uid=_text(meta.get("uid")),
+        generation=0,
+        isvc=parent.name if parent is not None else name,
+        component=component,
+        parent=parent,
+        replicas=0,
+        runners=(),
+        update_revision="",
+        deleting=meta.get("deletionTimestamp") is not None,
+        deleted_at=deleted_at,
+        orphaning=orphan_deletion(irep),
+        has_finalizer=names.FINALIZER in finalizers,
+        fleet=fleet,
+    )
+
+
+def escalate_from_pods(
+    decided: Plan,
+    *,
+    target: ReplicaTarget,
+    pods: Sequence[PodView],
+    nodes: Mapping[str, NodeView] | None,
+    memory: KeyMemory,
+    now: dt.datetime,
+) -> tuple[Plan, KeyMemory]:
+    """``decided`` (a :func:`teardown_from_pods` plan) with the force deletes and the teardown
+    deadline of :func:`.escalation.escalate`, judged from ``pods`` and their cached ``nodes``
+    (None: no node cache) exactly as a readable replica's teardown is judged."""
+    by_index: dict[int, list[PodView]] = defaultdict(list)
+    strays: list[PodView] = []
+    for pod in pods:
+        (strays if pod.index < 0 else by_index[pod.index]).append(pod)
+    observed = ObservedState(
+        pods={index: tuple(group) for index, group in by_index.items()},
+        stray_pods=tuple(strays),
+        nodes=nodes,
+    )
+    return escalate(decided, target=target, observed=observed, memory=memory, now=now)
+
+
+__all__ = [
+    "DRAIN_REASON",
+    "escalate_from_pods",
+    "in_flight",
+    "teardown_from_pods",
+    "teardown_target",
+]

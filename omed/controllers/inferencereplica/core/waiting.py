@@ -18,16 +18,16 @@ wins:
   Unschedulable.
 
 The pods of an Update's surge Instance count as the operation's own. The token is cleared
-in the pass that no longer sees its cause. SourceUnrouted and CapacityProvisioning need
-migrations and TPU slices, which omed doesn't run: it never sets them (and leaves alone a
-token it doesn't know).
+in the pass that no longer sees its cause. SourceUnrouted and CapacityProvisioning are
+never set (a migration reports through its record; TPU slices aren't run), and a token omed
+doesn't know is left alone.
 
 Invariant: pure; a token follows only from this pass's pods, refusals, PodGroups and pause.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from omed.controllers.inferencereplica.core import names
 from omed.controllers.inferencereplica.core.model import CreateRefusal
@@ -45,6 +45,19 @@ def refusal_token(status: int, message: str) -> str | None:
         return names.WAITING_ADMISSION
     if status == 403 and "exceeded quota" in lowered:
         return names.WAITING_QUOTA
+    return None
+
+
+def permanent_refusal(status: int, message: str, causes: Sequence[str] = ()) -> str | None:
+    """The class of a pod create the API server refused for good, as upstream names it:
+    InvalidPodSpec for a 422 (the body breaks validation), NamespaceTerminating for a 403
+    whose cause (or text) says the namespace is being terminated; None for anything else."""
+    if status == 422:
+        return names.REJECTION_INVALID_POD_SPEC
+    if status == 403 and (
+        "NamespaceTerminating" in causes or "because it is being terminated" in message
+    ):
+        return names.REJECTION_NAMESPACE_TERMINATING
     return None
 
 
@@ -82,7 +95,7 @@ def hold(
         members.append(by_index[op.surge_index])
     for member in members:
         refusal = refused.get(member.index)
-        if refusal is not None and member.facts.missing:
+        if refusal is not None and not refusal.permanent and member.facts.missing:
             return refusal.token, refusal.pod
         gang = work.gangs.held.get(member.index)
         if gang is not None:

@@ -48,13 +48,16 @@ class InstanceWork:
     deadline_failed: bool = False
     """This pass failed the Instance's Create at instanceReadyTimeout (its row says so)."""
     create_failed: CreateFailure | None = None
-    """This pass failed the Instance's Create by a grace (its row says so, :mod:`.graces`)."""
+    """This pass failed the Instance's Create by a grace (its row says so, :mod:`.graces`), or
+    a failed migration restored it with pods that aren't runtime-ready (:mod:`.ops.migrate`)."""
     waiting_pod: str | None = None
     """The pod that shows what holds the operation (its waiting token), if one does."""
+    index: int = field(init=False)
+    """The facts' index (read tens of times per Instance in a pass: a slot, not a property;
+    the facts of an Instance's work are never replaced)."""
 
-    @property
-    def index(self) -> int:
-        return self.facts.index
+    def __post_init__(self) -> None:
+        self.index = self.facts.index
 
 
 @dataclass(slots=True)
@@ -78,6 +81,8 @@ class PassWork:
     release: RemoveReleaseAnnotation | None = None
     release_events: list[RecordEvent] = field(default_factory=list)
     """Events of a release: recorded with the annotation's removal, status change or not."""
+    excluded: dict[int, tuple[str, ...]] = field(default_factory=dict)
+    """Instance index -> nodes its pods are created off (automatic relocation's suspects)."""
     gangs: GangState = field(default_factory=GangState)
     """The PodGroups seen and decided in this pass (:mod:`.podgroups`)."""
 

@@ -4,6 +4,7 @@ Why: this module wires the reconciler (:mod:`.reconciler`) to the product: its s
 informers (InferenceReplicas in every namespace, the product's pod cache of pods labelled
 ``ome.io/inferenceservice``, the InferenceReplica ControllerRevisions, labelled
 ``ome.io/managed-by=OMENative`` with a ``component``, the EndpointSlices of omed's Services,
+the InferenceServices (their migration request annotations, the replicas' mailbox),
 the stripped node cache, :mod:`omed.informers.nodes`, and, when the PodGroup CRD was present
 at start, the PodGroups labelled as the revisions are), maps pod, revision, slice, node and
 PodGroup events to the InferenceReplicas they concern (a pod's by its controller owner
@@ -39,12 +40,14 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
+from omed.api.migrationrequest import requests_of
 from omed.clock import Clock, RealClock
 from omed.config.lifecycle import LifecycleConfig
 from omed.controllers.inferencereplica.core import names
 from omed.controllers.inferencereplica.core.encoding import (
     StatusEncodingSettings,
 )
+from omed.controllers.inferencereplica.core.migrationview import request_components
 from omed.controllers.inferencereplica.core.model import PlanSettings
 from omed.controllers.inferencereplica.core.orphans import (
     candidate_keys,
@@ -56,7 +59,7 @@ from omed.controllers.inferencereplica.core.revisions import REVISION_SELECTOR
 from omed.controllers.inferencereplica.shell import statusmetrics
 from omed.controllers.inferencereplica.shell.expectations import DEFAULT_TIMEOUT, Expectations
 from omed.controllers.inferencereplica.shell.reconciler import InferenceReplicaReconciler
-from omed.controllers.pacing import BUSY_WINDOW
+from omed.controllers.wiring import WiredController, each_event, worker_pool
 from omed.events import EventSink
 from omed.informers import (
     NAMESPACE,
@@ -71,12 +74,16 @@ from omed.informers.endpoints import endpoint_slice_informer
 from omed.informers.nodes import POD_NODE, node_informer, pod_node_index
 from omed.informers.transform import Obj
 from omed.kube.api import KubeApi
-from omed.kube.resources import CONTROLLER_REVISIONS, INFERENCE_REPLICAS, POD_GROUPS
-from omed.workqueue import Controller
+from omed.kube.resources import (
+    CONTROLLER_REVISIONS,
+    INFERENCE_REPLICAS,
+    INFERENCE_SERVICES,
+    POD_GROUPS,
+)
 from omed.workqueue.ratelimit import RateLimiter
 
 
-class InferenceReplicaController:
+class InferenceReplicaController(WiredController):
     """Informers, expectations and the worker pool of the InferenceReplica controller.
 
     ``status_encoding`` is the omenativeStatus block (DenseV1 and no bound by default) and
@@ -103,6 +110,7 @@ class InferenceReplicaController:
         endpoints: bool = True,
         nodes: bool = True,
     ) -> None:
+        super().__init__()
         self._clock: Clock = clock or RealClock()
         self.replicas: SharedInformer = factory.informer(INFERENCE_REPLICAS, namespace=namespace)
         self.pods: SharedInformer = inference_pod_informer(factory, namespace=namespace)
@@ -132,6 +140,9 @@ class InferenceReplicaController:
             if settings.pod_groups
             else None
         )
+        # The parent InferenceServices: their migration request annotations are the mailbox
+        # the replicas take requests from (shared with the InferenceService controller).
+        self.services: SharedInformer = factory.informer(INFERENCE_SERVICES, namespace=namespace)
         self.expectations = Expectations(clock=self._clock, timeout=expectation_timeout)
         self.reconciler = InferenceReplicaReconciler(
             client=client,
@@ -149,70 +160,63 @@ class InferenceReplicaController:
             lifecycle=lifecycle,
             slices=self.slices.store if self.slices is not None else None,
             nodes=self.nodes if self.nodes is not None else None,
+            services=self.services.store,
         )
-        self.controller = Controller(
-            name=names.CONTROLLER_NAME,
-            reconciler=self.reconciler,
+        self.controller = worker_pool(
+            names.CONTROLLER_NAME,
+            self.reconciler,
             workers=workers,
             clock=self._clock,
             rate_limiter=rate_limiter,
-            busy_window=BUSY_WINDOW,
         )
-        self._registrations = [
-            self.replicas.add_event_handler(
-                Handlers(
-                    on_add=self._replica_event,
-                    on_update=lambda _old, new: self._replica_event(new),
-                    on_delete=self._replica_event,
-                )
+        self.watch(self.replicas, each_event(self._replica_event))
+        self.watch(
+            self.pods,
+            Handlers(
+                on_add=self._pod_seen,
+                on_update=lambda _old, new: self._pod_seen(new),
+                on_delete=self._pod_gone,
             ),
-            self.pods.add_event_handler(
-                Handlers(
-                    on_add=self._pod_seen,
-                    on_update=lambda _old, new: self._pod_seen(new),
-                    on_delete=self._pod_gone,
-                )
+        )
+        self.watch(self.revisions, each_event(self._revision_event))
+        self.watch(
+            self.services,
+            Handlers(
+                on_add=lambda new: self._service_event(None, new),
+                on_update=self._service_event,
+                on_delete=lambda _old: None,
             ),
-            self.revisions.add_event_handler(
-                Handlers(
-                    on_add=self._revision_event,
-                    on_update=lambda _old, new: self._revision_event(new),
-                    on_delete=self._revision_event,
-                )
-            ),
-        ]
-        self._node_registration = (
-            self.nodes.add_event_handler(
+        )
+        if self.nodes is not None:
+            self.watch(
+                self.nodes,
                 Handlers(
                     on_add=lambda new: self._node_event(None, new),
                     on_update=self._node_event,
                     on_delete=lambda old: self._node_event(None, old),
-                )
+                ),
             )
-            if self.nodes is not None
-            else None
-        )
         if self.slices is not None:
-            self._registrations.append(
-                self.slices.add_event_handler(
-                    Handlers(
-                        on_add=self._slice_event,
-                        on_update=lambda _old, new: self._slice_event(new),
-                        on_delete=self._slice_event,
-                    )
-                )
-            )
-        self._pod_group_registration = (
-            self.pod_groups.add_event_handler(
-                Handlers(
-                    on_add=self._revision_event,
-                    on_update=lambda _old, new: self._revision_event(new),
-                    on_delete=self._revision_event,
-                )
-            )
-            if self.pod_groups is not None
-            else None
-        )
+            self.watch(self.slices, each_event(self._wake_candidates))
+        if self.pod_groups is not None:
+            self.watch(self.pod_groups, each_event(self._revision_event))
+
+    def _service_event(self, old: Obj | None, new: Obj) -> None:
+        """An InferenceService with migration requests (or whose requests changed): wake its
+        InferenceReplicas, which take them (an annotation-only change reaches no replica's
+        spec, so nothing else would wake them)."""
+        wanted = request_components(new)
+        if wanted is None:
+            return
+        if old is not None and requests_of(
+            (old.get("metadata") or {}).get("annotations")
+        ) == requests_of((new.get("metadata") or {}).get("annotations")):
+            return
+        meta = new.get("metadata") or {}
+        for component in sorted(wanted):
+            key = f"{meta.get('namespace')}/{meta.get('name')}-{component}"
+            if self.replicas.store.get(key) is not None:
+                self.controller.queue.add(key)
 
     def _node_event(self, old: Obj | None, new: Obj) -> None:
         """A node changed (its Ready condition or lifecycle taints; an equal object is a
@@ -225,9 +229,10 @@ class InferenceReplicaController:
             if key is not None:
                 self.controller.queue.add(key)
 
-    def _slice_event(self, obj: Obj) -> None:
-        """A slice changed: wake the InferenceReplica whose traffic Service it serves (the
-        slice carries the Service's ``ome.io/inferenceservice`` and ``component`` labels)."""
+    def _wake_candidates(self, obj: Obj) -> None:
+        """Wake the cached InferenceReplica that ``obj``'s labels name: the one whose traffic
+        Service a slice serves (the slice carries the Service's ``ome.io/inferenceservice``
+        and ``component`` labels), or the one of an orphan pod's name, which may adopt it."""
         for key in candidate_keys(obj):
             if self.replicas.store.get(key) is not None:
                 self.controller.queue.add(key)
@@ -248,9 +253,7 @@ class InferenceReplicaController:
             self.controller.queue.add(key)
         elif unowned(pod):
             # An orphan (an Orphan deletion left it): the replica of its name may adopt it.
-            for candidate in candidate_keys(pod):
-                if self.replicas.store.get(candidate) is not None:
-                    self.controller.queue.add(candidate)
+            self._wake_candidates(pod)
 
     def _pod_gone(self, pod: Obj) -> None:
         key = owner_key(pod)
@@ -263,19 +266,4 @@ class InferenceReplicaController:
         waited for their caches). Only the leader runs it, so only the leader exports the
         status-encoding series."""
         statusmetrics.leading()
-        await self.controller.run()
-
-    async def shutdown(self, *, drain: bool = True) -> None:
-        await self.controller.shutdown(drain=drain)
-
-    def close(self) -> None:
-        """Detach the event handlers from the (shared) informers."""
-        self.replicas.remove_event_handler(self._registrations[0])
-        self.pods.remove_event_handler(self._registrations[1])
-        if self.slices is not None:
-            self.slices.remove_event_handler(self._registrations[3])
-        self.revisions.remove_event_handler(self._registrations[2])
-        if self.nodes is not None and self._node_registration is not None:
-            self.nodes.remove_event_handler(self._node_registration)
-        if self.pod_groups is not None and self._pod_group_registration is not None:
-            self.pod_groups.remove_event_handler(self._pod_group_registration)
+        await super().run()

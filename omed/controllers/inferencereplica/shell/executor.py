@@ -4,7 +4,9 @@ Why: the planner decides from a cache; the executor talks to the API server and 
 each decision safe against what the cache didn't know. Order and guards:
 
 1. ``AddFinalizer`` (optimistic lock on the cached resourceVersion): before omed owns a
-   pod, so a deleted InferenceReplica waits for its pods to be drained;
+   pod, so a deleted InferenceReplica waits for its pods to be drained; then the migration
+   audit rows (:mod:`.migrationwrites`), so a record never says more than its row; a ledger
+   that keeps changing stops the pass as a Conflict would;
 2. ``WriteStatus`` (optimistic lock): the rows, with every new operation, are durable before
    any side effect, in the form :mod:`..core.encoding` picks (a write that changes the stored form
    records InstanceStatusConverted). If this write fails (Conflict: the cache was stale;
@@ -12,7 +14,8 @@ each decision safe against what the cache didn't know. Order and guards:
    the pass stops here and no pod is touched; the same holds for step 1, except that a
    refused finalizer patch still lets the status write (and its events) go, so the status
    can say why nothing else moves;
-3. events (only after the status that records their transition is stored);
+3. events (only after the status that records their transition is stored), then the
+   migration requests the status answers are removed from the InferenceService;
 4. the update revision's ControllerRevision (a failure holds this pass's pod creations back:
    a pod is built from its revision's record), then serving gates, pod creations, pod
    deletions, each first *expected* (:mod:`.expectations`,
@@ -52,7 +55,12 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from omed.api.constants import API_VERSION, KIND_INFERENCE_SERVICE, READINESS_GATE_SERVING
+from omed.api.constants import (
+    API_VERSION,
+    KIND_INFERENCE_REPLICA,
+    KIND_INFERENCE_SERVICE,
+    READINESS_GATE_SERVING,
+)
 from omed.clock import Clock, rfc3339
 from omed.controllers.inferencereplica.core import escalation, names
 from omed.controllers.inferencereplica.core.actions import (
@@ -70,8 +78,13 @@ from omed.controllers.inferencereplica.core.actions import (
     WriteStatus,
 )
 from omed.controllers.inferencereplica.core.encoding import (
+    ROW_CELLS,
     StatusEncodingSettings,
     status_write,
+)
+from omed.controllers.inferencereplica.core.migrationactions import (
+    ConsumeMigrationRequests,
+    WriteAuditRow,
 )
 from omed.controllers.inferencereplica.core.model import CreateRefusal, ReplicaTarget
 from omed.controllers.inferencereplica.core.nodes import (
@@ -93,9 +106,14 @@ from omed.controllers.inferencereplica.core.revisionactions import (
     CreateControllerRevision,
     DeleteControllerRevision,
 )
-from omed.controllers.inferencereplica.core.status import encode_rows_into_status
-from omed.controllers.inferencereplica.core.waiting import refusal_token
+from omed.controllers.inferencereplica.core.status import (
+    ROWS,
+    collector_paused,
+    encode_rows_into_status,
+)
+from omed.controllers.inferencereplica.core.waiting import permanent_refusal, refusal_token
 from omed.controllers.inferencereplica.shell import (
+    migrationwrites,
     podgroupwrites,
     revisionwrites,
     statusmetrics,
@@ -191,8 +209,20 @@ class Executor:
         self._encoding = status_encoding or StatusEncodingSettings()
 
     async def execute(
-        self, *, key: str, irep: Mapping[str, Any], target: ReplicaTarget, plan: Plan
+        self,
+        *,
+        key: str,
+        irep: Mapping[str, Any],
+        target: ReplicaTarget,
+        plan: Plan,
+        selector: str | None = None,
     ) -> Outcome:
+        """Run ``plan`` in the module's order. ``selector`` finds the replica's pods for the
+        list ``RemoveFinalizer`` waits on (filtered by its uid); None: its ``isvc`` and
+        ``component`` labels. A teardown planned from the pods alone (:mod:`..core.teardown`,
+        ``target`` from :func:`~..core.teardown.teardown_target`) holds only events, pod
+        actions, force deletes and ``RemoveFinalizer``, and gives the selector read off the
+        raw spec: no status write, the rows being what can't be read."""
         outcome = Outcome()
         current: Mapping[str, Any] = irep
         finalizer_refused = False
@@ -206,6 +236,18 @@ class Executor:
                 # written: it is where the WriteRefused condition says why nothing moves.
                 finalizer_refused, outcome.stopped = True, None
             elif outcome.stopped:
+                return outcome
+        for row in plan.of_type(WriteAuditRow):
+            try:
+                refused = await migrationwrites.write_audit_row(
+                    self._client, namespace=target.namespace, action=row
+                )
+            except Conflict:
+                outcome.stopped = "conflict"
+                return outcome
+            if refused is not None:
+                outcome.write_refused.append(refused)
+                outcome.stopped = "refused"
                 return outcome
         for write in plan.of_type(WriteStatus):
             current = await self._guarded(
@@ -223,6 +265,12 @@ class Executor:
         if finalizer_refused:
             outcome.stopped = "refused"
             return outcome
+        for consumed in plan.of_type(ConsumeMigrationRequests):
+            refused = await migrationwrites.consume_requests(
+                self._client, namespace=target.namespace, action=consumed
+            )
+            if refused is not None:
+                outcome.write_refused.append(refused)
         for release in plan.of_type(RemoveReleaseAnnotation):
             self._applied(
                 outcome,
@@ -250,7 +298,13 @@ class Executor:
         namespace = target.namespace
         await self._each(outcome, plan.of_type(CreatePodGroup), podgroupwrites.create, namespace)
         await self._each(outcome, plan.of_type(UpdatePodGroup), podgroupwrites.update, namespace)
-        await self.run_pod_actions(outcome, key=key, namespace=namespace, plan=pods_plan)
+        await self.run_pod_actions(
+            outcome,
+            key=key,
+            namespace=namespace,
+            plan=pods_plan,
+            owner=target.uid if target.deleting else None,
+        )
         await self._each(outcome, plan.of_type(DeletePodGroup), podgroupwrites.delete, namespace)
         await self._each(
             outcome, plan.of_type(DeleteControllerRevision), revisionwrites.prune, namespace
@@ -270,6 +324,8 @@ class Executor:
                     for action in forced
                 )
             )
+        if selector is None:
+            selector = names.label_selector(target.isvc, target.component)
         for remove in plan.of_type(RemoveFinalizer):
             if outcome.errors:
                 break
@@ -278,40 +334,34 @@ class Executor:
                 current,
                 namespace=target.namespace,
                 uid=target.uid,
-                selector=None
-                if remove.lifted
-                else names.label_selector(target.isvc, target.component),
-            )
-        return outcome
-
-    async def execute_from_pods(
-        self, *, key: str, irep: Mapping[str, Any], plan: Plan, selector: str
-    ) -> Outcome:
-        """Run a teardown planned from the pods alone (:mod:`..core.teardown`): pod actions, then
-        ``RemoveFinalizer`` once a fresh list (``selector``, filtered by the replica's uid)
-        shows no pod of it. No status write: the rows are what can't be read."""
-        outcome = Outcome()
-        meta = irep.get("metadata") or {}
-        namespace, uid = str(meta.get("namespace") or ""), str(meta.get("uid") or "")
-        await self.run_pod_actions(outcome, key=key, namespace=namespace, plan=plan)
-        if plan.of_type(RemoveFinalizer) and not outcome.errors:
-            await self._remove_finalizer(
-                outcome, irep, namespace=namespace, uid=uid, selector=selector
+                selector=None if remove.lifted else selector,
             )
         return outcome
 
     async def run_pod_actions(
-        self, outcome: Outcome, *, key: str, namespace: str, plan: Plan
+        self, outcome: Outcome, *, key: str, namespace: str, plan: Plan, owner: str | None = None
     ) -> None:
-        """Gates, then creations, then deletions: each kind fully sent before the next."""
+        """Gates, then creations, then deletions: each kind fully sent before the next.
+
+        ``owner``: the uid of an InferenceReplica being torn down. Its pods are then drained
+        and deleted only while a fresh read still shows them controlled by it: when an
+        ``propagationPolicy: Orphan`` deletion ends, the collector has taken the pods'
+        references off before it takes its ``orphan`` finalizer off the replica, but the
+        replica's watch can deliver that before the pods' watch delivers theirs, and the
+        cache then shows orphaned pods as the dying replica's."""
         semaphore = asyncio.Semaphore(WRITE_CONCURRENCY)
         now = self._clock.now()
+        gates = plan.of_type(SetServingGate)
+        if owner is not None:
+            gates = await self._still_owned(
+                outcome, gates, namespace=namespace, owner=owner, semaphore=semaphore
+            )
         await asyncio.gather(
             *(
                 self._set_gate(
                     outcome, key=key, namespace=namespace, gate=gate, now=now, semaphore=semaphore
                 )
-                for gate in plan.of_type(SetServingGate)
+                for gate in gates
             )
         )
         await asyncio.gather(
@@ -325,11 +375,42 @@ class Executor:
         await asyncio.gather(
             *(
                 self._delete_instance(
-                    outcome, key=key, namespace=namespace, action=pods, semaphore=semaphore
+                    outcome,
+                    key=key,
+                    namespace=namespace,
+                    action=pods,
+                    semaphore=semaphore,
+                    owner=owner,
                 )
                 for pods in plan.of_type(DeletePods)
             )
         )
+
+    async def _still_owned(
+        self,
+        outcome: Outcome,
+        gates: Sequence[SetServingGate],
+        *,
+        namespace: str,
+        owner: str,
+        semaphore: asyncio.Semaphore,
+    ) -> list[SetServingGate]:
+        """The gates whose pod a fresh read shows still controlled by ``owner`` (and the
+        same pod); for any other, look again soon (the cache catches up)."""
+
+        async def owned(gate: SetServingGate) -> bool:
+            async with semaphore:
+                try:
+                    pod = await self._client.get(PODS, gate.pod.name, namespace)
+                except NotFound:
+                    return False
+            same = (pod.get("metadata") or {}).get("uid") == gate.pod.uid
+            return same and controller_uid(pod, kind=KIND_INFERENCE_REPLICA) == owner
+
+        verdicts = await asyncio.gather(*(owned(gate) for gate in gates))
+        if not all(verdicts):
+            outcome.retry_soon = True
+        return [gate for gate, ok in zip(gates, verdicts, strict=True) if ok]
 
     @staticmethod
     def _failed(outcome: Outcome, failure: RefusedWrite | Exception) -> None:
@@ -426,16 +507,18 @@ class Executor:
             "metadata": dict(meta),
             "spec": irep.get("spec"),
         }
-        rows = encode_rows_into_status({}, write.rows).get("instanceStatuses") or []
-        decided = status_write(
-            write.status.to_dict(),
-            rows,
-            stored=irep.get("status"),
-            settings=self._encoding,
-            overhead=encoded_size(body),
-        )
-        body["status"] = decided.status
-        size = encoded_size(body)
+        with collector_paused():  # every row encoded: see collector_paused
+            rows = encode_rows_into_status({}, write.rows).get("instanceStatuses") or []
+            decided = status_write(
+                write.status.to_dict(),
+                rows,
+                stored=irep.get("status"),
+                settings=self._encoding,
+                overhead=encoded_size(body),
+                memo=ROW_CELLS,
+            )
+            body["status"] = decided.status
+            size = encoded_size(body)
         outcome.status_sent = (size, decided.encoding)
         try:
             result: Mapping[str, Any] = await self._client.replace_status(
@@ -452,6 +535,9 @@ class Executor:
                 )
             ) from err
         outcome.status_stored = True
+        ROWS.wrote(
+            str(meta.get("uid") or ""), decided.status, write.rows, max_rows=self._encoding.bound
+        )
         namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
         statusmetrics.written(decided.encoding, size)
         statusmetrics.stored(f"{namespace}/{name}", decided.encoding)
@@ -483,7 +569,7 @@ class Executor:
             [
                 pod
                 for pod in await self._client.list_all(PODS, namespace, labelSelector=selector)
-                if controller_uid(pod, kind="InferenceReplica") == uid
+                if controller_uid(pod, kind=KIND_INFERENCE_REPLICA) == uid
             ]
             if selector is not None
             else []
@@ -569,13 +655,9 @@ class Executor:
                 if uid_changed(err):  # another pod holds the name now
                     outcome.retry_soon = True
                     return
-                refusal = refused_write(
-                    err, verb="patch", resource=f"{PODS.plural}/status", name=gate.pod.name
+                self._failed_write(
+                    outcome, err, verb="patch", resource=f"{PODS.plural}/status", name=gate.pod.name
                 )
-                if refusal is not None:
-                    outcome.write_refused.append(refusal)
-                else:
-                    outcome.errors.append(err)
 
     async def _create(
         self,
@@ -600,14 +682,15 @@ class Executor:
                 except ApiError as err:
                     self._expectations.creation_failed(key, name)
                     token = refusal_token(err.status, err.message)
-                    refused = refused_write(err, verb="create", resource=PODS.plural, name=name)
                     if token is not None:
                         refusal = CreateRefusal(token, name, err.message[:500])
                         outcome.refused.setdefault(action.index, refusal)
-                    elif refused is not None:
-                        outcome.write_refused.append(refused)
-                    else:
-                        outcome.errors.append(err)
+                        return
+                    rejected = permanent_refusal(err.status, err.message, _causes(err.body))
+                    if rejected is not None:
+                        refusal = CreateRefusal(rejected, name, err.message[:500], permanent=True)
+                        outcome.refused.setdefault(action.index, refusal)
+                    self._failed_write(outcome, err, verb="create", resource=PODS.plural, name=name)
                 except BaseException as err:
                     self._expectations.creation_failed(key, name)
                     if not isinstance(err, Exception):
@@ -624,9 +707,10 @@ class Executor:
         namespace: str,
         action: DeletePods,
         semaphore: asyncio.Semaphore,
+        owner: str | None = None,
     ) -> None:
         """Re-read every pod, and the traffic Service's EndpointSlices; delete them all only
-        if none is routed any more."""
+        if none is routed any more (and, ``owner`` given, those still controlled by it)."""
         try:
             listed = await self._ready_endpoints(namespace, action.service, semaphore)
         except Exception as err:
@@ -641,6 +725,9 @@ class Executor:
                     continue
             meta = pod.get("metadata") or {}
             if meta.get("uid") != ref.uid or meta.get("deletionTimestamp"):
+                continue
+            if owner is not None and controller_uid(pod, kind=KIND_INFERENCE_REPLICA) != owner:
+                outcome.retry_soon = True  # orphaned behind the cache: never deleted
                 continue
             if _routed(pod) or ref.uid in listed:
                 log.info(
@@ -667,11 +754,9 @@ class Executor:
                     self._expectations.deletion_failed(key, ref.uid)
                     if not isinstance(err, Exception):
                         raise
-                    refusal = refused_write(err, verb="delete", resource=PODS.plural, name=ref.name)
-                    if refusal is not None:
-                        outcome.write_refused.append(refusal)
-                    else:
-                        outcome.errors.append(err)
+                    self._failed_write(
+                        outcome, err, verb="delete", resource=PODS.plural, name=ref.name
+                    )
 
         await asyncio.gather(*(one(ref, version) for ref, version in fresh))
 
@@ -749,11 +834,10 @@ class Executor:
     def _failed_write(
         outcome: Outcome, err: Exception, *, verb: str, resource: str, name: str
     ) -> None:
+        """``err`` reported as a refusal of ``verb resource name`` where it is one, else as
+        an error."""
         refusal = refused_write(err, verb=verb, resource=resource, name=name)
-        if refusal is not None:
-            outcome.write_refused.append(refusal)
-        else:
-            outcome.errors.append(err)
+        Executor._failed(outcome, refusal if refusal is not None else err)
 
     async def _node_state(self, node: str | None) -> NodeState:
         """The state of ``node`` as the API server has it now (gone on NotFound)."""
@@ -785,6 +869,13 @@ def _routed(pod: Mapping[str, Any]) -> bool:
         if cond.get("type") in ("Ready", READINESS_GATE_SERVING) and cond.get("status") == "True":
             return True
     return False
+
+
+def _causes(body: Any) -> tuple[str, ...]:
+    """The ``details.causes[].type`` of an API server's Status answer."""
+    details = body.get("details") if isinstance(body, dict) else None
+    causes = details.get("causes") if isinstance(details, dict) else None
+    return tuple(str(c.get("type") or "") for c in causes or () if isinstance(c, dict))
 
 
 __all__ = ["Executor", "Outcome", "event_object"]

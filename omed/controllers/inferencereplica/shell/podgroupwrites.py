@@ -12,40 +12,29 @@ next pass decides about again. A delete carries the uid: gone or replaced counts
 
 from __future__ import annotations
 
-import logging
-
 from omed.api.constants import KIND_INFERENCE_REPLICA
 from omed.controllers.inferencereplica.core.podgroupactions import (
     CreatePodGroup,
     DeletePodGroup,
     UpdatePodGroup,
 )
+from omed.controllers.inferencereplica.shell import objectwrites
+from omed.controllers.inferencereplica.shell.objectwrites import Failure
 from omed.controllers.owners import controller_uid
-from omed.controllers.refusals import RefusedWrite, refused_write
 from omed.kube.api import KubeApi
 from omed.kube.errors import AlreadyExists, ApiError, Conflict, NotFound
 from omed.kube.resources import POD_GROUPS
 
-log = logging.getLogger("omed.controllers.inferencereplica")
-
-Failure = RefusedWrite | Exception | None
-
-
-def _failure(err: ApiError, *, verb: str, name: str) -> RefusedWrite | Exception:
-    refusal = refused_write(err, verb=verb, resource=POD_GROUPS.plural, name=name)
-    return refusal if refusal is not None else err
-
 
 async def create(client: KubeApi, *, namespace: str, action: CreatePodGroup) -> Failure:
     """Create an Instance's PodGroup; ``None`` when it exists now."""
-    try:
-        await client.create(POD_GROUPS, action.body, namespace)
-    except AlreadyExists as err:
+
+    async def taken(err: AlreadyExists) -> Failure:
         return await _taken(client, namespace=namespace, action=action, err=err)
-    except ApiError as err:
-        return _failure(err, verb="create", name=action.name)
-    log.debug("created PodGroup %s/%s", namespace, action.name)
-    return None
+
+    return await objectwrites.create(
+        client, POD_GROUPS, namespace=namespace, name=action.name, body=action.body, taken=taken
+    )
 
 
 async def _taken(
@@ -72,17 +61,10 @@ async def update(client: KubeApi, *, namespace: str, action: UpdatePodGroup) -> 
     except (NotFound, Conflict):
         return None
     except ApiError as err:
-        return _failure(err, verb="patch", name=action.name)
+        return objectwrites.failure(err, verb="patch", resource=POD_GROUPS, name=action.name)
     return None
 
 
 async def delete(client: KubeApi, *, namespace: str, action: DeletePodGroup) -> Failure:
     """Delete a PodGroup (uid precondition); gone or replaced counts as done."""
-    try:
-        await client.delete(POD_GROUPS, action.name, namespace, uid=action.uid)
-    except (NotFound, Conflict):
-        return None
-    except ApiError as err:
-        return _failure(err, verb="delete", name=action.name)
-    log.debug("deleted PodGroup %s/%s", namespace, action.name)
-    return None
+    return await objectwrites.delete(client, POD_GROUPS, namespace=namespace, ref=action)

@@ -25,25 +25,36 @@ per kind of write per pass (a Warning ``WriteRefused`` event on the InferenceRep
 WARNING line), shown as condition ``WriteRefused`` from the next status write on, and the key
 goes back through the workqueue's rate limiter (``Result(requeue=True)``), so its attempts
 back off exponentially instead of coming every second.
+
+An InferenceReplica that can't be read (a status that can't be decoded, a spec or status the
+models refuse) is left alone until it changes: after its ERROR line and Warning event (once per
+resourceVersion) the pass raises :class:`~omed.workqueue.TerminalError`, so the key isn't
+retried and ``controller_runtime_terminal_reconcile_errors_total`` counts it. A deleted one is
+drained from what its pods show instead (:meth:`Reconciler._teardown_from_pods`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, Final, Protocol
 
 from omed.api.constants import KIND_INFERENCE_REPLICA, LABEL_INFERENCE_SERVICE
 from omed.clock import Clock
 from omed.config.lifecycle import LifecycleConfig
 from omed.controllers.deletion import orphaning
-from omed.controllers.inferencereplica.core import names, orphans, podgroups
+from omed.controllers.inferencereplica.core import names, orphans
 from omed.controllers.inferencereplica.core.actions import (
     RETRY_SOON,
     DeletePods,
     Plan,
     SetServingGate,
+)
+from omed.controllers.inferencereplica.core.assemble import (
+    labelled,
+    observe_replica,
+    with_migrations,
 )
 from omed.controllers.inferencereplica.core.conversion import StoredForm
 from omed.controllers.inferencereplica.core.decide import (
@@ -56,21 +67,26 @@ from omed.controllers.inferencereplica.core.encoding import (
     StatusEncodingSettings,
 )
 from omed.controllers.inferencereplica.core.memory import EMPTY, KeyMemory
-from omed.controllers.inferencereplica.core.model import ObservedState, PlanSettings, ReplicaTarget
-from omed.controllers.inferencereplica.core.nodes import NodeView, node_view
-from omed.controllers.inferencereplica.core.observe import (
-    InvalidReplica,
-    observe_pods,
-    pod_view,
-    replica_target,
+from omed.controllers.inferencereplica.core.model import (
+    ObservedState,
+    PlanSettings,
+    PodView,
+    ReplicaTarget,
 )
-from omed.controllers.inferencereplica.core.revisions import revision_views
+from omed.controllers.inferencereplica.core.nodes import NodeView, node_view
+from omed.controllers.inferencereplica.core.observe import POD_VIEWS, InvalidReplica, pod_view
+from omed.controllers.inferencereplica.core.rows import forget_replica
 from omed.controllers.inferencereplica.core.status import (
+    ROWS,
     RowsUnreadable,
     StatusDecodeFailed,
-    in_list_form,
+    collector_paused,
 )
-from omed.controllers.inferencereplica.core.teardown import teardown_from_pods
+from omed.controllers.inferencereplica.core.teardown import (
+    escalate_from_pods,
+    teardown_from_pods,
+    teardown_target,
+)
 from omed.controllers.inferencereplica.shell import ownership, statusmetrics
 from omed.controllers.inferencereplica.shell.executor import Executor, Outcome
 from omed.controllers.inferencereplica.shell.expectations import Expectations
@@ -93,7 +109,7 @@ from omed.statuscodec import (
     size_exceeded_message,
     stored_encoding,
 )
-from omed.workqueue import Result
+from omed.workqueue import Result, TerminalError
 
 log = logging.getLogger("omed.controllers.inferencereplica")
 
@@ -142,8 +158,11 @@ class InferenceReplicaReconciler:
         lifecycle: Callable[[], Awaitable[LifecycleConfig]] | None = None,
         slices: ObjectCache | None = None,
         nodes: NodeCache | None = None,
+        services: ObjectCache | None = None,
     ) -> None:
         self._client = client
+        self._services = services
+        """The InferenceService cache: the parent's migration requests (None: none read)."""
         self._nodes = nodes
         """The node cache (:mod:`omed.informers.nodes`); None: nothing is judged from nodes."""
         self._slices = slices
@@ -171,6 +190,9 @@ class InferenceReplicaReconciler:
             clock=clock,
             status_encoding=self._encoding,
         )
+        self._uids: dict[str, str] = {}
+        """key -> the uid of the replica last planned under it (its memos are forgotten with
+        it)."""
         self.memory: dict[str, KeyMemory] = {}
         """key -> what the core remembers of it between passes (the one holder)."""
 
@@ -199,32 +221,33 @@ class InferenceReplicaReconciler:
         if not self._expectations.replica_current(key, version):
             return Result(requeue_after=RETRY_SOON)  # its update event comes first, usually
         uid = str(meta.get("uid") or "")
+        self._uids[key] = uid
         statusmetrics.stored(key, _stored_encoding(irep))
         memory = self.memory.get(key, EMPTY)
         fleet = await self._fleet_settings()
         try:
-            listed = in_list_form(irep, max_rows=self._encoding.bound)
-            views = revision_views(self._revisions_of(irep), uid=uid)
-            target = replica_target(listed, fleet, views)
-            observed = observe_pods(
-                target,
-                listed,
-                self._pods.by_index(OWNER_UID, uid),
-                self._slices_of(target),
-                views,
-            )
-            if self._pod_groups is not None:
-                observed = dataclasses.replace(
-                    observed,
-                    pod_groups=podgroups.views(self._labelled(self._pod_groups, irep), uid=uid),
+            with collector_paused():  # a burst of allocation: see collector_paused
+                target, observed = observe_replica(
+                    irep,
+                    fleet,
+                    max_rows=self._encoding.bound,
+                    pods=self._pods.by_index(OWNER_UID, uid),
+                    revisions=self._revisions_of(irep),
+                    slices=self._slices_of,
+                    pod_groups=(
+                        self._labelled(self._pod_groups, irep)
+                        if self._pod_groups is not None
+                        else None
+                    ),
                 )
         except StatusDecodeFailed as err:
             self._decode_failed(key, irep, err, memory)
-            return await self._teardown_from_pods(key, irep)
+            return await self._left_alone(key, irep, err, fleet)
         except (InvalidReplica, RowsUnreadable) as err:
             self._unreadable(key, irep, err, memory)
-            return await self._teardown_from_pods(key, irep)
+            return await self._left_alone(key, irep, err, fleet)
         observed = self._with_nodes(observed)
+        observed = self._with_migrations(observed, target, irep)
         memory = dataclasses.replace(memory, reported=None)
         self._remember(key, memory)
         adoptable = self._adoptable(target)
@@ -239,21 +262,25 @@ class InferenceReplicaReconciler:
                 # Plan once the cache shows them as ours (their update events wake the key).
                 return Result(requeue_after=RETRY_SOON)
             adoption_refused = adoption.refused
-        decision = decide(
-            PassInput(
-                target=target,
-                observed=observed,
-                settings=self._settings,
-                now=self._clock.now(),
-                monotonic=self._clock.monotonic(),
-                busy=self._busy(),
-                memory=memory,
-                stored=StoredForm(
-                    version=version, status=irep.get("status"), settings=self._encoding
-                ),
-                adoptable=bool(adoptable),
+        with collector_paused():  # the pass's burst of allocation
+            decision = decide(
+                PassInput(
+                    target=target,
+                    observed=observed,
+                    settings=self._settings,
+                    now=self._clock.now(),
+                    monotonic=self._clock.monotonic(),
+                    busy=self._busy(),
+                    memory=memory,
+                    stored=StoredForm(
+                        version=version,
+                        status=irep.get("status"),
+                        settings=self._encoding,
+                        own_write=ROWS.is_own_write(irep),
+                    ),
+                    adoptable=bool(adoptable),
+                )
             )
-        )
         decided, memory = decision.plan, decision.memory
         self._log_wave(decided, namespace=target.namespace, name=target.name)
         outcome = await self._executor.execute(key=key, irep=irep, target=target, plan=decided)
@@ -273,26 +300,41 @@ class InferenceReplicaReconciler:
             return Result(requeue=True)  # the rate limiter's back-off, not the plan's timers
         return result
 
+    def _with_migrations(
+        self, observed: ObservedState, target: ReplicaTarget, irep: Mapping[str, Any]
+    ) -> ObservedState:
+        parent = None
+        if self._services is not None and target.parent is not None:
+            parent = self._services.get(f"{target.namespace}/{target.parent.name}")
+        return with_migrations(observed, revisions=self._revisions_of(irep), parent=parent)
+
     def _with_nodes(self, observed: ObservedState) -> ObservedState:
         """``observed`` with the cached nodes of its pods; none known (``nodes`` None) until
         the node cache has synced, so a node not listed yet is never taken for gone."""
-        if self._nodes is None or not self._nodes.has_synced():
-            return observed
-        store = self._nodes.store
         pods = [p for group in observed.pods.values() for p in group] + list(observed.stray_pods)
+        found = self._cached_nodes(pods)
+        if found is None:
+            return observed
+        return dataclasses.replace(observed, nodes=found)
+
+    def _cached_nodes(self, pods: Iterable[PodView]) -> dict[str, NodeView] | None:
+        """The cached nodes of ``pods`` by name (a node missing is gone); None until the node
+        cache has synced, or without one."""
+        if self._nodes is None or not self._nodes.has_synced():
+            return None
+        store = self._nodes.store
         found: dict[str, NodeView] = {}
         for name in {pod.node for pod in pods if pod.node}:
             cached = store.get(name)
             if cached is not None:
                 found[name] = node_view(cached)
-        return dataclasses.replace(observed, nodes=found)
+        return found
 
-    def _slices_of(self, target: ReplicaTarget) -> list[Obj]:
-        """The cached EndpointSlices of ``target``'s traffic Service (none without a cache)."""
+    def _slices_of(self, namespace: str, service: str) -> list[Obj]:
+        """The cached EndpointSlices of the Service ``service`` (none without a cache)."""
         if self._slices is None:
             return []
-        service = names.traffic_service(target.isvc, target.component)
-        return self._slices.by_index(SERVICE_NAME, f"{target.namespace}/{service}")
+        return self._slices.by_index(SERVICE_NAME, f"{namespace}/{service}")
 
     async def _fleet_settings(self) -> LifecycleConfig:
         """This pass's ``lifecycle`` settings; a failed ConfigMap read fails the pass (it is
@@ -314,20 +356,8 @@ class InferenceReplicaReconciler:
     def _labelled(cache: ObjectCache, irep: Mapping[str, Any]) -> list[Obj]:
         """The cached objects in ``irep``'s namespace labelled with its InferenceService and
         component (ControllerRevisions, PodGroups)."""
-        meta = irep.get("metadata") or {}
-        spec = irep.get("spec") or {}
-        parent = spec.get("parentRef") if isinstance(spec, Mapping) else None
-        isvc = parent.get("name") if isinstance(parent, Mapping) else meta.get("name")
-        component = spec.get("component") if isinstance(spec, Mapping) else None
-        return [
-            obj
-            for obj in cache.by_index(NAMESPACE, str(meta.get("namespace") or ""))
-            if (labels := (obj.get("metadata") or {}).get("labels") or {}).get(
-                LABEL_INFERENCE_SERVICE
-            )
-            == isvc
-            and labels.get("component") == component
-        ]
+        namespace = str((irep.get("metadata") or {}).get("namespace") or "")
+        return labelled(cache.by_index(NAMESPACE, namespace), irep)
 
     def _report(self, key: str, irep: Mapping[str, Any] | None, outcome: Outcome) -> PassReport:
         """What the pass came to, for :func:`~..core.decide.settle`; its refused writes
@@ -488,22 +518,44 @@ class InferenceReplicaReconciler:
         reason = names.EVENT_SPEC_INVALID if spec else names.EVENT_STATUS_UNREADABLE
         self._events.event(irep, type=WARNING, reason=reason, message=str(err)[:1000])
 
-    async def _teardown_from_pods(self, key: str, irep: Mapping[str, Any]) -> Result:
+    async def _left_alone(
+        self, key: str, irep: Mapping[str, Any], err: Exception, fleet: LifecycleConfig
+    ) -> Result:
+        """An unreadable replica, already reported: a terminal error until it is edited (its
+        update event wakes the key), unless it is deleted and its pods are to be drained."""
+        if (irep.get("metadata") or {}).get("deletionTimestamp"):
+            return await self._teardown_from_pods(key, irep, fleet)
+        raise TerminalError(f"{key}: {err}"[:1000], reported=True) from err
+
+    async def _teardown_from_pods(
+        self, key: str, irep: Mapping[str, Any], fleet: LifecycleConfig
+    ) -> Result:
         """A replica that can't be read is left alone, unless it is deleted: then its pods are
-        drained in the teardown's waves from what they show (:mod:`..core.teardown`) and the
-        finalizer comes off, or the replica, its pods and its InferenceService would wait for
-        a repair for ever."""
+        drained in the teardown's waves from what they show (:mod:`..core.teardown`), pods
+        that don't go are escalated (force-delete, the teardown deadline) as on any teardown,
+        and the finalizer comes off, or the replica, its pods and its InferenceService would
+        wait for a repair for ever."""
         meta = irep.get("metadata") or {}
         finalizers = meta.get("finalizers") or ()
         if not meta.get("deletionTimestamp") or names.FINALIZER not in finalizers:
             return Result()
         uid = str(meta.get("uid") or "")
-        pods = [
-            pod_view(pod, replica=str(meta.get("name") or ""))
+        raw = [
+            pod
             for pod in self._pods.by_index(OWNER_UID, uid)
             if controller_uid(pod, kind=KIND_INFERENCE_REPLICA) == uid
         ]
+        pods = [pod_view(pod, replica=str(meta.get("name") or "")) for pod in raw]
+        target = teardown_target(irep, raw, fleet=fleet)
         decided = teardown_from_pods(pods, settings=self._settings, orphaning=orphaning(irep))
+        decided, memory = escalate_from_pods(
+            decided,
+            target=target,
+            pods=pods,
+            nodes=self._cached_nodes(pods),
+            memory=self.memory.get(key, EMPTY),
+            now=self._clock.now(),
+        )
         self._log_wave(decided, namespace=meta.get("namespace"), name=meta.get("name"))
         gates, deletions = len(decided.of_type(SetServingGate)), len(decided.of_type(DeletePods))
         if gates or deletions:
@@ -511,10 +563,9 @@ class InferenceReplicaReconciler:
                 names.LogLine.TEARDOWN_FROM_PODS,
                 extra=kv(key=key, pods=len(pods), gates=gates, deletions=deletions),
             )
-        outcome = await self._executor.execute_from_pods(
-            key=key, irep=irep, plan=decided, selector=_pods_selector(irep)
+        outcome = await self._executor.execute(
+            key=key, irep=irep, target=target, plan=decided, selector=_pods_selector(irep)
         )
-        memory = self.memory.get(key, EMPTY)
         if outcome.stopped == "too_large":
             self._remember(key, self._too_large(key, irep, outcome, memory))
             return Result(requeue=True)
@@ -537,6 +588,11 @@ class InferenceReplicaReconciler:
         if not pods:
             self._expectations.forget(key)
             self.memory.pop(key, None)
+            uid = self._uids.pop(key, None)
+            if uid is not None:  # what the pass memos keep of it goes with it
+                ROWS.forget(uid)
+                POD_VIEWS.forget(uid)
+                forget_replica(uid)
             statusmetrics.stored(key, None)
             return Result()
         if not self._expectations.satisfied(key):

@@ -17,50 +17,31 @@ from omed.controllers.inferencereplica.core.revisionactions import (
     CreateControllerRevision,
     DeleteControllerRevision,
 )
-from omed.controllers.refusals import RefusedWrite, refused_write
+from omed.controllers.inferencereplica.shell import objectwrites
+from omed.controllers.inferencereplica.shell.objectwrites import Failure
 from omed.kube.api import KubeApi
-from omed.kube.errors import AlreadyExists, ApiError, Conflict, NotFound
+from omed.kube.errors import ApiError, Conflict, NotFound
 from omed.kube.resources import CONTROLLER_REVISIONS
 
 log = logging.getLogger("omed.controllers.inferencereplica")
 
 
-def _failure(err: ApiError, *, verb: str, name: str) -> RefusedWrite | Exception:
-    """A refused write of a ControllerRevision (reported as such), or the error itself."""
-    refusal = refused_write(err, verb=verb, resource=CONTROLLER_REVISIONS.plural, name=name)
-    return refusal if refusal is not None else err
+async def record(client: KubeApi, *, namespace: str, action: CreateControllerRevision) -> Failure:
+    """Create the record; ``None`` when it exists now (created, or already there: a repeat,
+    or a collision the next pass sees in the cache)."""
+    return await objectwrites.create(
+        client, CONTROLLER_REVISIONS, namespace=namespace, name=action.name, body=action.body
+    )
 
 
-async def record(
-    client: KubeApi, *, namespace: str, action: CreateControllerRevision
-) -> RefusedWrite | Exception | None:
-    """Create the record; ``None`` when it exists now (created, or already there)."""
-    try:
-        await client.create(CONTROLLER_REVISIONS, action.body, namespace)
-    except AlreadyExists:
-        return None  # a repeat, or a collision the next pass sees in the cache
-    except ApiError as err:
-        return _failure(err, verb="create", name=action.name)
-    return None
-
-
-async def prune(
-    client: KubeApi, *, namespace: str, action: DeleteControllerRevision
-) -> RefusedWrite | Exception | None:
+async def prune(client: KubeApi, *, namespace: str, action: DeleteControllerRevision) -> Failure:
     """Delete an old record (uid precondition); gone or replaced counts as done."""
-    try:
-        await client.delete(CONTROLLER_REVISIONS, action.name, namespace, uid=action.uid)
-    except (NotFound, Conflict):
-        return None
-    except ApiError as err:
-        return _failure(err, verb="delete", name=action.name)
-    log.debug("deleted ControllerRevision %s/%s", namespace, action.name)
-    return None
+    return await objectwrites.delete(client, CONTROLLER_REVISIONS, namespace=namespace, ref=action)
 
 
 async def adopt(
     client: KubeApi, *, target: ReplicaTarget, action: AdoptControllerRevision
-) -> RefusedWrite | Exception | None:
+) -> Failure:
     """Take an orphaned record over (uid and resourceVersion preconditions): a merge patch
     that adds the replica's controller reference. One changed since the cache counts as
     done here; the next pass judges it again."""
@@ -76,6 +57,8 @@ async def adopt(
     except (NotFound, Conflict):
         return None
     except ApiError as err:
-        return _failure(err, verb="patch", name=action.name)
+        return objectwrites.failure(
+            err, verb="patch", resource=CONTROLLER_REVISIONS, name=action.name
+        )
     log.info("adopted ControllerRevision %s/%s", target.namespace, action.name)
     return None

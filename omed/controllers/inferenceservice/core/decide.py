@@ -151,6 +151,11 @@ def _reconcile(given: DecideInput, service: InferenceService) -> Decision:
         return _status(
             given, service, components=(), failure=(REASON_WRITE_REFUSED, message), paced=False
         )
+    pin = observed.pin
+    if pin is not None and pin.source == "missing" and pin.drift is not None:
+        # No fall-back to the live runtime: the replicas stay as they are.
+        failure = (pin.drift.reason, pin.drift.message)
+        return _status(given, service, components=(), failure=failure)
     try:
         projection = project(service, observed.runtime, default_mode=observed.default_mode)
     except ProjectionError as err:
@@ -262,6 +267,7 @@ def _status(
         fronted=fronted or [],
         failure=failure,
         refused=first_refusal(progress.refusals),
+        pin=given.observed.pin,
         now=moment.now,
     )
     old = stored_status(service)

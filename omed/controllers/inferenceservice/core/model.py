@@ -19,6 +19,7 @@ from omed.api.inferencereplica import InferenceReplica
 from omed.api.inferenceservice import InferenceService
 from omed.api.servingruntime import ServingRuntimeSpec
 from omed.controllers.inferenceservice.core.pacing import Pace, PaceMemory
+from omed.controllers.inferenceservice.core.pinning import Pin
 from omed.controllers.refusedwrite import RefusedWrite, first_of_each_kind
 
 
@@ -44,6 +45,9 @@ class Observed:
     """InferenceReplicas whose owner references name the service's uid."""
     default_mode: str | None
     """``deploy.defaultDeploymentMode`` of the inferenceservice-config ConfigMap."""
+    pin: Pin | None = None
+    """Which version of the runtime ``runtime`` is (:mod:`.pinning`); None: pins aren't
+    followed (no revision cache), and the status says nothing of them."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -18,6 +18,11 @@ from omed.api.base import Condition, format_time, transition_time
 from omed.api.constants import COMPONENT_READY_CONDITIONS, CONDITION_READY
 from omed.api.inferencereplica import InferenceReplica
 from omed.api.inferenceservice import InferenceService
+from omed.controllers.inferenceservice.core.pinning import (
+    CONDITION_RUNTIME_DRIFTED,
+    STATUS_PINNED,
+    Pin,
+)
 from omed.controllers.refusedwrite import CONDITION_WRITE_REFUSED, RefusedWrite
 
 _READY_CONDITION: Final[Mapping[str, str]] = {
@@ -128,13 +133,16 @@ def build_status(
     fronted: Sequence[ComponentReadiness] = (),
     failure: tuple[str, str] | None = None,
     refused: RefusedWrite | None = None,
+    pin: Pin | None = None,
     now: dt.datetime,
 ) -> dict[str, Any]:
     """The status to store: conditions keep their transition time while unchanged.
 
     ``refused`` is a write of this pass the API server refused for good: it is shown as
     condition WriteRefused (True, the API server's reason, the event's message); without
-    one the condition is left out, which removes it."""
+    one the condition is left out, which removes it. ``pin`` (:mod:`.pinning`) adds
+    ``pinnedRevisionName``, ``lastRuntimeSyncToken`` and condition RuntimeDrifted; without
+    one the stored pin fields are left as they are."""
     at = _Conditions.of(isvc, now)
     generation = at.generation
     conditions = []
@@ -166,7 +174,18 @@ def build_status(
     conditions.append(at.condition(CONDITION_READY, ready, reason, message))
     if refused is not None:
         conditions.append(at.refused(refused))
+    if pin is not None and pin.drift is not None:
+        drift = pin.drift
+        conditions.append(
+            at.condition(CONDITION_RUNTIME_DRIFTED, drift.drifted, drift.reason, drift.message)
+        )
     status: dict[str, Any] = {"conditions": conditions}
+    if pin is not None:
+        stored = stored_status(isvc) or {}
+        fields = pin.status_fields()
+        if not fields.get(STATUS_PINNED) and not stored.get(STATUS_PINNED):
+            del fields[STATUS_PINNED]  # never pinned: nothing to empty
+        status.update(fields)
     if generation is not None:
         status["observedGeneration"] = generation
     summaries = {c.component: c.summary for c in components if c.summary}

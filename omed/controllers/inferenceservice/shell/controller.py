@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from omed.api.constants import KIND_INFERENCE_SERVICE, LABEL_INFERENCE_SERVICE
+from omed.api.constants import KIND_INFERENCE_SERVICE, LABEL_INFERENCE_SERVICE, LABEL_RUNTIME_OF
 from omed.clock import Clock, RealClock
 from omed.controllers.inferenceservice.core.names import CONTROLLER_NAME
 from omed.controllers.inferenceservice.shell.reconciler import (
@@ -25,6 +25,7 @@ from omed.informers import (
     NAMESPACE,
     OWNER_UID,
     InformerFactory,
+    SharedInformer,
     object_key,
     owner_uid_index,
 )
@@ -32,6 +33,7 @@ from omed.informers.transform import Obj
 from omed.kube.client import KubeClient
 from omed.kube.resources import (
     CLUSTER_SERVING_RUNTIMES,
+    CONTROLLER_REVISIONS,
     INFERENCE_REPLICAS,
     INFERENCE_SERVICES,
     SERVING_RUNTIMES,
@@ -84,9 +86,13 @@ class InferenceServiceController(WiredController):
         namespace: str | None = None,
         clock: Clock | None = None,
         events: EventSink | None = None,
+        revision_namespace: str | None = None,
     ) -> None:
         """``events`` records the WriteRefused Warning events on InferenceServices (without
-        it a refused write is told by the log line and the condition only)."""
+        it a refused write is told by the log line and the condition only).
+        ``revision_namespace`` (the manager's) is where the runtime revisions are: with it,
+        services may pin one (``autoSync: false``); without it, all render the live
+        runtime."""
         super().__init__()
         self._clock: Clock = clock or RealClock()
         # Looked up by index, not by a scan of the namespace: every replica event and every
@@ -99,6 +105,14 @@ class InferenceServiceController(WiredController):
         )
         self.runtimes = factory.informer(SERVING_RUNTIMES, namespace=namespace)
         self.cluster_runtimes = factory.informer(CLUSTER_SERVING_RUNTIMES)
+        # The runtime revision controller's informer (same scope and selector: one cache).
+        self.revisions: SharedInformer | None = (
+            factory.informer(
+                CONTROLLER_REVISIONS, namespace=revision_namespace, label_selector=LABEL_RUNTIME_OF
+            )
+            if revision_namespace
+            else None
+        )
         self.reconciler = InferenceServiceReconciler(
             client=client,
             services=self.services,
@@ -110,6 +124,8 @@ class InferenceServiceController(WiredController):
             default_mode=default_mode,
             clock=self._clock,
             events=events,
+            revisions=self.revisions,
+            revision_namespace=revision_namespace,
         )
         self.controller = worker_pool(
             CONTROLLER_NAME, self.reconciler, workers=workers, clock=self._clock
@@ -118,6 +134,8 @@ class InferenceServiceController(WiredController):
         self.watch(self.replicas, each_event(self._replica_event))
         self.watch(self.runtimes, each_event(self._runtime_event))
         self.watch(self.cluster_runtimes, each_event(self._runtime_event))
+        if self.revisions is not None:
+            self.watch(self.revisions, each_event(self._revision_event))
 
     def _service_event(self, isvc: Obj) -> None:
         self.controller.queue.add(object_key(isvc))
@@ -131,6 +149,20 @@ class InferenceServiceController(WiredController):
         ref = f"{meta.get('namespace')}/{meta.get('name')}"
         for isvc in self.services.store.by_index(REPLICA_REF, ref):
             self.controller.queue.add(object_key(isvc))
+
+    def _revision_event(self, revision: Obj) -> None:
+        """A runtime revision written or gone wakes the services that name its runtime (a
+        pin waits for the revision of the live spec) and those that pin it by name."""
+        meta = revision.get("metadata") or {}
+        runtime = (meta.get("labels") or {}).get(LABEL_RUNTIME_OF)
+        name = meta.get("name")
+        for isvc in self.services.store.list():
+            ref = (isvc.get("spec") or {}).get("runtime") or {}
+            if ref.get("autoSync") is not False:
+                continue
+            pinned = (isvc.get("status") or {}).get("pinnedRevisionName")
+            if ref.get("name") == runtime or name in (ref.get("revision"), pinned):
+                self.controller.queue.add(object_key(isvc))
 
     def _runtime_event(self, runtime: Obj) -> None:
         meta = runtime.get("metadata") or {}

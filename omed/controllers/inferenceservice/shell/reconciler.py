@@ -18,7 +18,9 @@ created again adopts them; under ``Foreground`` the collector deletes them itsel
 A live InferenceService whose spec the models refuse (``maxReplicas`` below ``minReplicas``,
 stored before the webhook checked it or with the webhook off) is left as it is, replicas and
 status alike: an ERROR line and a Warning ``InvalidSpec`` event once per resourceVersion, no
-retry until it is edited (its update event wakes it). A deleted one is read with an empty
+retry until it is edited (its update event wakes it): the pass raises
+:class:`~omed.workqueue.TerminalError`, counted in
+``controller_runtime_terminal_reconcile_errors_total``. A deleted one is read with an empty
 spec and finalized.
 
 A write the API server refuses for good (:mod:`omed.controllers.refusals`) doesn't stop the
@@ -31,12 +33,12 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Awaitable, Callable
-from typing import Final
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Final
 
 from pydantic import ValidationError
 
-from omed.api.constants import KIND_CLUSTER_SERVING_RUNTIME
+from omed.api.constants import ANNOTATION_RUNTIME_SYNC, KIND_CLUSTER_SERVING_RUNTIME
 from omed.api.inferencereplica import InferenceReplica, inference_replica_name
 from omed.api.inferenceservice import InferenceService
 from omed.clock import Clock
@@ -55,6 +57,14 @@ from omed.controllers.inferenceservice.core.names import (
     MSG_SPEC_INVALID,
 )
 from omed.controllers.inferenceservice.core.pacing import Pace, PaceMemory
+from omed.controllers.inferenceservice.core.pinning import (
+    EVENT_RUNTIME_DRIFTED,
+    STATUS_PINNED,
+    STATUS_TOKEN,
+    Pin,
+    PinInput,
+    resolve,
+)
 from omed.controllers.inferenceservice.shell.executor import Executor
 from omed.controllers.inferenceservice.shell.read import (
     read_replica,
@@ -63,12 +73,14 @@ from omed.controllers.inferenceservice.shell.read import (
 )
 from omed.controllers.pacing import STATUS_PACE, STATUS_PACE_BUSY
 from omed.controllers.refusals import report
+from omed.controllers.runtimerevision.core.model import Source
+from omed.controllers.runtimerevision.core.snapshot import content_hash, revision_name
 from omed.events import WARNING, EventSink
 from omed.informers import OWNER_UID, SharedInformer
 from omed.informers.transform import Obj
 from omed.kube.client import KubeClient
 from omed.log import kv
-from omed.workqueue import Result
+from omed.workqueue import Result, TerminalError
 
 log = logging.getLogger("omed.controllers.inferenceservice")
 
@@ -101,7 +113,12 @@ class InferenceServiceReconciler:
         events: EventSink | None = None,
         requeues: Callable[[str], int] = lambda _key: 0,
         settings: Settings = SETTINGS,
+        revisions: SharedInformer | None = None,
+        revision_namespace: str | None = None,
     ) -> None:
+        """``revisions`` (the runtime revisions in ``revision_namespace``, the manager's)
+        lets services pin a runtime revision; without it every service renders from the
+        live runtime."""
         self._executor = Executor(client=client)
         self._events = events
         self._report = functools.partial(report, events=events, logger=log)
@@ -120,6 +137,10 @@ class InferenceServiceReconciler:
         """Per key, what the pacing remembers between passes (the core's, kept as it left it)."""
         self._invalid: dict[str, str] = {}
         """Per key, the resourceVersion whose spec was reported unreadable (said once)."""
+        self._revisions = revisions.store if revisions is not None else None
+        self._revision_namespace = revision_namespace or ""
+        self._drift_told: dict[str, str] = {}
+        """Per key, the RuntimeDrifted message last sent as an event (sent once while it holds)."""
 
     def _runtime(self, service: InferenceService) -> Obj | None:
         ref = service.spec.runtime
@@ -150,13 +171,84 @@ class InferenceServiceReconciler:
             by_name.get(_name_of(o)) or read_replica(o)
             for o in self._replicas.by_index(OWNER_UID, str(service.metadata.uid))
         )
+        pin = None if deleted else self._pin(raw, runtime)
+        rendered = runtime
+        if pin is not None and pin.source == "revision" and pin.spec is not None:
+            rendered = {"spec": pin.spec}
         return Observed(
             service=service,
-            runtime=read_runtime_spec(runtime),
+            runtime=read_runtime_spec(rendered),
             replicas=by_name,
             owned=owned,
             default_mode=None if deleted else await self._default_mode(),
+            pin=pin,
         )
+
+    def _pin(self, raw: Obj, runtime: Obj | None) -> Pin | None:
+        """The pin of this pass (:mod:`..core.pinning`), from the service's fields as stored
+        (omed's models don't carry them), the live runtime and the revision cache."""
+        if self._revisions is None:
+            return None
+        ref = (raw.get("spec") or {}).get("runtime") or {}
+        status = raw.get("status") or {}
+        annotations = (raw.get("metadata") or {}).get("annotations") or {}
+
+        def text(value: object) -> str | None:
+            return value if isinstance(value, str) and value else None
+
+        auto_sync = ref.get("autoSync") is not False
+        live: Mapping[str, Any] | None = None
+        live_revision = live_hash = where = None
+        if runtime is not None:
+            meta = runtime.get("metadata") or {}
+            namespace = str(meta.get("namespace") or "")
+            source = Source(
+                kind="ServingRuntime" if namespace else "ClusterServingRuntime",
+                namespace=namespace,
+                name=str(meta.get("name") or ""),
+            )
+            spec = runtime.get("spec")
+            live = spec if isinstance(spec, Mapping) else {}
+            if not auto_sync:  # the hash is of use only to a pin
+                live_hash = content_hash(live)
+                live_revision = revision_name(source, live_hash)
+            where = f"{source.kind} {f'{namespace}/' if namespace else ''}{source.name}"
+        explicit, pinned = text(ref.get("revision")), text(status.get(STATUS_PINNED))
+        revisions: dict[str, Mapping[str, Any]] = {}
+        for name in {explicit, pinned, live_revision} - {None}:
+            found = self._revisions.get(f"{self._revision_namespace}/{name}")
+            data = (found or {}).get("data")
+            if found is not None and isinstance(data, Mapping):
+                revisions[str(name)] = data
+        return resolve(
+            PinInput(
+                auto_sync=auto_sync,
+                explicit=explicit,
+                pinned=pinned,
+                token=text(annotations.get(ANNOTATION_RUNTIME_SYNC)),
+                last_token=text(status.get(STATUS_TOKEN)),
+                runtime=where or str(ref.get("name") or ""),
+                live=live,
+                live_revision=live_revision,
+                live_hash=live_hash,
+                revisions=revisions,
+            )
+        )
+
+    def _tell_drift(self, key: str, raw: Obj, pin: Pin | None) -> None:
+        """The Warning RuntimeDrifted once per drift (its message), as the condition turns
+        True; nothing while it stays."""
+        drift = pin.drift if pin is not None else None
+        if drift is None or not drift.drifted:
+            self._drift_told.pop(key, None)
+            return
+        if self._drift_told.get(key) == drift.message:
+            return
+        self._drift_told[key] = drift.message
+        if self._events is not None:
+            self._events.event(
+                raw, type=WARNING, reason=EVENT_RUNTIME_DRIFTED, message=drift.message[:1000]
+            )
 
     def _spec_invalid(self, key: str, raw: Obj, err: ValidationError) -> None:
         version = str((raw.get("metadata") or {}).get("resourceVersion") or "")
@@ -176,13 +268,16 @@ class InferenceServiceReconciler:
         if raw is None:
             self._memory.pop(key, None)  # gone: nothing is left to pace
             self._invalid.pop(key, None)
+            self._drift_told.pop(key, None)
             return Result()
         try:
             observed = await self._observe(raw)
         except ValidationError as err:
             self._spec_invalid(key, raw, err)
-            return Result()  # until it is edited: its update event wakes the key
+            # Until it is edited: its update event wakes the key.
+            raise TerminalError(f"{key}: {err}"[:1000], reported=True) from err
         self._invalid.pop(key, None)
+        self._tell_drift(key, raw, observed.pin)
         moment = Moment(now=self._clock.now(), monotonic=self._clock.monotonic(), busy=self._busy())
         progress = Progress()
         memory = self._memory.get(key, PaceMemory())

@@ -2,19 +2,18 @@
 
 Names: ``cr-<runtime>-<hash>`` for a ClusterServingRuntime, ``r-<namespace>-<runtime>-<hash>``
 for a ServingRuntime (the namespace keeps ``team-a/foo`` and ``team-b/foo`` apart in the one
-manager namespace). The hash is the first 8 hex digits of the SHA-256 of the spec as
-canonical JSON (keys sorted, no spaces), so the same spec gives the same name after any
-restart, and a spec changed back to an earlier one finds its earlier revision again.
+manager namespace). The hash is upstream's (:func:`omed.api.runtimehash.content_hash`: SHA-256
+of Go's ``json.Marshal`` of the typed spec, cut to 8 hex digits), so the same spec gives the
+same name after any restart, from omed and from upstream, and a spec changed back to an earlier
+one finds its earlier revision again.
 
-Upstream hashes Go's encoding of its typed spec (fields in declaration order), which no
-other program reproduces byte for byte: for the same spec omed's hash differs from
-upstream's, and a revision upstream wrote is kept (by retention and pins) but not reused.
+The revision's ``data`` is the spec as stored, which is what omed renders a pinned service
+from; whether two specs are the same is judged by their hashes, not by the bytes of ``data``,
+so a revision upstream wrote (Go's bytes, zero fields included) reads as the spec it holds.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -26,21 +25,15 @@ from omed.api.constants import (
     LABEL_RUNTIME_OF_KIND,
     LABEL_RUNTIME_OF_NAMESPACE,
 )
+from omed.api.runtimehash import HASH_LENGTH, content_hash
 from omed.controllers.runtimerevision.core.model import Source
 
-HASH_LENGTH: Final = 8
 MAX_NAME: Final = 253
 """A ControllerRevision's name is a DNS subdomain."""
 MAX_LABEL_VALUE: Final = 63
 
 REASON_NAME_TOO_LONG: Final = "revision name would exceed 253 characters"
 REASON_LABEL_TOO_LONG: Final = "runtime name exceeds 63 characters, the longest label value"
-
-
-def content_hash(spec: Mapping[str, Any]) -> str:
-    """The 8-hex content hash of a runtime spec."""
-    canonical = json.dumps(spec, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(canonical.encode()).hexdigest()[:HASH_LENGTH]
 
 
 def revision_name(source: Source, digest: str) -> str:
@@ -80,3 +73,14 @@ def revision_body(
         "data": dict(spec),
         "revision": number,
     }
+
+
+__all__ = [
+    "HASH_LENGTH",
+    "MAX_LABEL_VALUE",
+    "MAX_NAME",
+    "content_hash",
+    "revision_body",
+    "revision_name",
+    "unwritable",
+]

@@ -4,7 +4,9 @@ Rules, in the order they are applied:
 
 * A component being deleted gets no write: its Services keep routing to the pods still being
   drained, and the garbage collector removes every object once the InferenceReplica is gone.
-* Each wanted object is created when missing; when it exists and the InferenceReplica
+* Each wanted object is created when missing, unless an earlier pass's create of its name
+  is still in flight (the caches lag the API server: a second create would only meet
+  ``AlreadyExists``); when it exists and the InferenceReplica
   controls it, it is patched only if a field omed owns differs (labels omed sets, the
   selector, the ports, the headless settings, ``minAvailable``); everything else on it (a
   user's labels and annotations, ``appProtocol`` on a port, a PDB's
@@ -185,7 +187,8 @@ def decide(observed: Observed) -> Decision:
     for name, want in wanted.items():
         existing = observed.services.get(name)
         if existing is None:
-            actions.append(Create("Service", name, service_body(component, want)))
+            if ("Service", name) not in observed.creating:
+                actions.append(Create("Service", name, service_body(component, want)))
             continue
         control = _control(existing, component)
         if control == "taken":
@@ -216,8 +219,9 @@ def decide(observed: Observed) -> Decision:
         )
         want_budget = wanted_budget(component, min_available=minimum)
         if existing_budget is None:
-            body = budget_body(component, want_budget)
-            actions.append(Create("PodDisruptionBudget", want_budget.name, body))
+            if ("PodDisruptionBudget", want_budget.name) not in observed.creating:
+                body = budget_body(component, want_budget)
+                actions.append(Create("PodDisruptionBudget", want_budget.name, body))
         else:
             control = _control(existing_budget, component)
             if control == "taken":

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from omed.config.disruption import DisruptionBudget
+from omed.controllers.serving.core.actions import Kind
 
 Obj = Mapping[str, Any]
 
@@ -91,3 +92,6 @@ class Observed:
     budget: Obj | None = None
     """The cached PodDisruptionBudget of the component's name, if any."""
     budget_setting: BudgetSetting = None
+    creating: frozenset[tuple[Kind, str]] = frozenset()
+    """Objects an earlier pass created that the caches don't show yet: a missing one of these
+    names is not created again (its create is in flight, not lost)."""

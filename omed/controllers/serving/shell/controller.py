@@ -105,6 +105,7 @@ class ServingController(WiredController):
             config=config,
             events=events,
             requeues=lambda key: self.controller.queue.num_requeues(key),  # noqa: PLW0108 - below
+            clock=self._clock,
         )
         self.controller = worker_pool(
             names.CONTROLLER_NAME, self.reconciler, workers=workers, clock=self._clock

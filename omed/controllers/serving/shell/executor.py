@@ -1,11 +1,12 @@
 """Sends the serving core's writes, as decided, and says how each came back.
 
 Every write names the InferenceReplica's own objects only (the core chose them), so the
-answers are few: ``AlreadyExists`` on a create means the name is taken by an object the
-label-scoped cache doesn't show (reported as taken), Conflict and NotFound mean the object
-moved on (the next pass compares again), and a refusal for good (RBAC, a webhook, a policy:
-:mod:`omed.controllers.refusals`) is handed back to be reported. Anything else raises: the
-pass fails and the workqueue backs it off.
+answers are few: each create is first expected (:mod:`.expectations`), so no pass sends one
+its cache can't show yet; ``AlreadyExists`` on a create then means the name is taken by an
+object the label-scoped cache doesn't show (reported as taken), Conflict and NotFound mean
+the object moved on (the next pass compares again), and a refusal for good (RBAC, a
+webhook, a policy: :mod:`omed.controllers.refusals`) is handed back to be reported.
+Anything else raises: the pass fails and the workqueue backs it off.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Final
 from omed.controllers.refusals import RefusedWrite, refused_write
 from omed.controllers.serving.core import names
 from omed.controllers.serving.core.actions import Action, Create, Delete, Kind, Patch
+from omed.controllers.serving.shell.expectations import CreateExpectations
 from omed.kube.api import KubeApi
 from omed.kube.client import Resource
 from omed.kube.errors import AlreadyExists, ApiError, Conflict, NotFound
@@ -42,17 +44,26 @@ class Outcome:
 
 
 class Executor:
-    def __init__(self, *, client: KubeApi) -> None:
+    def __init__(self, *, client: KubeApi, expectations: CreateExpectations) -> None:
         self._client = client
+        self._expectations = expectations
 
-    async def run(self, namespace: str, actions: tuple[Action, ...], *, replica: str) -> Outcome:
+    async def run(
+        self, namespace: str, actions: tuple[Action, ...], *, replica: str, key: str
+    ) -> Outcome:
         outcome = Outcome()
         for action in actions:
             resource = RESOURCES[action.kind]
             fields = kv(namespace=namespace, kind=action.kind, name=action.name, owner=replica)
             try:
                 if isinstance(action, Create):
-                    await self._client.create(resource, action.body, namespace)
+                    self._expectations.expect(key, (action.kind, action.name))
+                    try:
+                        await self._client.create(resource, action.body, namespace)
+                    except BaseException:
+                        self._expectations.failed(key, (action.kind, action.name))
+                        raise
+                    self._expectations.sent(key, (action.kind, action.name))
                     log.info(names.LogLine.CREATED, extra=fields)
                 elif isinstance(action, Patch):
                     await self._client.patch(resource, action.name, action.patch, namespace)

@@ -3,6 +3,9 @@
 Level-triggered: a pass reads the InferenceReplica, its pods, the Services and the
 PodDisruptionBudget as the caches hold them, and the ``podDisruptionBudget`` entry through the
 config cache, whatever woke it; a pass that finds everything as wanted writes nothing.
+A create the caches don't show yet is expected (:mod:`.expectations`): the pass neither
+sends it again nor reports its name, and looks again when the expectation would expire (the
+object's add event wakes the key sooner).
 
 The entry is read on every pass (an edit applies the next time each component is
 reconciled, within the cache's TTL, as for every reconcile-time entry). An entry that can't
@@ -12,11 +15,13 @@ it is until the entry is fixed; the Services are reconciled as usual.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from omed.clock import Clock, RealClock
 from omed.config.disruption import disruption_budget_entry
 from omed.config.reconcile import ReconcileConfigError
 from omed.controllers.refusals import report
@@ -30,6 +35,7 @@ from omed.controllers.serving.core.observe import (
 )
 from omed.controllers.serving.core.wanted import base_of
 from omed.controllers.serving.shell.executor import Executor
+from omed.controllers.serving.shell.expectations import CreateExpectations, Name
 from omed.events import EventSink
 from omed.informers import OWNER_UID, IndexedStore
 from omed.kube.api import KubeApi
@@ -42,6 +48,9 @@ COMPONENT = "component"
 """Index of Services by ``namespace/<ome.io/inferenceservice>/<component>`` labels."""
 
 ConfigData = Callable[[], Awaitable[Mapping[str, str]]]
+
+MIN_EXPECTATION_WAIT = 0.05
+"""Seconds: the shortest look-again while a create is expected (never a busy loop)."""
 
 
 class ServingReconciler:
@@ -56,8 +65,10 @@ class ServingReconciler:
         config: ConfigData,
         events: EventSink | None = None,
         requeues: Callable[[str], int] = lambda _key: 0,
+        clock: Clock | None = None,
     ) -> None:
-        self._executor = Executor(client=client)
+        self.expectations = CreateExpectations(clock=clock or RealClock())
+        self._executor = Executor(client=client, expectations=self.expectations)
         self._replicas = replicas
         self._pods = pods
         self._services = services
@@ -108,13 +119,27 @@ class ServingReconciler:
         raw = self._replicas.get(key)
         if raw is None:
             self._taken.pop(key, None)
+            self.expectations.forget(key)
             return Result()  # gone: the garbage collector removes what it owned
         observed = self._observe(raw, await self._budget_setting())
         if observed is None:
             return Result()
+        services, budget = observed.services, observed.budget
+
+        def shown(name: Name) -> bool:
+            kind, object_name = name
+            if kind == "Service":
+                return object_name in services
+            return budget is not None and (budget.get("metadata") or {}).get("name") == object_name
+
+        creating = self.expectations.outstanding(key, shown)
+        observed = dataclasses.replace(observed, creating=creating)
         decision = decide(observed)
         outcome = await self._executor.run(
-            observed.component.namespace, decision.actions, replica=observed.component.name
+            observed.component.namespace,
+            decision.actions,
+            replica=observed.component.name,
+            key=key,
         )
         taken = frozenset((*decision.taken, *outcome.taken))
         for kind, name in sorted(taken - self._taken.get(key, frozenset())):
@@ -128,4 +153,7 @@ class ServingReconciler:
             return Result(requeue=True)
         if outcome.moved or outcome.taken:
             return Result(requeue=True)
+        if creating:
+            wait = self.expectations.remaining(key)
+            return Result(requeue_after=max(wait, MIN_EXPECTATION_WAIT))
         return Result()

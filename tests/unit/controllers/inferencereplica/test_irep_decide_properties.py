@@ -227,7 +227,9 @@ def test_adoption_takes_only_unowned_named_pods_after_the_finalizer_and_keeps_th
     assert not kept & set(world.deleted)  # adopted Ready Instances are kept, not rebuilt
     assert not kept & set(world.created)
     assert kept <= set(world.pods)
-    assert sorted(world.rows) == list(range(replicas))
+    # replicas Instances, the lowest established ones (an adopted Ready one past a gap stays)
+    assert len(world.rows) == replicas
+    assert {int(n.split("-")[2]) for n in kept} <= set(world.rows)
     assert world.already_exists == 0
 
 

@@ -10,7 +10,7 @@ from irep_world import World, instance, target
 
 from omed.clock import FakeClock
 from omed.controllers.inferencereplica.core import names
-from omed.controllers.inferencereplica.core.actions import DeletePods, Plan, PodRef
+from omed.controllers.inferencereplica.core.actions import DeletePods, Plan, PodRef, SetServingGate
 from omed.controllers.inferencereplica.shell.executor import Executor, Outcome
 from omed.controllers.inferencereplica.shell.expectations import Expectations
 from omed.kube.client import Resource
@@ -233,3 +233,58 @@ async def test_gate_writes_are_expected_until_observed() -> None:
     assert patch["metadata"] == {"uid": "uid-chat-engine-0-default-0-1"}
     assert patch["status"]["conditions"][0]["type"] == "ome.io/serving"
     assert patch["status"]["conditions"][0]["status"] == "True"
+
+
+def gate_plan(*pods: tuple[str, str]) -> Plan:
+    gates = tuple(
+        SetServingGate(index=1, pod=PodRef(n, u), serving=False, reason=names.GATE_DRAINING)
+        for n, u in pods
+    )
+    return Plan(actions=gates, rows=(), status=World(target(1)).status)
+
+
+def orphaned(pod: dict[str, Any]) -> dict[str, Any]:
+    """``pod`` as the collector leaves it at the end of a propagationPolicy Orphan deletion."""
+    del pod["metadata"]["ownerReferences"]
+    return pod
+
+
+async def test_a_teardown_drains_no_pod_the_collector_orphaned_behind_the_cache() -> None:
+    kube = FakeKube()
+    kube.pods["kept"] = orphaned(api_pod("kept", "u1", ready="True", gate="True"))
+    kube.pods["ours"] = api_pod("ours", "u2", ready="True", gate="True")
+    run, _ = executor(kube)
+    outcome = Outcome()
+    plan = gate_plan(("kept", "u1"), ("ours", "u2"))
+    await run.run_pod_actions(outcome, key="k", namespace="prod", plan=plan, owner="irep-uid")
+    assert [c for c in kube.calls if c[0] == "patch-pods"] == [("patch-pods", "ours")]
+    assert outcome.retry_soon
+
+
+async def test_a_teardown_deletes_no_pod_the_collector_orphaned_behind_the_cache() -> None:
+    kube = FakeKube()
+    kube.pods["kept"] = orphaned(api_pod("kept", "u1"))
+    run, _ = executor(kube)
+    outcome = Outcome()
+    plan = delete_plan(("kept", "u1"))
+    await run.run_pod_actions(outcome, key="k", namespace="prod", plan=plan, owner="irep-uid")
+    assert kube.deletes == []
+    assert outcome.retry_soon
+    # Without an owner to confirm (a live replica's scale-down), the same pod goes.
+    await pod_actions(run, plan)
+    assert [d["name"] for d in kube.deletes] == ["kept"]
+
+
+async def test_a_deleting_replicas_pass_confirms_its_pods_are_still_its_own() -> None:
+    spec = target(1, deleting=True)
+    world = World(spec).add(instance(spec, 0, ready=True, serving=True))
+    plan = world.plan()
+    gated = [a.pod.name for a in plan.of_type(SetServingGate)]
+    assert gated, "the teardown drains the Instance first"
+    kube = FakeKube()
+    for name in gated:
+        kube.pods[name] = orphaned(api_pod(name, f"uid-{name}-1", ready="True", gate="True"))
+    run, _ = executor(kube)
+    outcome = await run.execute(key="k", irep=IREP, target=world.spec, plan=plan)
+    assert [c for c in kube.calls if c[0] == "patch-pods"] == []
+    assert outcome.retry_soon

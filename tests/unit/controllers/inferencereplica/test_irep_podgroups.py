@@ -101,6 +101,50 @@ def row_waiting(decided: Plan, index: int) -> str | None:
     return row.operation.waiting if row.operation is not None else None
 
 
+# -- the Warning events' messages ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("warning", "fields", "message"),
+    [
+        (
+            names.MAYBE_NO_GANG_SCHEDULER,
+            {"component": "engine", "scheduler": 'default"scheduler'},
+            "OMENative component=engine created scheduler-plugins PodGroup objects but pod "
+            'template\'s spec.schedulerName is "default\\"scheduler" (default kube-scheduler '
+            "does not enforce PodGroup gang); set runtime.spec.schedulerName to a gang-aware "
+            "scheduler (e.g. scheduler-plugins-scheduler) or install scheduler-plugins as a "
+            "plugin in the default scheduler",
+        ),
+        (
+            names.POD_GROUP_RESET,
+            {"component": "engine", "name": "chat-engine-0", "reason": "its phase is Failed"},
+            "OMENative component=engine: deleting PodGroup chat-engine-0 so the gang can be "
+            "admitted again (its phase is Failed)",
+        ),
+        (
+            names.GANG_SPLIT_RISK,
+            {"component": "engine"},
+            "OMENative component=engine is a multi-node gang but its worker pods have no "
+            "co-location podAffinity: the gang may be scheduled across separate "
+            "network/NVLink/TPU topology domains, breaking the tightly-coupled collectives a "
+            "multi-node runtime needs (NCCL/RCCL/NIXL all-reduce, multi-host TPU sessions). "
+            "Declare a required worker podAffinity that keeps the gang in one topology domain.",
+        ),
+        (
+            names.POD_GROUP_NAME_TAKEN,
+            {"component": "engine", "name": "chat-engine-0", "index": 3},
+            "PodGroup chat-engine-0 is controlled by another object: the pods of Instance 3 of "
+            "engine wait until the name is free",
+        ),
+    ],
+)
+def test_warning_messages_are_spelled_exactly(
+    warning: names.WarningEvent, fields: dict[str, object], message: str
+) -> None:
+    assert warning.message(**fields) == message
+
+
 # -- the timeout clamp ---------------------------------------------------------------------------
 
 
@@ -160,10 +204,10 @@ def test_a_gang_gets_its_pod_group_and_its_pods_only_once_the_cache_shows_it() -
     assert body["spec"] == {"minMember": 3, "scheduleTimeoutSeconds": 600}
     assert "ome.io/topology-key" not in (body["metadata"].get("annotations") or {})
     assert first.requeue_after is not None
-    (warning,) = events(first, names.EVENT_MAYBE_NO_GANG_SCHEDULER)
+    (warning,) = events(first, names.MAYBE_NO_GANG_SCHEDULER.reason)
     assert warning.type == "Warning"
     assert 'spec.schedulerName is ""' in warning.message
-    assert events(first, names.EVENT_GANG_SPLIT_RISK)
+    assert events(first, names.GANG_SPLIT_RISK.reason)
     # The PodGroup writes go ahead of every pod write in the plan.
     kinds = [type(a).__name__ for a in first.actions]
     assert kinds.index("CreatePodGroup") > kinds.index("WriteStatus")
@@ -175,7 +219,7 @@ def test_a_gang_gets_its_pod_group_and_its_pods_only_once_the_cache_shows_it() -
     assert [c.index for c in created] == [0, 1]
     labels = created[0].pods[0].body["metadata"]["labels"]
     assert labels["scheduling.x-k8s.io/pod-group"] == "chat-engine-0"
-    assert not events(second, names.EVENT_MAYBE_NO_GANG_SCHEDULER)
+    assert not events(second, names.MAYBE_NO_GANG_SCHEDULER.reason)
 
 
 def test_a_converged_gang_writes_nothing_more() -> None:
@@ -196,7 +240,7 @@ def test_a_gang_scheduler_named_silences_maybe_no_gang_scheduler() -> None:
     runners = tuple(dataclasses.replace(r, template=template) for r in spec.runners)
     decided = GangWorld(dataclasses.replace(spec, runners=runners)).plan(enabled())
     assert decided.of_type(CreatePodGroup)
-    assert not events(decided, names.EVENT_MAYBE_NO_GANG_SCHEDULER)
+    assert not events(decided, names.MAYBE_NO_GANG_SCHEDULER.reason)
 
 
 def test_a_required_worker_pod_affinity_silences_gang_split_risk() -> None:
@@ -211,7 +255,7 @@ def test_a_required_worker_pod_affinity_silences_gang_split_risk() -> None:
         for r in spec.runners
     )
     decided = GangWorld(dataclasses.replace(spec, runners=runners)).plan(enabled())
-    assert not events(decided, names.EVENT_GANG_SPLIT_RISK)
+    assert not events(decided, names.GANG_SPLIT_RISK.reason)
 
 
 def test_single_pod_instances_get_no_pod_group() -> None:
@@ -280,7 +324,7 @@ def test_a_pod_group_of_another_owner_holds_the_pods_with_a_warning() -> None:
     held = world.plan(enabled())
     assert not held.of_type(CreatePods)
     assert not [a for a in held.actions if isinstance(a, CreatePodGroup | UpdatePodGroup)]
-    (warning,) = events(held, names.EVENT_POD_GROUP_NAME_TAKEN)
+    (warning,) = events(held, names.POD_GROUP_NAME_TAKEN.reason)
     assert "PodGroup chat-engine-0 is controlled by another object" in warning.message
 
 
@@ -290,7 +334,7 @@ def test_a_failed_pod_group_is_reset() -> None:
     decided = world.plan(enabled())
     (gone,) = decided.of_type(DeletePodGroup)
     assert gone.name == "chat-engine-0"
-    (warning,) = events(decided, names.EVENT_POD_GROUP_RESET)
+    (warning,) = events(decided, names.POD_GROUP_RESET.reason)
     assert warning.message == (
         "OMENative component=engine: deleting PodGroup chat-engine-0 so the gang can be "
         "admitted again (its phase is Failed)"
@@ -384,8 +428,8 @@ def test_without_the_crd_pods_are_created_and_the_condition_says_why() -> None:
         "scheduler-plugins scheduling.x-k8s.io/v1alpha1 PodGroup CRD is not installed; "
         "multi-pod Instances may schedule partially"
     )
-    assert events(decided, names.EVENT_GANG_SPLIT_RISK)
-    assert not events(decided, names.EVENT_MAYBE_NO_GANG_SCHEDULER)
+    assert events(decided, names.GANG_SPLIT_RISK.reason)
+    assert not events(decided, names.MAYBE_NO_GANG_SCHEDULER.reason)
 
 
 def test_without_the_crd_the_condition_keeps_its_transition_time() -> None:

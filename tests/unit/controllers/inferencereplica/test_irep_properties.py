@@ -27,7 +27,9 @@ from omed.controllers.inferencereplica.core.model import (
     PodView,
     ReplicaTarget,
 )
+from omed.controllers.inferencereplica.core.ops.migrate import wanted_indexes
 from omed.controllers.inferencereplica.core.plan import plan
+from omed.controllers.inferencereplica.core.rows import instance_facts
 
 MAX_INDEX = 9
 
@@ -132,11 +134,18 @@ def test_creations_stay_within_wanted_instances_and_free_names(state: tuple) -> 
     created = [p for c in decided.of_type(CreatePods) for p in c.pods]
     if spec.deleting or spec.paused:
         assert not created
-    wanted = {slot.name for i in range(spec.replicas) for slot in spec.slots(i)}
+    ready = [
+        index
+        for index, pods in observed.pods.items()
+        if instance_facts(spec, index, pods).ready
+        and instance_facts(spec, index, pods).runs_spec_images
+    ]
+    keep = wanted_indexes(replicas=spec.replicas, rows=observed.rows, extra=set(), ready=ready)
+    wanted = {slot.name for i in keep for slot in spec.slots(i)}
     names_created = [p.name for p in created]
     assert len(names_created) == len(set(names_created))
     assert set(names_created) <= wanted - existing
-    for index in range(spec.replicas):  # pods planned for a wanted Instance: at most its shape
+    for index in keep:  # pods planned for a wanted Instance: at most its shape
         planned = [p for p in observed.pods.get(index, ()) if not p.terminating]
         planned += [p for c in decided.of_type(CreatePods) if c.index == index for p in c.pods]
         assert len(planned) <= spec.pods_per_instance

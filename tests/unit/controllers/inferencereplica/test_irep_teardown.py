@@ -3,18 +3,30 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
+from typing import Any
 
 import pytest
-from irep_world import instance, pod, settings, target
+from irep_world import NOW, instance, pod, settings, target
 
+from omed.config.lifecycle import ForceDeleteConfig, LifecycleConfig, TeardownConfig
+from omed.controllers.inferencereplica.core import names
 from omed.controllers.inferencereplica.core.actions import (
     DeletePods,
+    ForceDeletePod,
     Plan,
+    RecordEvent,
     RemoveFinalizer,
     SetServingGate,
 )
+from omed.controllers.inferencereplica.core.memory import KeyMemory
 from omed.controllers.inferencereplica.core.model import PodView
-from omed.controllers.inferencereplica.core.teardown import teardown_from_pods
+from omed.controllers.inferencereplica.core.nodes import NodeView
+from omed.controllers.inferencereplica.core.teardown import (
+    escalate_from_pods,
+    teardown_from_pods,
+    teardown_target,
+)
 
 SPEC = target(4, runners=[("leader", 1), ("worker", 1)])
 
@@ -130,3 +142,109 @@ def test_an_orphan_deletion_drains_nothing_and_only_lets_the_finalizer_go() -> N
         list(serving_pods(2).values()), settings=settings(), orphaning=True
     )
     assert decided.actions == (RemoveFinalizer(),)
+
+
+# -- the escalation of a teardown planned from the pods --------------------------------------
+
+DELETED = "2026-09-14T19:50:00Z"
+"""Ten minutes before ``NOW``."""
+
+
+def unreadable(*, spec: object, finalizers: tuple[str, ...] = (names.FINALIZER,)) -> dict[str, Any]:
+    """A deleted InferenceReplica whose spec the models refuse (``spec`` as stored)."""
+    return {
+        "metadata": {
+            "name": "chat-engine",
+            "namespace": "ns",
+            "uid": "u-irep",
+            "deletionTimestamp": DELETED,
+            "finalizers": list(finalizers),
+            "ownerReferences": [
+                {"kind": "InferenceService", "name": "chat", "uid": "u-isvc", "controller": True}
+            ],
+        },
+        "spec": spec,
+    }
+
+
+RAW_POD = {"metadata": {"name": "chat-engine-0-default-0", "labels": {"component": "engine"}}}
+
+
+def test_the_target_of_an_unreadable_replica_comes_from_its_metadata_and_pods() -> None:
+    fleet = LifecycleConfig(teardown=TeardownConfig(deadline="30m"))
+    found = teardown_target(unreadable(spec={"replicas": "many"}), [RAW_POD], fleet=fleet)
+    assert (found.namespace, found.name, found.uid) == ("ns", "chat-engine", "u-irep")
+    assert found.parent is not None and (found.parent.name, found.parent.uid) == ("chat", "u-isvc")
+    assert (found.isvc, found.component) == ("chat", "engine")
+    assert found.deleting and found.deleted_at == NOW - dt.timedelta(minutes=10)
+    assert found.has_finalizer and not found.orphaning
+    assert found.fleet == fleet and found.replicas == 0 and not found.runners
+    named = teardown_target(unreadable(spec={"component": "decoder"}), [RAW_POD], fleet=fleet)
+    assert named.component == "decoder"
+    orphaned = teardown_target(
+        unreadable(spec=None, finalizers=(names.FINALIZER, "orphan")), [], fleet=fleet
+    )
+    assert orphaned.orphaning and orphaned.component == ""
+
+
+def stuck_pod(*, finalizers: tuple[str, ...] = (), node: str = "n1") -> PodView:
+    return dataclasses.replace(
+        pod(SPEC, 0, runner="leader", ready=False, serving=False, terminating=True, node=node),
+        deleted_at=NOW - dt.timedelta(minutes=9),
+        finalizers=finalizers,
+    )
+
+
+def escalated(
+    pods: list[PodView],
+    nodes: dict[str, NodeView] | None,
+    *,
+    fleet: LifecycleConfig,
+    now: dt.datetime = NOW,
+    memory: KeyMemory | None = None,
+) -> tuple[Plan, KeyMemory]:
+    found = teardown_target(unreadable(spec={"replicas": "many"}), [RAW_POD], fleet=fleet)
+    decided = teardown_from_pods(pods, settings=settings())
+    return escalate_from_pods(
+        decided, target=found, pods=pods, nodes=nodes, memory=memory or KeyMemory(), now=now
+    )
+
+
+def test_a_pod_with_a_finalizer_blocks_the_teardown_until_the_deadline_lifts_it() -> None:
+    held = stuck_pod(finalizers=("example.com/hold",))
+    fleet = LifecycleConfig(teardown=TeardownConfig(deadline="30m"))
+    first, memory = escalated([held], {"n1": NodeView("n1")}, fleet=fleet)
+    (event,) = first.of_type(RecordEvent)
+    assert event.reason == names.EVENT_TEARDOWN_BLOCKED
+    assert "teardown of InferenceReplica ns/chat-engine is blocked by 1 pod(s)" in event.message
+    assert f"{held.name} (finalizers example.com/hold)" in event.message
+    assert not first.of_type(RemoveFinalizer)
+    # The wave's look-again comes first; the deadline's (in 20 minutes) is never later.
+    assert first.requeue_after == settings().scale_down_requeue_interval
+    again, memory = escalated([held], {"n1": NodeView("n1")}, fleet=fleet, memory=memory)
+    assert not again.of_type(RecordEvent)
+    late = NOW + dt.timedelta(minutes=20)
+    lifted, _ = escalated([held], {"n1": NodeView("n1")}, fleet=fleet, now=late, memory=memory)
+    (remove,) = lifted.of_type(RemoveFinalizer)
+    assert remove.lifted
+    (exceeded,) = lifted.of_type(RecordEvent)
+    assert exceeded.reason == names.EVENT_TEARDOWN_DEADLINE
+    assert f"pods left: {held.name}" in exceeded.message
+
+
+def test_a_pod_on_a_gone_node_is_force_deleted_only_where_force_delete_is_set() -> None:
+    lost = stuck_pod(node="gone-node")
+    forced, _ = escalated(
+        [lost],
+        {},
+        fleet=LifecycleConfig(force_delete=ForceDeleteConfig(overdueSlack="30s")),
+    )
+    (force,) = forced.of_type(ForceDeletePod)
+    assert force.pod.uid == lost.uid and force.node == "gone-node"
+    assert "(Instance 0 of engine)" in force.event.message
+    unset, _ = escalated([lost], {}, fleet=LifecycleConfig(teardown=TeardownConfig(deadline="30m")))
+    assert not unset.of_type(ForceDeletePod)
+    (blocked,) = unset.of_type(RecordEvent)
+    assert "which is gone, and lifecycle.forceDelete is not set" in blocked.message
+    nothing, _ = escalated([lost], None, fleet=LifecycleConfig(teardown=TeardownConfig()))
+    assert not nothing.of_type(ForceDeletePod) and not nothing.of_type(RecordEvent)

@@ -14,7 +14,7 @@ from omed.controllers.inferenceservice.core.names import (
     FINALIZER,
     MSG_SPEC_INVALID,
 )
-from omed.workqueue import Result
+from omed.workqueue import TerminalError
 
 REFUSED = "spec.engine: maxReplicas (1) must not be less than minReplicas (3)"
 
@@ -30,8 +30,10 @@ async def test_an_invalid_spec_is_said_once_per_version_and_nothing_is_written(
 ) -> None:
     caplog.set_level(logging.INFO, logger="omed.controllers.inferenceservice")
     world = World(invalid())
-    for _ in range(3):
-        assert await world.reconcile() == Result()
+    for _ in range(3):  # left alone until it is edited: not retried
+        with pytest.raises(TerminalError) as caught:
+            await world.reconcile()
+        assert caught.value.reported
     assert world.api.writes == []
     assert world.events.seen == [
         ("InferenceService", "chat", "Warning", EVENT_SPEC_INVALID, REFUSED)
@@ -43,7 +45,8 @@ async def test_an_invalid_spec_is_said_once_per_version_and_nothing_is_written(
     # An edit that is still invalid is said again; one that fixes it converges as usual.
     assert world.api.isvc is not None
     world.api.isvc["metadata"]["resourceVersion"] = "6"
-    await world.reconcile()
+    with pytest.raises(TerminalError):
+        await world.reconcile()
     assert len(world.events.seen) == 2
     world.api.isvc["spec"]["engine"] = {"minReplicas": 1, "maxReplicas": 1}
     world.api.isvc["metadata"]["resourceVersion"] = "7"

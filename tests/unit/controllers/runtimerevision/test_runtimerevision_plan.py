@@ -17,6 +17,7 @@ from omed.api.constants import (
     LABEL_RUNTIME_OF_KIND,
     LABEL_RUNTIME_OF_NAMESPACE,
 )
+from omed.api.runtimehash import legacy_content_hash
 from omed.controllers.runtimerevision.core import observe
 from omed.controllers.runtimerevision.core.model import (
     LiveRuntime,
@@ -127,6 +128,21 @@ def test_a_spec_that_has_its_revision_writes_nothing_again() -> None:
     decided = plan(world([existing], runtimes=(LiveRuntime(SR, SPEC),)), RETAIN_2, T0)
     assert decided.writes == 0
     assert existing.name in decided.in_use
+
+
+def test_a_legacy_named_revision_of_the_live_spec_is_kept_while_pinned_then_collected() -> None:
+    # omed's names before upstream's hash: the live spec gets its upstream-named revision, and
+    # the old one is kept by a pin, or like any other revision until retention lets it go.
+    legacy = Revision(**_as(rev(3), legacy_content_hash(SPEC)))
+    assert legacy.name != revision_name(SR, content_hash(SPEC))
+    live = (LiveRuntime(SR, SPEC),)
+    pinning = ServiceUse("prod", "chat", "srt", "ServingRuntime", pins=(legacy.name,))
+    decided = plan(world([legacy], runtimes=live, services=(pinning,)), RETAIN_2, T0)
+    assert [c.name for c in decided.creates] == [revision_name(SR, content_hash(SPEC))]
+    assert legacy.name in decided.in_use
+    newer = [rev(n) for n in (10, 11)]
+    decided = plan(world([legacy, *newer], runtimes=live), RETAIN_2, T0 + DAY)
+    assert names(decided.marks) == {legacy.name}
 
 
 def _as(revision: Revision, digest: str) -> dict[str, Any]:

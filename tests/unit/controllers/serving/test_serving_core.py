@@ -9,6 +9,7 @@ writes nothing; what a user added is never taken away.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import itertools
 from collections.abc import Mapping
 from typing import Any
@@ -338,6 +339,18 @@ def test_a_new_component_gets_its_services_and_budget() -> None:
     assert isinstance(budget, Create)
     assert budget.body["spec"] == {"minAvailable": 2, "selector": {"matchLabels": identity}}
     assert budget.body["apiVersion"] == "policy/v1"
+
+
+def test_a_create_in_flight_is_not_sent_again_and_the_rest_goes_on() -> None:
+    cluster = Cluster()
+    component = engine()
+    observed = cluster.observe(component, revisions(HASH_A))
+    creating = frozenset({("Service", "chat-engine"), ("PodDisruptionBudget", "chat-engine")})
+    decision = decide(dataclasses.replace(observed, creating=creating))
+    created = {(a.kind, a.name) for a in decision.actions if isinstance(a, Create)}
+    assert not created & creating
+    assert ("Service", "chat-engine-headless") in created
+    assert not decision.taken
 
 
 def test_users_labels_and_annotations_survive_and_a_port_change_patches_only_ports() -> None:

@@ -11,7 +11,8 @@ Delete: ``Drain`` -> ``DeletePods`` -> ``WaitPodsGone`` -> done when no pod is l
 abandoned (an Instance wanted again meanwhile comes back as the next incarnation).
 
 Invariants: a pod is deleted only when no pod of its Instance is routed (Ready not True and
-gate not True on every live pod); no pod is created for an index >= ``replicas`` nor where a
+gate not True on every live pod); no pod is created for an Instance the replica doesn't keep
+(:func:`.migrate.wanted_indexes`: ``range(replicas)`` unless a migration left a gap) nor where a
 pod of that name exists; a scale-down batch starts only when no Delete in flight still has a
 pod; paused, nothing starts and no pod is written.
 """
@@ -47,9 +48,9 @@ def scale_down(work: PassWork, instances: list[InstanceWork]) -> ScaleDownWave |
         if not inst.facts.pods:
             inst.keep = False  # nothing to drain: the row (and any Create) simply ends
     waiting = sorted((inst for inst in victims if inst.facts.pods), key=lambda inst: -inst.index)
-    footprint = sum(
-        delete_cost(len(inst.facts.pods), cleanup_running=operations.is_delete(inst.op))
-        for inst in instances
+    # Each Instance's delete_cost: its pods, or 1 for a Delete with none left (its cleanup).
+    footprint = sum(len(inst.facts.pods) for inst in instances) + sum(
+        delete_cost(0, cleanup_running=True) for inst in in_flight if not inst.facts.pods
     )
     configured = work.settings.scale_down_pod_batch_size
     budget = budget_of(configured, footprint)
@@ -124,7 +125,13 @@ def scale_up(work: PassWork, instances: list[InstanceWork], wanted: int) -> int:
         return 0
     if not work.act:
         return 0
-    resumed = [inst for inst in eligible if operations.is_create(inst.op)]
+    resumed = [
+        inst
+        for inst in eligible
+        if operations.is_create(inst.op)
+        and inst.op is not None
+        and inst.op.step not in steps.RECREATE_DRAIN_STEPS
+    ]
     fresh = [inst for inst in eligible if inst.op is None]
     footprint = max(
         sum(len(inst.facts.pods) for inst in instances), wanted * target.pods_per_instance
@@ -151,22 +158,29 @@ def scale_up(work: PassWork, instances: list[InstanceWork], wanted: int) -> int:
     return len(deferred)
 
 
-def drive_create(work: PassWork, inst: InstanceWork) -> None:
+def drive_create(work: PassWork, inst: InstanceWork) -> bool:
     """CreatePods -> WaitReady -> done; failed when a pod's grace runs out (:mod:`..graces`)
     or at instanceReadyTimeout (while not paused: a paused replica's Create fails when it
-    resumes, its deadline having kept running)."""
+    resumes, its deadline having kept running); True when this pass failed it. A Create at a
+    drain step (an automatic relocation's rebuild, :mod:`.relocate`) first drains and deletes
+    the pods of the attempt that failed, then creates the next incarnation."""
     assert inst.op is not None
+    if inst.op.step in steps.RECREATE_DRAIN_STEPS:
+        if steps.recreate(work, inst):
+            inst.op = None
+        return False
     if inst.facts.ready:
         inst.op = None
-        return
+        return False
     grace = graces.judge(work, inst.op, inst.facts.live, instance=inst.index)
     if grace is not None:
         inst.op = None  # the pods stay, as at the deadline; the row says which grace ran out
         inst.create_failed = graces.create_failure(grace, work.now)
-        return
+        return True
     if work.act and steps.expired(work, inst, inst.index):
         inst.op = None  # the pods stay; the row and a condition say the Create failed
         inst.deadline_failed = True
-        return
+        return True
     step = names.STEP_CREATE_PODS if inst.facts.missing else names.STEP_WAIT_READY
     inst.op = operations.at_step(inst.op, step, work.now)
+    return False

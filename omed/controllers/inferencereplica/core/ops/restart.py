@@ -67,12 +67,18 @@ def start_restarts(work: PassWork, instances: list[InstanceWork], *, ran: bool) 
     for inst in sorted(instances, key=lambda i: i.index):
         if room <= 0:
             return
+        if not (inst.wanted and inst.keep and inst.op is None):
+            continue  # (checked again below, with the pods; first, as it is cheap)
         restarted = (
             [pod for pod in inst.facts.live if pod.restarts > 0]
             if target.update.recreate_on_restart
             else []
         )
-        looping = [pod for pod in inst.facts.live if ran and _crash_looping(pod)]
+        looping = (
+            [pod for pod in inst.facts.live if _crash_looping(pod)]
+            if ran and inst.facts.failing is not None  # a crash loop is a failing live pod
+            else []
+        )
         if not (inst.wanted and inst.keep and inst.op is None and (restarted or looping)):
             continue
         if inst.surge_of is not None or not on_revision(inst, target.update_revision):

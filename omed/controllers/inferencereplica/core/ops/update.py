@@ -48,7 +48,7 @@ this pass's rows; a surge index is recorded in the row before any of its pods is
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from omed.api.base import resolve_int_or_percent
@@ -77,10 +77,21 @@ def surge_indexes(ops: Mapping[int, Operation | None]) -> dict[int, int]:
     }
 
 
+Relocator = Callable[[InstanceWork, tuple[PodView, ...], str], bool]
+"""Relocate an Instance whose Update attempt failed with these live pods on this revision
+(:mod:`.relocate`); True when it did (its operation is then the rebuild at its drain step)."""
+
+
 def plan_updates(
-    work: PassWork, instances: list[InstanceWork], previous: InferenceReplicaStatus
+    work: PassWork,
+    instances: list[InstanceWork],
+    previous: InferenceReplicaStatus,
+    *,
+    relocator: Relocator | None = None,
 ) -> None:
-    """Drive the Updates in flight, keep the retry blocks, start new Updates."""
+    """Drive the Updates in flight, keep the retry blocks, start new Updates. An attempt
+    that fails on the Instance's own pods is offered to ``relocator`` first: a relocated
+    attempt charges no retry block (the node, not the revision, is the suspect)."""
     target = work.target
     revision = target.update_revision
     sorted_out = retry.sort_out(
@@ -98,7 +109,8 @@ def plan_updates(
         if inst.keep and inst.op is not None and inst.op.type == "Restart":
             restart.drive_restart(work, inst)
         elif inst.keep and inst.op is not None and inst.op.type == "Update":
-            failure = _drive(work, inst, _Fleet(by_index, instances), ran=ran) or failure
+            fleet = _Fleet(by_index, instances, relocator)
+            failure = _drive(work, inst, fleet, ran=ran) or failure
     if failure is not None:
         block = retry.failed(
             block, revision=revision, reason=failure, policy=target.update.retry, now=work.now
@@ -281,7 +293,7 @@ def _begin(
         f"Updating Instance {inst.index} of {target.component} from "
         f"{running or '-'} to {target.update_revision} ({strategy})",
     )
-    _drive(work, inst, _Fleet(by_index, instances), ran=False)
+    _drive(work, inst, _Fleet(by_index, instances, None), ran=False)
 
 
 # -- driving ----------------------------------------------------------------------------------
@@ -289,10 +301,12 @@ def _begin(
 
 @dataclass(frozen=True, slots=True)
 class _Fleet:
-    """Every Instance of the pass, and by index (a surge looks up the Instance it serves)."""
+    """Every Instance of the pass, and by index (a surge looks up the Instance it serves);
+    the pass's relocation of a failed attempt, if it has one."""
 
     by_index: dict[int, InstanceWork]
     instances: list[InstanceWork]
+    relocator: Relocator | None
 
 
 def _drive(work: PassWork, inst: InstanceWork, fleet: _Fleet, *, ran: bool) -> str | None:
@@ -312,13 +326,11 @@ def _drive(work: PassWork, inst: InstanceWork, fleet: _Fleet, *, ran: bool) -> s
             inst, revision
         ):  # no longer possible: recreate
             inst.op = op = operations.at_step(op, names.STEP_DRAIN, work.now)
-    failure = retry.revision_failure(inst.facts.live, revision=revision, revision_ran=ran)
     waiting = op.step in (names.STEP_CREATE_PODS, names.STEP_WAIT_READY)
-    if failure is None and waiting:
-        failure = _grace(work, op, inst, revision)
-    if failure is None and waiting and steps.expired(work, inst, inst.index):
-        failure = names.REASON_PROGRESS_DEADLINE
+    failure = _attempt_failure(work, op, inst, of=inst, revision=revision, ran=ran, waiting=waiting)
     if failure is not None and waiting:
+        if _relocated(fleet, inst, revision, ran=ran):
+            return None
         inst.op = None
         return failure
     if op.step == names.STEP_PATCH_IMAGES:
@@ -348,11 +360,10 @@ def _drive_surge(work: PassWork, inst: InstanceWork, fleet: _Fleet, *, ran: bool
     step = op.step
     failure: str | None = None
     if step in (names.STEP_SURGE_CREATE, names.STEP_SURGE_WAIT_READY):
-        failure = retry.revision_failure(surge.facts.live, revision=revision, revision_ran=ran)
-        if failure is None and not surge.facts.ready:
-            failure = _grace(work, op, surge, revision)
-        if failure is None and not surge.facts.ready and steps.expired(work, inst, surge.index):
-            failure = names.REASON_PROGRESS_DEADLINE
+        waiting = not surge.facts.ready
+        failure = _attempt_failure(
+            work, op, surge, of=inst, revision=revision, ran=ran, waiting=waiting
+        )
         if failure is not None:
             step = names.STEP_SURGE_ABORT
         elif surge.facts.missing:
@@ -367,11 +378,12 @@ def _drive_surge(work: PassWork, inst: InstanceWork, fleet: _Fleet, *, ran: bool
             inst.op = operations.at_step(op, step, work.now)
     if step not in (names.STEP_SURGE_ABORT, names.STEP_SURGE_DRAIN):
         if step in (names.STEP_CREATE_PODS, names.STEP_WAIT_READY):
-            failure = retry.revision_failure(inst.facts.live, revision=revision, revision_ran=ran)
-            if failure is None and not inst.facts.ready:
-                failure = _grace(work, op, inst, revision)
-            if failure is None and not inst.facts.ready and steps.expired(work, inst, inst.index):
-                failure = names.REASON_PROGRESS_DEADLINE
+            waiting = not inst.facts.ready
+            failure = _attempt_failure(
+                work, op, inst, of=inst, revision=revision, ran=ran, waiting=waiting
+            )
+            if failure is not None and _relocated(fleet, inst, revision, ran=ran):
+                return None  # the surge serves on while the Instance is rebuilt elsewhere
         if failure is None and not steps.recreate(work, inst):
             return None
         step = names.STEP_SURGE_DRAIN
@@ -384,6 +396,37 @@ def _drive_surge(work: PassWork, inst: InstanceWork, fleet: _Fleet, *, ran: bool
             inst.op = None
         else:
             _completed(work, inst)
+    return failure
+
+
+def _relocated(fleet: _Fleet, inst: InstanceWork, revision: str, *, ran: bool) -> bool:
+    """The attempt on the Instance's own pods, disposed by a grace or at its deadline (not by
+    a failure that blames the revision), was relocated (the relocator's rules)."""
+    live = inst.facts.live
+    if fleet.relocator is None or retry.revision_failure(live, revision=revision, revision_ran=ran):
+        return False
+    return fleet.relocator(inst, live, revision)
+
+
+def _attempt_failure(
+    work: PassWork,
+    op: Operation,
+    member: InstanceWork,
+    *,
+    of: InstanceWork,
+    revision: str,
+    ran: bool,
+    waiting: bool,
+) -> str | None:
+    """Why the Update ``op``'s attempt on ``member`` (the Instance ``of`` itself or its surge)
+    failed, the ladder's reason: its pods failed on the revision, or, while it waits for
+    them, a grace ran out on them or ``of``'s deadline for ``member`` passed; None while the
+    attempt may go on."""
+    failure = retry.revision_failure(member.facts.live, revision=revision, revision_ran=ran)
+    if failure is None and waiting:
+        failure = _grace(work, op, member, revision)
+    if failure is None and waiting and steps.expired(work, of, member.index):
+        failure = names.REASON_PROGRESS_DEADLINE
     return failure
 
 
@@ -413,13 +456,16 @@ def _serving(inst: InstanceWork) -> bool:
 
 
 def _stale(inst: InstanceWork, revision: str) -> bool:
-    return any(pod.revision != revision for pod in inst.facts.live)
+    return inst.facts.any_off(revision)
 
 
 def _failed_on(inst: InstanceWork, revision: str, *, ran: bool) -> bool:
     pods: tuple[PodView, ...] = inst.facts.live
-    return steps.on_revision(inst, revision) and (
-        retry.revision_failure(pods, revision=revision, revision_ran=ran) is not None
+    # A revision failure is a live pod's failure: none without a failing live pod.
+    return (
+        inst.facts.failing is not None
+        and steps.on_revision(inst, revision)
+        and (retry.revision_failure(pods, revision=revision, revision_ran=ran) is not None)
     )
 
 

@@ -1,0 +1,98 @@
+"""Every string a migration writes (upstream OME's): record phases and messages, event
+reasons, the capacity condition, and the surge's node affinity.
+
+Why a module: the messages are part of the interface (the CLI, users' alerts and the
+product's pages quote them), so they live in one place, tested where they are used
+(:mod:`.migrate`, :mod:`.migratepods`).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+PHASE_ACCEPTED: Final = "Accepted"
+PHASE_SURGE_PENDING: Final = "SurgePending"
+PHASE_SURGE_READY: Final = "SurgeReady"
+PHASE_DRAINING: Final = "Draining"
+PHASE_DONE: Final = "Completed"
+PHASE_FAIL: Final = "Failed"
+
+EVENT_ACCEPTED: Final = "MigrationRequestAccepted"
+EVENT_REJECTED: Final = "MigrationRequestRejected"
+EVENT_UNSUPPORTED_SCHEMA: Final = "UnsupportedSchemaVersion"
+EVENT_COMPLETED: Final = "MigrationCompleted"
+EVENT_EXPIRED: Final = "MigrationExpired"
+EVENT_WEDGED: Final = "MigrationSurgeWedged"
+EVENT_RATE_LIMITED: Final = "RateLimited"
+EVENT_POLICY_UNCONFIGURED: Final = "MigrationPolicyUnconfigured"
+EVENT_FROM_NODE_MISMATCH: Final = "MigrationFromNodeMismatch"
+EVENT_NODE_AFFINITY_CONFLICT: Final = "MigrationNodeAffinityConflict"
+EVENT_DEFERRED: Final = "MigrationDeferred"
+EVENT_CREATE_BLOCKED: Final = "MigrationSurgeCreateBlocked"
+EVENT_PARKED: Final = "MigrationParked"
+
+CONDITION_POLICY_UNCONFIGURED: Final = "MigrationPolicyUnconfigured"
+REASON_CAPACITY_UNCONFIGURED: Final = "MigrationCapacityUnconfigured"
+REASON_CAPACITY_CONFIGURED: Final = "MigrationCapacityConfigured"
+MESSAGE_CAPACITY_UNCONFIGURED: Final = (
+    "lifecycle.audit is not configured; migration requests wait instead of executing"
+)
+MESSAGE_CAPACITY_CONFIGURED: Final = "Migration capacity policy is configured"
+
+MSG_SURGE_ALLOCATED: Final = "surge allocated; waiting for surge pods"
+MSG_SURGE_READY: Final = "surge in rotation and available"
+MSG_DRAINING: Final = "source draining"
+MSG_PARKED: Final = "source drain parked: Terminating past their deletion deadline: "
+"""A Draining record whose source pods all outlived their deletion deadline; the pods follow."""
+MSG_HELD: Final = "waiting for migration capacity policy (no lifecycle.audit configured)"
+MSG_NEVER: Final = "migrations disabled by MigrationPolicy Mode=Never"
+MSG_SOURCE_MISSING: Final = "source InstanceStatus missing"
+MSG_SOURCE_EXPIRED: Final = "migration expired; source pods unhealthy"
+"""The Ready message of a source restored unhealthy after its record expired."""
+MSG_NO_LIVE_PODS: Final = "source instance has no live pods"
+OUTCOME_MIGRATED: Final = "migrated"
+
+STEP_CREATE_SURGE: Final = "CreateSurge"
+GATE_MIGRATING: Final = "Migrating"
+"""The gate reason of a source drained by its migration."""
+
+BLOCKERS: Final = {
+    PHASE_ACCEPTED: "surge never allocated",
+    PHASE_SURGE_PENDING: "surge pods never became ready",
+    PHASE_SURGE_READY: "source drain never started",
+    PHASE_DRAINING: "source drain incomplete",
+}
+
+HOSTNAME_KEY: Final = "kubernetes.io/hostname"
+HINT_WEIGHT: Final = 50
+"""Weight of the hint nodes' preferred affinity: one term, so all hints weigh the same."""
+
+HELD_REQUEUE: Final = 60.0
+"""Seconds before a held or deferred request is looked at again when ``requeue.operation``
+is unset (a watch event usually comes first)."""
+
+
+def migrated_message(surge: int) -> str:
+    return f"migrated to instance={surge}"
+
+
+def migration_event(uuid: str, what: str) -> str:
+    """An event message about one migration: ``OMENative migration uuid=<uuid> <what>``,
+    the prefix every migration Warning and the completion event share."""
+    return f"OMENative migration uuid={uuid} {what}"
+
+
+def rejected_event(uuid: str, reason: str) -> str:
+    return migration_event(uuid, f"rejected: {reason}")
+
+
+def go_duration(seconds: float) -> str:
+    """A duration as Go's ``time.Duration.String`` writes whole seconds: ``1h0m0s``."""
+    total = int(seconds)
+    hours, rest = divmod(total, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes}m{secs}s"
+    if minutes:
+        return f"{minutes}m{secs}s"
+    return f"{secs}s"

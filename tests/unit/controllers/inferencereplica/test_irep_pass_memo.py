@@ -1,0 +1,180 @@
+"""What a pass reuses from the last one, and that reusing it never changes what it decides.
+
+A pass over 20,000 Instances spent most of its CPU reading every pod, measuring every
+Instance, building every row and encoding it, and reading its own write back
+(``bench/pass_cost.py``). Each of those is now kept for the very same inputs (pod objects,
+pod views, previous rows, the status sent); these tests pin that a memo answers what the
+uncached function answers, including where only the clock moved.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import datetime as dt
+from typing import Any
+
+import orjson
+import pytest
+from irep_world import NOW, World, instance, pod, target
+
+from omed.controllers.inferencereplica.core import plan as plan_module
+from omed.controllers.inferencereplica.core.actions import WriteStatus
+from omed.controllers.inferencereplica.core.observe import PodViewCache, pod_view
+from omed.controllers.inferencereplica.core.rows import (
+    FactsMemo,
+    RowMemo,
+    build_row,
+    instance_facts,
+)
+from omed.controllers.inferencereplica.core.status import (
+    RowJson,
+    RowsCache,
+    decode_rows_from_status,
+    encode_rows_into_status,
+)
+from omed.statuscodec import COLUMNAR_V2, encode_columnar
+
+
+@pytest.fixture(autouse=True)
+def fresh_memos(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(plan_module, "ROW_MEMO", RowMemo())
+    monkeypatch.setattr(plan_module, "FACTS_MEMO", FactsMemo())
+
+
+def converged(world: World) -> World:
+    for _ in range(5):
+        decided = world.plan()
+        if not decided.of_type(WriteStatus):
+            return world
+        world.apply(decided)
+    raise AssertionError("no fixed point")
+
+
+def test_a_row_kept_across_passes_still_turns_available_when_min_ready_seconds_pass() -> None:
+    spec = target(2, min_ready_seconds=600)  # the pods are Ready since NOW - 5 min
+    world = converged(World(spec).add([*instance(spec, 0), *instance(spec, 1)]))
+    assert [row.available_pod_count for row in world.rows.values()] == [0, 0]
+    world.now = NOW + dt.timedelta(minutes=6)  # the same pod views and rows; only time moved
+    decided = world.plan()
+    assert [row.available_pod_count for row in decided.rows] == [1, 1]
+    assert decided.of_type(WriteStatus)
+
+
+def test_reused_rows_are_what_building_them_afresh_gives() -> None:
+    spec = target(3)
+    world = converged(
+        World(spec).add([*instance(spec, 0), pod(spec, 1, ready=False), pod(spec, 2, failing=True)])
+    )
+    world.now = NOW + dt.timedelta(hours=1)
+    memoized = world.plan()
+    assert all(row is world.rows[row.index] for row in memoized.rows)  # reused, by identity
+    fresh_world = dataclasses.replace(
+        world,
+        pods={name: dataclasses.replace(view) for name, view in world.pods.items()},
+        rows={i: row.model_copy(deep=True) for i, row in world.rows.items()},
+    )
+    plan_module.ROW_MEMO = RowMemo()
+    plan_module.FACTS_MEMO = FactsMemo()
+    assert fresh_world.plan() == memoized
+    for row in memoized.rows:
+        facts = instance_facts(
+            spec, row.index, [p for p in world.pods.values() if p.index == row.index]
+        )
+        rebuilt = build_row(
+            target=spec,
+            facts=facts,
+            incarnation=row.incarnation or 1,
+            op=row.operation,
+            previous=world.rows[row.index],
+            now=world.now,
+        )
+        assert rebuilt == row
+
+
+def test_a_ready_flip_is_not_answered_from_the_memo() -> None:
+    spec = target(1)
+    world = converged(World(spec).add(instance(spec, 0)))
+    [before] = world.rows.values()
+    world.add([pod(spec, 0, ready=False, serving=True)])
+    world.now = NOW + dt.timedelta(minutes=1)
+    [row] = world.plan().rows
+    assert row.phase != "Ready"
+    assert row.conditions is not None and row.conditions[0].status == "False"
+    assert row.conditions[0].last_transition_time == world.now.replace(microsecond=0)
+    assert before.conditions is not None and before.conditions[0].status == "True"
+
+
+def raw_pod(name: str, version: str, *, ready: bool) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": "prod",
+            "uid": f"uid-{name}",
+            "resourceVersion": version,
+            "labels": {"ome.io/instance-index": "0"},
+            "ownerReferences": [
+                {
+                    "kind": "InferenceReplica",
+                    "name": "chat-engine",
+                    "uid": "irep-uid",
+                    "controller": True,
+                }
+            ],
+        },
+        "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}]},
+    }
+
+
+def test_a_pod_view_is_kept_for_the_same_object_and_read_afresh_for_a_new_one() -> None:
+    cache = PodViewCache()
+    spec = target(1)
+    first = raw_pod("chat-engine-0-default-0", "1", ready=True)
+    [view] = cache.views(spec, [first])
+    assert view == pod_view(first, replica=spec.name)
+    assert cache.views(spec, [first])[0] is view
+    equal_copy = copy.deepcopy(first)  # a new object: read again (never trusted by value)
+    assert cache.views(spec, [equal_copy])[0] is not view
+    newer = raw_pod("chat-engine-0-default-0", "2", ready=False)
+    [again] = cache.views(spec, [newer])
+    assert again == pod_view(newer, replica=spec.name) and not again.ready
+    foreign = copy.deepcopy(newer)
+    foreign["metadata"]["ownerReferences"][0]["uid"] = "another"
+    assert cache.views(spec, [foreign]) == []
+
+
+def test_a_row_json_is_made_once_per_model_and_is_the_models_dump() -> None:
+    memo = RowJson()
+    spec = target(2)
+    world = converged(World(spec).add([*instance(spec, 0), *instance(spec, 1)]))
+    row = world.rows[0]
+    assert memo.of(row) == row.to_dict()
+    assert memo.of(row) is memo.of(row)
+    assert memo.of(row.model_copy()) is not memo.of(row)
+
+
+def test_a_written_status_read_back_holds_the_written_rows() -> None:
+    spec = target(3)
+    world = converged(World(spec).add(p for i in range(3) for p in instance(spec, i)))
+    rows = list(world.rows.values())
+    listed = encode_rows_into_status({}, rows)["instanceStatuses"]
+    sent = {
+        "replicas": 3,
+        "instanceStatusEncoding": COLUMNAR_V2,
+        "instanceStatusColumns": encode_columnar(listed),
+    }
+    cache = RowsCache()
+    cache.wrote("uid-1", sent, rows, max_rows=100)
+    back = orjson.loads(orjson.dumps(sent))  # as the watch delivers the write's version
+    irep = {"metadata": {"uid": "uid-1", "resourceVersion": "9"}, "status": back}
+    read = cache.read(irep, max_rows=100)
+    assert [read[i] for i in range(3)] == rows and all(read[i] is rows[i] for i in range(3))
+    assert [r.to_dict() for r in decode_rows_from_status(back, max_rows=100)] == listed
+
+    cache.wrote("uid-1", sent, rows, max_rows=100)
+    changed = orjson.loads(orjson.dumps(sent))
+    changed["replicas"] = 2  # not what was sent: read afresh
+    again = cache.read(
+        {"metadata": {"uid": "uid-1", "resourceVersion": "10"}, "status": changed}, max_rows=100
+    )
+    assert list(again.values()) == rows and all(again[i] is not rows[i] for i in range(3))
