@@ -12,9 +12,11 @@ needs the control plane fails when it cannot start, in CI and locally alike.
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -95,4 +97,30 @@ async def namespace(kube: object) -> AsyncIterator[str]:
     name = f"t-{uuid.uuid4().hex[:10]}"
     await kube.create(NAMESPACES, {"metadata": {"name": name}})  # type: ignore[attr-defined]
     yield name
+    await _release_inference_replicas(kube, name)
     await kube.delete(NAMESPACES, name)  # type: ignore[attr-defined]
+
+
+async def _release_inference_replicas(kube: Any, namespace: str) -> None:
+    """Delete the namespace's InferenceReplicas and drop their cleanup finalizer.
+
+    The test's manager may already be stopped: an InferenceReplica would then hold its
+    ``ome.io/inferencereplica-cleanup`` finalizer, and its namespace would stay Terminating for
+    the rest of the session, where every later manager on this control plane would list it
+    and tear it down first. Deleting before unpatching keeps a manager that still runs from
+    adding the finalizer back (no finalizer can be added to an object being deleted); the pods
+    go with their owners through the garbage collector.
+    """
+    from omed.kube.errors import NotFound
+    from omed.kube.resources import INFERENCE_REPLICAS
+
+    try:
+        listed = await kube.list_all(INFERENCE_REPLICAS, namespace)
+    except NotFound:  # no CRDs on this control plane
+        return
+    for irep in listed:
+        name = irep["metadata"]["name"]
+        with contextlib.suppress(NotFound):
+            await kube.delete(INFERENCE_REPLICAS, name, namespace)
+            released = {"metadata": {"finalizers": None}}
+            await kube.patch(INFERENCE_REPLICAS, name, released, namespace)

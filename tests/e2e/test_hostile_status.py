@@ -34,7 +34,7 @@ import pytest
 
 from omed.api.constants import ANNOTATION_CONTROLLER_WRITE
 from omed.kube.errors import NotFound
-from omed.kube.resources import EVENTS, INFERENCE_REPLICAS, NAMESPACES
+from omed.kube.resources import EVENTS, INFERENCE_REPLICAS
 from omed.statuscodec import COLUMNAR_V2, encode_columnar
 from omed_devcluster.hostile import ready_rows
 
@@ -193,10 +193,13 @@ async def test_a_huge_status_stalls_neither_the_leader_nor_admission(
     # Longer leader election timings than the tests' (the chart's are 60 s / 40 s / 8 s): a
     # pass over 20,000 Instances holds the leader's loop for 1-3 s, past their 2 s renew
     # deadline on a loaded machine.
-    # The manager watches every namespace: what earlier files of this worker left terminating
-    # would be its first passes, beside the one measured here.
+    # The manager watches every namespace: an InferenceReplica that earlier files of this
+    # worker left behind would be among its first passes, beside the one measured here. The
+    # namespace fixture deletes them and drops their finalizer; wait until they are gone.
     await managers.wait_until(
-        lambda: _none_terminating(kube), timeout=120, what="earlier namespaces gone"
+        lambda: _no_replica_outside(kube, namespace),
+        timeout=120,
+        what="earlier files' InferenceReplicas gone",
     )
     manager = managers.start(*CHART_ELECTION)
     try:
@@ -207,9 +210,9 @@ async def test_a_huge_status_stalls_neither_the_leader_nor_admission(
         await _remove(kube, "huge", namespace)
 
 
-async def _none_terminating(kube: Any) -> bool:
-    listed = await kube.list_all(NAMESPACES)
-    return not any((ns.get("status") or {}).get("phase") == "Terminating" for ns in listed)
+async def _no_replica_outside(kube: Any, namespace: str) -> bool:
+    listed = await kube.list_all(INFERENCE_REPLICAS)
+    return all(irep["metadata"]["namespace"] == namespace for irep in listed)
 
 
 async def _remove(kube: Any, name: str, namespace: str) -> None:
