@@ -565,6 +565,92 @@ def test_a_source_on_a_held_revision_is_rejected() -> None:
     ]
 
 
+def test_a_single_pod_source_on_two_nodes_fails_the_move() -> None:
+    """A leftover pod of Instance 3 on node-e beside its own on node-d: the source names no
+    single node to leave."""
+    world = converged()
+    (own,) = [p for p in world.pods.values() if p.index == 3]
+    leftover = dataclasses.replace(own, name=f"{own.name}-leftover", uid="uid-leftover")
+    world.add([dataclasses.replace(leftover, node="node-e")])
+    world.annotations[KEY] = request()
+    world.apply(world.plan(settings()))
+    world.apply(world.plan(settings()))
+    record = world.record()
+    message = "source pods span multiple nodes (node-d, node-e)"
+    assert (record.phase, record.message, record.surge_instance) == ("Failed", message, None)
+    assert world.events_of("MigrationFromNodeMismatch") == [
+        f"OMENative migration uuid={UUID} rejected: {message}"
+    ]
+    assert not [p for p in world.pods.values() if p.index == 4]
+
+
+def test_a_source_whose_pods_are_gone_fails_the_move() -> None:
+    """Instance 3's pod deleted while its request waits (no caps: held): its row still reads
+    Ready, and the source names no node to leave."""
+    world = converged(spec_for(dataclasses.replace(FLEET, audit=None)))
+    world.annotations[KEY] = request()
+    world.apply(world.plan(settings()))
+    world.apply(world.plan(settings()))
+    held = "waiting for migration capacity policy (no lifecycle.audit configured)"
+    assert (world.record().phase, world.record().message) == ("Accepted", held)
+    for name in [n for n, p in world.pods.items() if p.index == 3]:
+        del world.pods[name]
+    world.apply(world.plan(settings()))
+    record = world.record()
+    message = "source instance has no live pods"
+    assert (record.phase, record.message) == ("Failed", message)
+    assert world.events_of("MigrationFromNodeMismatch") == [
+        f"OMENative migration uuid={UUID} rejected: {message}"
+    ]
+    world.run(5)  # the Instance is rebuilt where it was: the failed move left it alone
+    assert sorted(world.rows) == [0, 1, 2, 3]
+    assert not [p for p in world.pods.values() if p.index == 4]
+
+
+def test_a_source_whose_pods_are_terminating_defers_the_move() -> None:
+    world = converged()
+    world.annotations[KEY] = request()
+    world.apply(world.plan(settings()))
+    for name in [n for n, p in world.pods.items() if p.index == 3]:
+        world.pods[name] = dataclasses.replace(world.pods[name], terminating=True, ready=False)
+    world.apply(world.plan(settings()))
+    record = world.record()
+    assert (record.phase, record.surge_instance) == ("Accepted", None)
+    assert not world.events_of("MigrationFromNodeMismatch")
+
+
+def test_a_source_failed_on_a_revision_that_never_started_is_rejected() -> None:
+    """Instance 3's update to chat-engine-7f9c4d2b failed before it ever ran (a Backoff block):
+    waiting could only park the request until its deadline."""
+    world = converged()
+    world.annotations[KEY] = request()
+    world.apply(world.plan(settings()))
+    new = "chat-engine-7f9c4d2b"
+    block = RetryBlock(
+        target_revision=new,
+        state="Backoff",
+        attempts_started=1,
+        reason="CrashLoopBackOff",
+        next_retry_at=world.now + dt.timedelta(minutes=5),
+        first_failure_at=world.now,
+        last_failure_at=world.now,
+    )
+    world.status = world.status.model_copy(update={"retry_blocks": [block]})
+    world.rows[3] = world.rows[3].model_copy(update={"phase": "Failed", "target_revision": new})
+    world.apply(world.plan(settings()))
+    record = world.record()
+    message = (
+        f"source component=engine instance=3 is Failed on revision {new}, which has not started "
+        "(retry block Backoff after 1 failed attempt(s): CrashLoopBackOff); correct or release "
+        "the revision, then request the move again"
+    )
+    assert (record.phase, record.message) == ("Failed", message)
+    assert world.events_of("MigrationRequestRejected") == [
+        f"OMENative migration uuid={UUID} rejected: {message}"
+    ]
+    assert not world.events_of("MigrationDeferred")
+
+
 @settings_(max_examples=40, deadline=None)
 @given(crashes=st.lists(st.sampled_from(["ok", "after-status", "before-status"]), max_size=40))
 def test_a_manager_killed_anywhere_moves_the_instance_exactly_once(crashes: list[str]) -> None:

@@ -787,11 +787,14 @@ def _guards_and_allocate(
     if rejection is not None:
         _refuse(work, mig, record, rejection, event=EVENT_REJECTED)
         return record
+    # Steady: the row Ready with no operation on a running revision, and its pods ready. A
+    # row still Ready whose pods are all gone (deleted, evicted) isn't waited on: the node
+    # check fails it, as the source names no node to leave.
     steady = (
         row.phase == "Ready"
         and source.op is None
         and bool(row.running_revision)
-        and source.facts.ready
+        and (source.facts.ready or not source.facts.pods)
     )
     if not steady:
         deferral = _deferral(work, mig, source)
