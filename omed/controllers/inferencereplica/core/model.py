@@ -89,6 +89,10 @@ class PodView(ObjectRef):
     """The pod's deletionTimestamp: when its grace period ends (the kubelet should have
     confirmed the deletion by then)."""
     finalizers: tuple[str, ...] = ()
+    removed: bool = False
+    """Its deletion's grace is 0 and no finalizer holds it: the API server removed it in the
+    request that set that grace (the kubelet's own confirmation, or a force delete), and its
+    DELETED event follows. Terminating, but not waiting on anyone."""
     node: str | None = None
     phase: str | None = None
     ready: bool = False

@@ -271,6 +271,9 @@ def pod_view(pod: Mapping[str, Any], *, replica: str) -> PodView:
         terminating=bool(metadata.get("deletionTimestamp")),
         deleted_at=api_time(metadata.get("deletionTimestamp")),
         finalizers=tuple(str(f) for f in metadata.get("finalizers") or ()),
+        removed=bool(metadata.get("deletionTimestamp"))
+        and metadata.get("deletionGracePeriodSeconds") == 0
+        and not metadata.get("finalizers"),
         node=(pod.get("spec") or {}).get("nodeName") or None,
         phase=(pod.get("status") or {}).get("phase"),
         ready=ready,

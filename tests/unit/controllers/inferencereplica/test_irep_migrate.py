@@ -839,6 +839,29 @@ def test_a_source_terminating_past_its_deadline_parks_the_record() -> None:
     assert world.record().phase == "Completed"
 
 
+def test_a_source_pod_its_kubelet_is_removing_does_not_park_the_record() -> None:
+    """The kubelet's confirming delete moves the source pod's deletionTimestamp to that
+    moment, already past at the next pass; the pod is removed, so the record stays
+    ``source draining`` and completes, with no MigrationParked."""
+    world = converged()
+    source = "chat-engine-3-default-0"
+    world.undeletable.add(source)
+    world.annotations[KEY] = request()
+    _run_to(world, "Draining")
+    for _ in range(5):
+        if source in world.pods and world.pods[source].terminating:
+            world.pods[source] = dataclasses.replace(
+                world.pods[source], deleted_at=world.now - dt.timedelta(seconds=1), removed=True
+            )
+        world.apply(world.plan(settings()))
+        assert world.record().message == "source draining"
+        world.now += dt.timedelta(seconds=1)
+    world.undeletable.clear()
+    world.run(5)
+    assert world.record().phase == "Completed"
+    assert not world.events_of("MigrationParked")
+
+
 def test_with_force_deletes_configured_a_parked_record_expires() -> None:
     fleet = dataclasses.replace(
         FLEET, force_delete=ForceDeleteConfig(overdueSlack="30s", nodeUnreachableThreshold="1m")

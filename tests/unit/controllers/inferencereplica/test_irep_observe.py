@@ -107,6 +107,26 @@ def test_a_ready_serving_pod_reads_as_such() -> None:
     assert not view.failing and not view.terminating
 
 
+def test_a_pod_deleted_with_no_grace_and_no_finalizer_reads_as_removed() -> None:
+    """The kubelet's confirming delete (grace 0) moves deletionTimestamp to its moment; with
+    no finalizer the API server removed the pod in that request."""
+
+    def view(grace: int, finalizers: list[str] | None = None) -> Any:
+        pod = k8s_pod("chat-engine-0-default-0", phase="Running")
+        pod["metadata"] |= {
+            "deletionTimestamp": "2026-09-14T20:00:00Z",
+            "deletionGracePeriodSeconds": grace,
+        }
+        if finalizers:
+            pod["metadata"]["finalizers"] = finalizers
+        return pod_view(pod, replica="chat-engine")
+
+    assert view(0).terminating and view(0).removed
+    assert view(30).terminating and not view(30).removed
+    assert not view(0, ["example.com/hold"]).removed
+    assert not pod_view(k8s_pod("chat-engine-0-default-0"), replica="chat-engine").removed
+
+
 def test_a_crash_loop_reports_the_termination_reason_and_exit_code() -> None:
     pod = k8s_pod(
         "chat-engine-0-default-0",

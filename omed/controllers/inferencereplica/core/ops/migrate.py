@@ -744,9 +744,11 @@ def _tail_ready(work: PassWork, source: InstanceWork | None, surge: InstanceWork
 def _parked(work: PassWork, source: InstanceWork) -> list[str]:
     """The source pods, when every one is Terminating past its deletion deadline: every
     delete the drive owns is sent, and only their kubelet, a finalizer's owner or the
-    force-delete escalation can end them."""
+    force-delete escalation can end them. A pod already removed (its kubelet confirmed the
+    delete, which moves the deadline to that moment: :attr:`~.model.PodView.removed`) is
+    leaving, not parked."""
     pods = source.facts.pods
-    if not pods or any(p.deleted_at is None or work.now < p.deleted_at for p in pods):
+    if not pods or any(p.deleted_at is None or work.now < p.deleted_at or p.removed for p in pods):
         return []
     return sorted(p.name for p in pods)
 
