@@ -62,10 +62,12 @@ from converge import (
     writes_of,
 )
 
+from omed.events import DEFAULT_COMPONENT
 from omed.informers import Handlers, InformerFactory
 from omed.informers.transform import Obj, identity
 from omed.kube.client import MERGE_PATCH, KubeClient, load_config
 from omed.kube.resources import (
+    EVENTS,
     INFERENCE_REPLICAS,
     INFERENCE_SERVICES,
     NAMESPACES,
@@ -202,6 +204,16 @@ async def quiet_writes(manager: Manager) -> int:
     return last
 
 
+async def event_reasons(client: KubeClient) -> dict[str, int]:
+    """The manager's Event writes by reason (a POST per Event, a PATCH per repeat)."""
+    counts: dict[str, int] = {}
+    for event in await client.list_all(EVENTS, NAMESPACE):
+        if (event.get("source") or {}).get("component") == DEFAULT_COMPONENT:
+            reason = str(event.get("reason"))
+            counts[reason] = counts.get(reason, 0) + int(event.get("count") or 1)
+    return counts
+
+
 async def one_migration(
     client: KubeClient, manager: Manager, watch: Watch, number: int, plane: ControlPlane
 ) -> dict[str, Any]:
@@ -219,6 +231,7 @@ async def one_migration(
     uuid = f"00000000-0000-4000-8000-{number:012d}"
     writes_before = await quiet_writes(manager)
     events_before = await event_writes(client)
+    reasons_before = await event_reasons(client)
     server_before = await asyncio.to_thread(apiserver_metrics, plane)
     known = set(watch.pods)
     await client.patch(
@@ -241,6 +254,11 @@ async def one_migration(
     surge_index = int(record["surgeInstance"])
     writes_after = await quiet_writes(manager)
     events = await event_writes(client) - events_before
+    reasons = {
+        reason: n - reasons_before.get(reason, 0)
+        for reason, n in (await event_reasons(client)).items()
+        if n != reasons_before.get(reason, 0)
+    }
     server = server_writes(await asyncio.to_thread(apiserver_metrics, plane), server_before)
     source_uid = source["metadata"]["uid"]
     (surge_uid,) = [
@@ -262,6 +280,7 @@ async def one_migration(
         "source_gone_to_completed": completed - gone["gone"],
         "controller_writes": writes - events,
         "event_writes": events,
+        "event_reasons": reasons,
         "server_writes": {k: v for k, v in server.items() if not k.startswith("PUT leases")},
     }
 
@@ -348,7 +367,7 @@ async def run(args: argparse.Namespace, plane: ControlPlane, workdir: Path) -> d
             for number in range(args.migrations):
                 await until(settled, timeout=60, what="four Ready Instances")
                 results.append(await one_migration(client, manager, watch, number, plane))
-            counts = ("controller_writes", "event_writes", "server_writes")
+            counts = ("controller_writes", "event_writes", "event_reasons", "server_writes")
             keys = [k for k in results[0] if k not in counts]
             floor = min_writes()
             return {
@@ -360,6 +379,10 @@ async def run(args: argparse.Namespace, plane: ControlPlane, workdir: Path) -> d
                     [float(r["controller_writes"]) for r in results]
                 ),
                 "event_writes_per_migration": _stats([float(r["event_writes"]) for r in results]),
+                "event_writes_by_reason": {
+                    reason: sum(r["event_reasons"].get(reason, 0) for r in results)
+                    for reason in sorted({k for r in results for k in r["event_reasons"]})
+                },
                 "min_controller_writes": {**floor, "total": sum(floor.values())},
                 "each": [
                     {k: round(v, 3) if isinstance(v, float) else v for k, v in r.items()}
