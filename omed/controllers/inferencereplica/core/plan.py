@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
+from typing import Final
 
 from omed.api.base import Condition, transition_time
 from omed.api.inferencereplica import InferenceReplicaStatus, InstanceStatus
@@ -81,6 +82,7 @@ from omed.controllers.inferencereplica.core.rows import (
     condition,
     instance_facts,
     next_available_in,
+    ready_reason_indexes,
 )
 from omed.controllers.inferencereplica.core.status import status_body
 from omed.controllers.inferencereplica.core.summary import summarize
@@ -115,9 +117,13 @@ def plan(
     )
     for index in keep - facts.keys():
         facts[index] = _facts(target, observed, index)
-    instances = [_instance(observed, facts[index], index in keep) for index in sorted(facts)]
-    for inst in instances:
-        inst.surge_of = surges.get(inst.index)
+    previous_rows = observed.rows.get
+    instances = [
+        _instance(previous_rows(index), facts[index], index in keep) for index in sorted(facts)
+    ]
+    if surges:
+        for inst in instances:
+            inst.surge_of = surges.get(inst.index)
     podgroups.reset(work, instances)
     work.excluded = relocate.exclusions(records, target.fleet.auto_migrate.max_attempts)
 
@@ -145,8 +151,11 @@ def plan(
             work, moves, inst, pods=pods, revision=revision, rows=observed.rows, kind="Update"
         ),
     )
+    all_pod_ready = target.ready_policy == "AllPodReady"
     for inst in instances:
-        if inst.keep and operations.is_create(inst.op):
+        if not inst.keep:
+            continue
+        if operations.is_create(inst.op):
             assert inst.op is not None
             revision = inst.op.target_revision or target.update_revision
             attempt_pods = inst.facts.live
@@ -154,7 +163,12 @@ def plan(
                 relocate.relocate(
                     work, moves, inst, pods=attempt_pods, revision=revision, rows=observed.rows
                 )
-        if inst.keep and not operations.is_delete(inst.op) and not inst.draining and work.act:
+        if not operations.is_delete(inst.op) and not inst.draining and work.act:
+            pods_live = inst.facts.live
+            if len(pods_live) == 1 and not all_pod_ready:
+                [pod] = pods_live
+                if bool(pod.containers_ready) == (pod.serving is True):
+                    continue  # its gate is as its readiness wants (see _serving_gates)
             _serving_gates(work, inst)
     podgroups.finish(work, instances, wave)
     waiting.mark(work, instances, observed.refused)
@@ -176,21 +190,18 @@ def plan(
             if inst.keep
         ),
     )
-    by_index = {row.index: row for row in rows}
+    built = iter(rows)  # one row per kept Instance, in their order
     for inst in instances:
+        row = next(built) if inst.keep else None
         previous = inst.previous
-        if (
-            previous is not None
-            and previous.operation is None
-            and by_index.get(inst.index) is previous
-        ):
+        if previous is not None and previous.operation is None and row is previous:
             continue  # the same row, no operation before: no transition (see transition_events)
         work.events.extend(
             transition_events(
                 component=target.component,
                 update_revision=target.update_revision,
                 previous=inst.previous,
-                row=by_index.get(inst.index),
+                row=row,
                 all_pods_exist=not inst.facts.missing,
             )
         )
@@ -208,10 +219,11 @@ def plan(
         now=now,
         wanted_indexes=keep,
     )
+    late = ready_reason_indexes(rows, _LATE_REASONS)  # one look at the rows for both
     conditions = [
         *(_since(flagged, observed.status.conditions) for flagged in work.conditions),
-        *steps.create_deadline_condition(work, rows, observed.status),
-        *graces.create_grace_conditions(work, rows, observed.status),
+        *steps.create_deadline_condition(work, rows, observed.status, late=late),
+        *graces.create_grace_conditions(work, rows, observed.status, late=late),
         *_write_refused_condition(target, observed, now),
     ]
     moves.records = relocate.confirm(moves.records, rows)
@@ -286,6 +298,10 @@ def plan(
     )
 
 
+_LATE_REASONS: Final = (names.REASON_PROGRESS_DEADLINE, *graces.LATE_REASONS)
+"""The Ready reasons of rows whose Create a deadline or a grace failed."""
+
+
 def _unchanged(
     status: InferenceReplicaStatus, rows: Sequence[InstanceStatus], observed: ObservedState
 ) -> bool:
@@ -314,21 +330,16 @@ def _facts(target: ReplicaTarget, observed: ObservedState, index: int) -> Instan
     )
 
 
-def _instance(observed: ObservedState, facts: InstanceFacts, wanted: bool) -> _Instance:
-    index = facts.index
-    previous = observed.rows.get(index)
-    pods = facts.pods
-    if previous is not None and previous.incarnation:
-        incarnation = previous.incarnation
-    else:
-        incarnation = max((pod.incarnation or 0 for pod in pods), default=0) or 1
-    return _Instance(
-        facts=facts,
-        previous=previous,
-        incarnation=incarnation,
-        op=previous.operation if previous is not None else None,
-        wanted=wanted,
-    )
+def _instance(previous: InstanceStatus | None, facts: InstanceFacts, wanted: bool) -> _Instance:
+    """The Instance's work record, from its facts and its previous row."""
+    if previous is not None:
+        incarnation = previous.incarnation or _incarnation(facts)
+        return _Instance(facts, previous, incarnation, previous.operation, wanted)
+    return _Instance(facts, None, _incarnation(facts), None, wanted)
+
+
+def _incarnation(facts: InstanceFacts) -> int:
+    return max((pod.incarnation or 0 for pod in facts.pods), default=0) or 1
 
 
 # -- gates ---------------------------------------------------------------------------------
@@ -371,18 +382,32 @@ def _progress(
         return names.PROGRESS_TERMINATING
     if target.paused:
         return names.PROGRESS_PAUSED
-    kept = [inst for inst in instances if inst.keep]
-    if (wave is not None and wave.deferred_instances) or any(
-        operations.is_delete(inst.op) for inst in kept
-    ):
+    # One look at each kept Instance for every reason, the first in this order winning.
+    creating = updating = waiting = False
+    revision = target.update_revision
+    for inst in instances:
+        if not inst.keep:
+            continue
+        op = inst.op
+        if op is not None:
+            kind = op.type
+            if kind == "Delete":
+                return names.PROGRESS_SCALING_DOWN
+            if kind == "Create":
+                creating = True
+            elif kind == "Update":
+                updating = True
+        if inst.wanted and not updating and inst.facts.any_off(revision):
+            updating = True
+        if inst.wanted and not inst.facts.ready:
+            waiting = True
+    if wave is not None and wave.deferred_instances:
         return names.PROGRESS_SCALING_DOWN
-    if deferred_up or any(operations.is_create(inst.op) for inst in kept):
+    if deferred_up or creating:
         return names.PROGRESS_SCALING_UP
-    if any(inst.op is not None and inst.op.type == "Update" for inst in kept) or any(
-        inst.wanted and inst.facts.any_off(target.update_revision) for inst in kept
-    ):
+    if updating:
         return names.PROGRESS_UPDATING
-    if any(inst.wanted and not inst.facts.ready for inst in kept):
+    if waiting:
         return names.PROGRESS_WAITING
     return names.PROGRESS_COMPLETE
 
