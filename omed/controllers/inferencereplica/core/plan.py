@@ -84,6 +84,7 @@ from omed.controllers.inferencereplica.core.rows import (
     next_available_in,
     ready_reason_indexes,
 )
+from omed.controllers.inferencereplica.core.samememo import SameMemo
 from omed.controllers.inferencereplica.core.status import status_body
 from omed.controllers.inferencereplica.core.summary import summarize
 from omed.controllers.inferencereplica.core.transitions import transition_events
@@ -165,9 +166,10 @@ def plan(
                 )
         if not operations.is_delete(inst.op) and not inst.draining and work.act:
             pods_live = inst.facts.live
-            if len(pods_live) == 1 and not all_pod_ready:
+            if len(pods_live) == 1:  # the usual Instance: its gate is likely as it should be
                 [pod] = pods_live
-                if bool(pod.containers_ready) == (pod.serving is True):
+                serve = pod.containers_ready and (inst.facts.complete or not all_pod_ready)
+                if bool(serve) == (pod.serving is True):
                     continue  # its gate is as its readiness wants (see _serving_gates)
             _serving_gates(work, inst)
     podgroups.finish(work, instances, wave)
@@ -219,7 +221,7 @@ def plan(
         now=now,
         wanted_indexes=keep,
     )
-    late = ready_reason_indexes(rows, _LATE_REASONS)  # one look at the rows for both
+    late = _LATE.get(target.uid, (rows,), (_LATE_REASONS,))  # one look at the rows for both
     conditions = [
         *(_since(flagged, observed.status.conditions) for flagged in work.conditions),
         *steps.create_deadline_condition(work, rows, observed.status, late=late),
@@ -270,7 +272,11 @@ def plan(
         adopted = revisions.adopt_action(target, observed.revisions)
         if adopted is not None:
             actions.append(adopted)
-        live = revisions.in_use(target, (*rows, *observed.rows.values()), status)
+        live = (
+            revisions.in_use(target, (), status)
+            | _NAMED.get(target.uid, (rows,))
+            | _NAMED.get(target.uid, (tuple(observed.rows.values()),))
+        )
         actions.extend(revisions.retention(target, observed.revisions, live))
     actions.extend(podgroups.events(work))
     actions.extend(work.gangs.writes)  # PodGroups first: pods are created against them
@@ -300,6 +306,10 @@ def plan(
 
 _LATE_REASONS: Final = (names.REASON_PROGRESS_DEADLINE, *graces.LATE_REASONS)
 """The Ready reasons of rows whose Create a deadline or a grace failed."""
+_LATE: Final = SameMemo(ready_reason_indexes)
+"""The rows late for a deadline or a grace, by reason, for the very same rows."""
+_NAMED: Final = SameMemo(revisions.named_by)
+"""The revisions rows name, for the very same rows (the built ones, the previous ones)."""
 
 
 def _unchanged(

@@ -30,7 +30,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import operator
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -242,12 +242,16 @@ def in_use(
 ) -> frozenset[str]:
     """Revision names something still refers to."""
     names: set[str | None] = {target.update_revision, status.current_revision or ""}
-    listed = list(rows)
-    names.update(map(_RUNNING, listed))
-    names.update(map(_TARGET, listed))
-    names.update(map(_TARGET, [row.operation for row in listed if row.operation is not None]))
     for block in status.retry_blocks or ():
         names.add(block.target_revision)
+    return frozenset(name for name in names if name) | named_by(tuple(rows))  # no None, no ""
+
+
+def named_by(rows: Sequence[InstanceStatus]) -> frozenset[str]:
+    """The revision names ``rows`` refer to (running, target, their operations' target)."""
+    names: set[str | None] = set(map(_RUNNING, rows))
+    names.update(map(_TARGET, rows))
+    names.update(map(_TARGET, [row.operation for row in rows if row.operation is not None]))
     return frozenset(name for name in names if name)  # no None, no ""
 
 

@@ -52,7 +52,7 @@ from omed.api.inferencereplica import (
     Operation,
     RowCondition,
 )
-from omed.controllers.inferencereplica.core import names
+from omed.controllers.inferencereplica.core import names, samememo
 from omed.controllers.inferencereplica.core.model import PodSlot, PodView, ReplicaTarget
 
 
@@ -633,6 +633,7 @@ def forget_replica(uid: str) -> None:
     """Drop what the memos keep of the replica ``uid`` (it is gone)."""
     FACTS_MEMO.forget(uid)
     ROW_MEMO.forget(uid)
+    samememo.forget_all(uid)
 
 
 def _holds_for(

@@ -25,12 +25,14 @@ from __future__ import annotations
 import datetime as dt
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from typing import Final
 
 from omed.api.base import ConditionStatus
 from omed.api.inferencereplica import InferenceReplicaStatus, InstanceStatus
 from omed.controllers.inferencereplica.core import names
 from omed.controllers.inferencereplica.core.model import ReplicaTarget
 from omed.controllers.inferencereplica.core.rows import InstanceFacts, condition
+from omed.controllers.inferencereplica.core.samememo import SameMemo
 
 
 def summarize(
@@ -49,37 +51,15 @@ def summarize(
     wanted = 0 if target.deleting else target.replicas
     keep = wanted_indexes if wanted_indexes is not None else frozenset(range(wanted))
     per_instance = target.pods_per_instance
-    # One look at each row for every count (a pass over 20,000 rows read them six times).
-    existing = ready = serving = available = updated = wanted_ready = 0
-    others: Counter[str] = Counter()
-    revision = target.update_revision
-    facts_of = facts.get
-    for row in rows:
-        phase = row.phase
-        if phase == "Ready" or (phase == "Migrating" and row.ready_since is not None):
-            ready += 1
-            if (row.available_pod_count or 0) >= per_instance > 0:
-                available += 1
-            if row.index in keep:
-                wanted_ready += 1
-        if not row.pod_count or (row.operation and row.operation.type == "Delete"):
-            continue
-        existing += 1
-        if (row.serving_pod_count or 0) >= per_instance > 0:
-            serving += 1
-        instance = facts_of(row.index)
-        if instance is not None and instance.all_on(revision):
-            updated += 1
-        else:
-            running = row.running_revision or row.target_revision
-            if running:
-                others[running] += 1
+    existing, ready, serving, available, updated, wanted_ready, others = _COUNTS.get(
+        target.uid,
+        (rows, tuple(facts.values())),
+        (tuple(facts), keep, (per_instance, target.update_revision)),
+    )
     if updated == existing:
         current = target.update_revision
     else:
-        current = (
-            others.most_common(1)[0][0] if others else previous.current_revision
-        ) or target.update_revision
+        current = (others or previous.current_revision) or target.update_revision
 
     all_ready = wanted_ready >= wanted
     ready_condition = condition(
@@ -121,6 +101,49 @@ def summarize(
         retry_blocks=previous.retry_blocks,
         migrations=previous.migrations,
     )
+
+
+def _counts(
+    rows: Sequence[InstanceStatus],
+    facts: Sequence[InstanceFacts],
+    indexes: Sequence[int],
+    keep: frozenset[int],
+    shape: tuple[int, str],
+) -> tuple[int, int, int, int, int, int, str | None]:
+    """The counts of ``rows`` (existing, ready, serving, available, updated, wanted Ready)
+    and the revision most existing rows not updated run (None when none does); ``facts``
+    are the Instances' facts, under ``indexes``; ``shape`` the pods per Instance and the
+    update revision. One look at each row for every count."""
+    per_instance, revision = shape
+    existing = ready = serving = available = updated = wanted_ready = 0
+    others: Counter[str] = Counter()
+    facts_of = dict(zip(indexes, facts, strict=True)).get
+    for row in rows:
+        phase = row.phase
+        if phase == "Ready" or (phase == "Migrating" and row.ready_since is not None):
+            ready += 1
+            if (row.available_pod_count or 0) >= per_instance > 0:
+                available += 1
+            if row.index in keep:
+                wanted_ready += 1
+        if not row.pod_count or (row.operation and row.operation.type == "Delete"):
+            continue
+        existing += 1
+        if (row.serving_pod_count or 0) >= per_instance > 0:
+            serving += 1
+        instance = facts_of(row.index)
+        if instance is not None and instance.all_on(revision):
+            updated += 1
+        else:
+            running = row.running_revision or row.target_revision
+            if running:
+                others[running] += 1
+    most = others.most_common(1)[0][0] if others else None
+    return existing, ready, serving, available, updated, wanted_ready, most
+
+
+_COUNTS: Final = SameMemo(_counts)
+"""The counts of the very same rows and facts (a pass that changed nothing has both)."""
 
 
 def _progress_message(reason: str) -> str:
