@@ -280,3 +280,50 @@ def test_memoised_passes_decide_what_fresh_passes_decide(
                 setattr(module, name, memo)
         assert memoised == fresh
         world.apply(memoised)  # the rows written are the next pass's previous rows
+
+
+@st.composite
+def pod_list_sequences(draw: st.DrawFn) -> list[list[tuple[int, int, bool]]]:
+    """Lists of (pod, version, foreign) a pass is given in turn: mostly the list before with
+    a few pods at new versions, some gone or added, now and then reordered."""
+    current = [(n, 0, False) for n in range(draw(st.integers(0, 24)))]
+    lists = [list(current)]
+    for _ in range(draw(st.integers(1, 6))):
+        for pos in draw(st.sets(st.integers(0, 23), max_size=5)):
+            if pos < len(current):
+                n, version, _ = current[pos]
+                current[pos] = (n, version + 1, draw(st.booleans()))
+        if current and draw(st.booleans()):
+            current.pop(draw(st.integers(0, len(current) - 1)))
+        if draw(st.booleans()):
+            current.append((len(current) + 100, 0, False))
+        if draw(st.integers(0, 4)) == 0:
+            current = draw(st.permutations(current))
+        lists.append(list(current))
+    return lists
+
+
+@settings(max_examples=100, deadline=None)
+@given(pod_list_sequences())
+def test_pod_views_are_what_reading_every_pod_afresh_gives(
+    lists: list[list[tuple[int, int, bool]]],
+) -> None:
+    cache = PodViewCache()
+    spec = target(1)
+    objects: dict[tuple[int, int, bool], dict[str, Any]] = {}
+    for given_ in lists:
+        pods = []
+        for key in given_:
+            if key not in objects:  # one object per pod version, as an informer holds it
+                n, version, foreign = key
+                made = raw_pod(f"chat-engine-0-default-{n}", str(version), ready=version % 2 == 0)
+                if foreign:
+                    made["metadata"]["ownerReferences"][0]["uid"] = "another"
+                objects[key] = made
+            pods.append(objects[key])
+        expected = [
+            pod_view(p, replica=spec.name)
+            for p in pods
+            if p["metadata"]["ownerReferences"][0]["uid"] == spec.uid
+        ]
+        assert cache.views(spec, pods) == expected
