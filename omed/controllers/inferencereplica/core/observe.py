@@ -540,18 +540,16 @@ def observe(
 
 def _grouped(
     views: Sequence[PodView],
-    translate: LegacyTranslation,
-    endpoints: tuple[tuple[str, bool], ...],
+    shown_by: tuple[LegacyTranslation, tuple[tuple[str, bool], ...]],
 ) -> tuple[dict[int, tuple[PodView, ...]], tuple[PodView, ...]]:
     """The pod views by Instance index (each Instance's by name) and the strays (no index),
-    each as the legacy translation and the Services' endpoints show it."""
+    each as the legacy translation and the Services' endpoints (``shown_by``) show it."""
+    translate, endpoints = shown_by
     ready = dict(endpoints)
     grouped: dict[int, list[PodView]] = defaultdict(list)
     strays: list[PodView] = []
     for read in views:
-        view = translate.pod(read)
-        if view.uid in ready:
-            view = dataclasses.replace(view, endpoint_ready=ready[view.uid])
+        view = _shown(read, translate, ready)
         if view.index < 0:
             strays.append(view)
         else:
@@ -563,16 +561,76 @@ def _grouped(
     return by_instance, tuple(strays)
 
 
+def _shown(view: PodView, translate: LegacyTranslation, ready: Mapping[str, bool]) -> PodView:
+    """``view`` as the legacy translation and the Services' endpoints show it."""
+    view = translate.pod(view)
+    if view.uid in ready:
+        view = dataclasses.replace(view, endpoint_ready=ready[view.uid])
+    return view
+
+
+def _grouped_patched(
+    old: tuple[tuple[PodView, ...]],
+    grouped: tuple[dict[int, tuple[PodView, ...]], tuple[PodView, ...]],
+    new: tuple[tuple[PodView, ...]],
+    changed: list[int],
+    shown_by: tuple[LegacyTranslation, tuple[tuple[str, bool], ...]],
+) -> tuple[dict[int, tuple[PodView, ...]], tuple[PodView, ...]] | None:
+    """:func:`_grouped` of ``new`` from ``grouped``, that of ``old``, which differs from it
+    at ``changed`` only: where each changed view is a new version of the pod before it (its
+    Instance and name), the view takes its place in its Instance's pods (sorted by name, and
+    the only one of its name there, so its place is the same); None otherwise."""
+    [before], [after] = old, new
+    by_instance, strays = grouped
+    translate, endpoints = shown_by
+    out: dict[int, tuple[PodView, ...]] | None = None
+    ready = dict(endpoints)
+    for pos in changed:
+        was, now = before[pos], after[pos]
+        if was.index < 0 or now.index != was.index or now.name != was.name:
+            return None
+        group = (by_instance if out is None else out)[was.index]
+        at = [k for k, view in enumerate(group) if view.name == was.name]
+        if len(at) != 1:
+            return None
+        if out is None:
+            out = dict(by_instance)
+        [k] = at
+        out[was.index] = (*group[:k], _shown(now, translate, ready), *group[k + 1 :])
+    return (by_instance if out is None else out), strays
+
+
 def _translated(
-    rows: Sequence[InstanceStatus], indexes: Sequence[int], translate: LegacyTranslation
+    rows: Sequence[InstanceStatus], given: tuple[tuple[int, ...], LegacyTranslation]
 ) -> Mapping[int, InstanceStatus]:
+    """``rows`` under their ``indexes`` as ``translate`` reads them (``given``)."""
+    indexes, translate = given
     return translate.rows(dict(zip(indexes, rows, strict=True)))
 
 
-_GROUPED: Final = SameMemo(_grouped)
-"""The grouped views of the very same pod views (a pass whose pods didn't change)."""
-_TRANSLATED: Final = SameMemo(_translated)
-"""The translated rows of the very same rows."""
+def _translated_patched(
+    old: tuple[tuple[InstanceStatus, ...]],
+    translated: Mapping[int, InstanceStatus],
+    new: tuple[tuple[InstanceStatus, ...]],
+    changed: list[int],
+    given: tuple[tuple[int, ...], LegacyTranslation],
+) -> Mapping[int, InstanceStatus]:
+    """:func:`_translated` of ``new`` from ``translated``, that of ``old``, which differs
+    from it at ``changed`` only (the indexes the same): the changed rows translated anew."""
+    [rows] = new
+    indexes, translate = given
+    out = dict(translated)
+    for pos in changed:
+        index = indexes[pos]
+        out[index] = translate.rows({index: rows[pos]})[index]
+    return out
+
+
+_GROUPED: Final = SameMemo(_grouped, patch=_grouped_patched)
+"""The grouped views of the very same pod views (a pass whose pods didn't change), or
+patched from them where a few pods have new versions."""
+_TRANSLATED: Final = SameMemo(_translated, patch=_translated_patched)
+"""The translated rows of the very same rows, or patched from them where a few changed."""
 
 
 def observe_pods(
@@ -595,12 +653,12 @@ def observe_pods(
     by_instance, strays = _GROUPED.get(
         target.uid,
         (POD_VIEWS.views(target, pods),),
-        (translate, tuple(endpoints.items())),
+        ((translate, tuple(endpoints.items())),),
     )
     status = irep.get("status")
     rows = observed_rows(irep)
     if translate.legacy is not None:  # a new model per row it names: the same ones again
-        rows = _TRANSLATED.get(target.uid, (tuple(rows.values()),), (tuple(rows), translate))
+        rows = _TRANSLATED.get(target.uid, (tuple(rows.values()),), ((tuple(rows), translate),))
     return ObservedState(
         pods=by_instance,
         rows=rows,

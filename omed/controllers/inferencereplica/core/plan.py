@@ -83,6 +83,7 @@ from omed.controllers.inferencereplica.core.rows import (
     instance_facts,
     next_available_in,
     ready_reason_indexes,
+    ready_reason_indexes_patched,
 )
 from omed.controllers.inferencereplica.core.samememo import SameMemo
 from omed.controllers.inferencereplica.core.status import status_body
@@ -306,9 +307,9 @@ def plan(
 
 _LATE_REASONS: Final = (names.REASON_PROGRESS_DEADLINE, *graces.LATE_REASONS)
 """The Ready reasons of rows whose Create a deadline or a grace failed."""
-_LATE: Final = SameMemo(ready_reason_indexes)
+_LATE: Final = SameMemo(ready_reason_indexes, patch=ready_reason_indexes_patched)
 """The rows late for a deadline or a grace, by reason, for the very same rows."""
-_NAMED: Final = SameMemo(revisions.named_by)
+_NAMED: Final = SameMemo(revisions.named_by, patch=revisions.named_by_patched)
 """The revisions rows name, for the very same rows (the built ones, the previous ones)."""
 
 

@@ -263,6 +263,36 @@ def ready_reason_indexes(
     return found
 
 
+def ready_reason_indexes_patched(
+    old: tuple[tuple[InstanceStatus, ...]],
+    found: dict[str, list[int]],
+    new: tuple[tuple[InstanceStatus, ...]],
+    changed: list[int],
+    reasons: tuple[str, ...],
+) -> dict[str, list[int]] | None:
+    """:func:`ready_reason_indexes` of ``new`` from ``found``, that of ``old``, which differs
+    from it at ``changed`` only: the same when each changed row adds what the row it replaced
+    added (its index under the same reasons); None otherwise."""
+    [before], [after] = old, new
+    for pos in changed:
+        if _late_for(before[pos], reasons) != _late_for(after[pos], reasons):
+            return None
+    return found
+
+
+def _late_for(row: InstanceStatus, reasons: tuple[str, ...]) -> tuple[int, tuple[str, ...]] | None:
+    """What ``row`` adds to :func:`ready_reason_indexes`: its index under these reasons."""
+    ready = names.CONDITION_READY
+    its = tuple(
+        dict.fromkeys(
+            cond.reason
+            for cond in row.conditions or ()
+            if cond.type == ready and cond.reason is not None and cond.reason in reasons
+        )
+    )
+    return (row.index, its) if its else None
+
+
 def condition(
     previous: Sequence[Condition] | None,
     *,
