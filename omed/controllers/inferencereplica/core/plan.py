@@ -43,6 +43,7 @@ Invariants (checked by the property tests):
 from __future__ import annotations
 
 import datetime as dt
+import operator
 from collections.abc import Sequence
 from typing import Final
 
@@ -103,7 +104,8 @@ def plan(
     wanted = 0 if target.deleting else target.replicas
     work = _Pass(target, settings, now, act=target.deleting or not target.paused)
     work.gangs = podgroups.start(enabled=settings.pod_groups, groups=observed.pod_groups)
-    surges = update.surge_indexes({i: row.operation for i, row in observed.rows.items()})
+    stored_rows = tuple(observed.rows.values())
+    surges = dict(_SURGES.get(target.uid, (stored_rows,), (tuple(observed.rows),)))
     records = list(observed.status.migrations or ())
     moving = migrate.surge_sources(records)
     # An update's surge stands in under an index the replica may want (a scale-up meanwhile
@@ -111,11 +113,10 @@ def plan(
     surges.update(moving)
     seen = sorted(set(observed.rows) | set(observed.pods) | set(surges))
     facts = FACTS_MEMO.facts(target, seen, observed.pods, service_routes=observed.service_routes)
-    keep = migrate.wanted_indexes(
-        replicas=wanted,
-        rows=observed.rows,
-        extra=set(moving),
-        ready=(i for i, f in facts.items() if f.ready and f.runs_spec_images),
+    keep = _WANTED.get(
+        target.uid,
+        (stored_rows, tuple(facts.values())),
+        ((tuple(observed.rows), tuple(facts), wanted, frozenset(moving)),),
     )
     for index in keep - facts.keys():
         facts[index] = _facts(target, observed, index)
@@ -305,12 +306,91 @@ def plan(
     )
 
 
+_INDEX: Final = operator.attrgetter("index")
 _LATE_REASONS: Final = (names.REASON_PROGRESS_DEADLINE, *graces.LATE_REASONS)
 """The Ready reasons of rows whose Create a deadline or a grace failed."""
 _LATE: Final = SameMemo(ready_reason_indexes, patch=ready_reason_indexes_patched)
 """The rows late for a deadline or a grace, by reason, for the very same rows."""
 _NAMED: Final = SameMemo(revisions.named_by, patch=revisions.named_by_patched)
 """The revisions rows name, for the very same rows (the built ones, the previous ones)."""
+
+
+def _surges(rows: Sequence[InstanceStatus], indexes: tuple[int, ...]) -> dict[int, int]:
+    """:func:`.ops.update.surge_indexes` of the rows under ``indexes``."""
+    return update.surge_indexes({i: row.operation for i, row in zip(indexes, rows, strict=True)})
+
+
+def _surges_patched(
+    old: tuple[tuple[InstanceStatus, ...]],
+    surges: dict[int, int],
+    new: tuple[tuple[InstanceStatus, ...]],
+    changed: list[int],
+    indexes: tuple[int, ...],
+) -> dict[int, int] | None:
+    """:func:`_surges` of ``new`` from ``surges``, that of ``old``, which differs from it at
+    ``changed`` only: the same where no changed row, before or after, holds an Update."""
+    [before], [after] = old, new
+    for pos in changed:
+        for row in (before[pos], after[pos]):
+            if row.operation is not None and row.operation.type == "Update":
+                return None
+    return surges
+
+
+_WantedGiven = tuple[tuple[int, ...], tuple[int, ...], int, frozenset[int]]
+"""The rows' indexes, the facts' indexes, the replicas wanted, the surges of migrations."""
+
+
+def _wanted(
+    rows: Sequence[InstanceStatus], facts: Sequence[InstanceFacts], given: _WantedGiven
+) -> frozenset[int]:
+    """:func:`.ops.migrate.wanted_indexes` of the previous rows, with the Instances whose
+    facts show them Ready on the spec's images."""
+    row_indexes, fact_indexes, wanted, moving = given
+    return migrate.wanted_indexes(
+        replicas=wanted,
+        rows=dict(zip(row_indexes, rows, strict=True)),
+        extra=set(moving),
+        ready=(i for i, f in zip(fact_indexes, facts, strict=True) if _established(f)),
+    )
+
+
+def _established(facts: InstanceFacts) -> bool:
+    return facts.ready and facts.runs_spec_images
+
+
+def _wanted_patched(
+    old: tuple[tuple[InstanceStatus, ...], tuple[InstanceFacts, ...]],
+    kept: frozenset[int],
+    new: tuple[tuple[InstanceStatus, ...], tuple[InstanceFacts, ...]],
+    changed: list[int],
+    given: _WantedGiven,
+) -> frozenset[int] | None:
+    """:func:`_wanted` of ``new`` from ``kept``, that of ``old``, which differs from it at
+    ``changed`` only: the same where each changed row establishes its Instance (or is
+    deleted) as the one before did, and each changed Instance's facts are Ready on the spec's
+    images as they were (all :func:`.ops.migrate.wanted_indexes` reads of them)."""
+    (rows_before, facts_before), (rows_after, facts_after) = old, new
+    for pos in changed:
+        if pos < len(rows_after) and _row_wants(rows_before[pos]) != _row_wants(rows_after[pos]):
+            return None
+        if pos < len(facts_after) and _established(facts_before[pos]) != _established(
+            facts_after[pos]
+        ):
+            return None
+    return kept
+
+
+def _row_wants(row: InstanceStatus) -> tuple[bool, bool]:
+    """Whether ``row`` establishes its Instance, and whether it is being deleted."""
+    op = row.operation
+    return bool(row.running_revision or op is not None), operations.is_delete(op)
+
+
+_SURGES: Final = SameMemo(_surges, patch=_surges_patched)
+"""The surges of Updates of the very same previous rows."""
+_WANTED: Final = SameMemo(_wanted, patch=_wanted_patched)
+"""The wanted Instances of the very same previous rows and facts."""
 
 
 def _unchanged(
@@ -326,6 +406,8 @@ def _unchanged(
     before = observed.rows
     if len(rows) != len(before):
         return False
+    if tuple(before) == tuple(map(_INDEX, rows)) and all(map(operator.is_, rows, before.values())):
+        return True  # the very rows read, in their order (a pass that changed nothing)
     for row in rows:
         old = before.get(row.index)
         if old is None:

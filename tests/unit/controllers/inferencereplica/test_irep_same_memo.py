@@ -19,6 +19,7 @@ from irep_world import NOW, pod, target
 
 from omed.api.inferencereplica import InstanceStatus, Operation, RowCondition
 from omed.controllers.inferencereplica.core import names, observe, revisions, summary
+from omed.controllers.inferencereplica.core import plan as plan_module
 from omed.controllers.inferencereplica.core.graces import LATE_REASONS
 from omed.controllers.inferencereplica.core.model import PodView
 from omed.controllers.inferencereplica.core.revisions import LegacyTranslation
@@ -186,6 +187,49 @@ def test_translated_rows_patched(
     old, new = pair
     given_ = (tuple(range(len(old))), LegacyTranslation(legacy=legacy, update="rev-a"))
     check(observe._translated, observe._translated_patched, (tuple(old),), (tuple(new),), given_)
+
+
+@settings(max_examples=100, deadline=None)
+@given(sequences(_row))
+def test_update_surges_patched(pair: tuple[list[InstanceStatus], ...]) -> None:
+    old, new = pair
+    surged = [
+        row.model_copy(update={"operation": row.operation.model_copy(update={"surge_index": 20})})
+        if row.operation is not None and row.index % 2
+        else row
+        for row in new
+    ]
+    indexes = tuple(range(len(old)))
+    check(
+        plan_module._surges, plan_module._surges_patched, (tuple(old),), (tuple(surged),), indexes
+    )
+
+
+@settings(max_examples=100, deadline=None)
+@given(sequences(_row), st.data())
+def test_wanted_instances_patched(
+    pair: tuple[list[InstanceStatus], ...], data: st.DataObject
+) -> None:
+    old, new = pair
+    spec = target(12)
+
+    def facts_for(index: int) -> Any:
+        ready = data.draw(st.booleans())
+        return instance_facts(spec, index, [pod(spec, index, ready=ready)])
+
+    old_facts = [facts_for(i) for i in range(len(old) + 1)]
+    new_facts = [facts_for(i) if data.draw(st.booleans()) else f for i, f in enumerate(old_facts)]
+    given_ = (
+        tuple(range(len(old))),
+        tuple(range(len(old_facts))),
+        data.draw(st.integers(0, 14)),
+        frozenset(data.draw(st.sets(st.integers(0, 12), max_size=2))),
+    )
+    olds, news = (tuple(old), tuple(old_facts)), (tuple(new), tuple(new_facts))
+    changed = sorted(set(_changed(old, new)) | set(_changed(old_facts, new_facts)))
+    before = plan_module._wanted(*olds, given_)
+    patched = plan_module._wanted_patched(olds, before, news, changed, given_)
+    assert patched is None or patched == plan_module._wanted(*news, given_)
 
 
 def test_a_memo_with_a_patch_answers_from_the_entry_before() -> None:
