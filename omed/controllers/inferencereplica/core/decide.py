@@ -164,9 +164,11 @@ def _remember_creates(
     if report.stopped is not None:
         return memory, False
     old = memory.refused
-    held = {row.index for row in decided.rows if row.operation is not None}
-    attempted = {create.index for create in decided.of_type(CreatePods)}
-    kept = {i: r for i, r in old.items() if i in held and i not in attempted}
+    kept: dict[int, CreateRefusal] = {}
+    if old:  # (a look at every row only when there is a refusal to keep)
+        held = {row.index for row in decided.rows if row.operation is not None}
+        attempted = {create.index for create in decided.of_type(CreatePods)}
+        kept = {i: r for i, r in old.items() if i in held and i not in attempted}
     kept.update(report.refused)
     fresh = any(
         old.get(index) is None or old[index].token != refusal.token

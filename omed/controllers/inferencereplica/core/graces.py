@@ -39,8 +39,9 @@ Invariant: pure; a grace fails an attempt only when ``now`` is at or past its en
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Final
 
 from omed.api.base import Condition
 from omed.api.inferencereplica import InferenceReplicaStatus, InstanceStatus, LastFailure, Operation
@@ -187,21 +188,29 @@ _CONDITIONS = (
         "unschedulableGracePeriod",
     ),
 )
+LATE_REASONS: Final = tuple(reason for _, reason, _ in _CONDITIONS)
+"""The Ready reasons of rows whose Create a grace failed."""
 
 
 def create_grace_conditions(
-    work: PassWork, rows: Sequence[InstanceStatus], previous: InferenceReplicaStatus
+    work: PassWork,
+    rows: Sequence[InstanceStatus],
+    previous: InferenceReplicaStatus,
+    *,
+    late: Mapping[str, list[int]] | None = None,
 ) -> list[Condition]:
     """Conditions StuckPodGraceExceeded and UnschedulableGraceExceeded while an Instance
     whose Create a grace failed is still not Ready (its Ready condition keeps that reason),
-    as ProgressDeadlineExceeded is for a deadline (:func:`.steps.create_deadline_condition`)."""
+    as ProgressDeadlineExceeded is for a deadline (:func:`.steps.create_deadline_condition`).
+    ``late``: :func:`~.rows.ready_reason_indexes` of ``rows`` for :data:`LATE_REASONS` (among
+    others), when the caller has it already."""
     found: list[Condition] = []
-    late_by_reason = ready_reason_indexes(rows, (reason for _, reason, _ in _CONDITIONS))
+    late_by_reason = late if late is not None else ready_reason_indexes(rows, LATE_REASONS)
     for type_, reason, key in _CONDITIONS:
-        late = late_by_reason[reason]
-        if not late:
+        indexes = late_by_reason[reason]
+        if not indexes:
             continue
-        which = ", ".join(str(index) for index in late)
+        which = ", ".join(str(index) for index in indexes)
         found.append(
             condition(
                 previous.conditions,

@@ -31,8 +31,11 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import operator
 from collections import OrderedDict, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from itertools import compress, count
 from typing import Any, Final
 
 from pydantic import ValidationError
@@ -50,7 +53,7 @@ from omed.api.constants import (
     LEGACY_LABEL_REVISION,
     READINESS_GATE_SERVING,
 )
-from omed.api.inferencereplica import InferenceReplica
+from omed.api.inferencereplica import InferenceReplica, InstanceStatus
 from omed.api.lifecycle import Lifecycle
 from omed.api.revision import is_revision_hash
 from omed.clock import parse_rfc3339
@@ -74,11 +77,13 @@ from omed.controllers.inferencereplica.core.names import (
 from omed.controllers.inferencereplica.core.podtemplate import revision_from_hash
 from omed.controllers.inferencereplica.core.policy import revision_history_limit, update_policy
 from omed.controllers.inferencereplica.core.revisions import (
+    LegacyTranslation,
     RevisionView,
     legacy_translation,
     resolve_revision,
     revision_views,
 )
+from omed.controllers.inferencereplica.core.samememo import SameMemo
 from omed.controllers.inferencereplica.core.status import observed_rows, status_summary
 from omed.controllers.owners import controller_uid
 
@@ -319,41 +324,87 @@ class PodViewCache:
 
     def __init__(self, *, max_views: int = 100_000) -> None:
         self._max_views = max_views
-        self._replicas: OrderedDict[tuple[str, str], dict[int, tuple[object, PodView | None]]]
-        self._replicas = OrderedDict()
+        self._replicas: OrderedDict[tuple[str, str], _Views] = OrderedDict()
         self._held = 0
 
     def views(self, target: ReplicaTarget, pods: Iterable[Mapping[str, Any]]) -> list[PodView]:
-        """The views of the pods in ``pods`` that ``target`` controls, in their order."""
+        """The views of the pods in ``pods`` that ``target`` controls, in their order.
+
+        The pods of the pass before at the same positions (the very same objects: an
+        informer's index lists its objects in a stable order) take their views from there, so
+        a pass where one pod changed reads one pod; otherwise each pod is looked up by
+        identity."""
         key = (target.uid, target.name)
-        old = self._replicas.pop(key, None) or {}
-        if old:
-            self._held -= len(old)
-        new: dict[int, tuple[object, PodView | None]] = {}
-        found: list[PodView] = []
-        uid, name = target.uid, target.name
-        for pod in pods:
-            entry = old.get(id(pod))
-            if entry is not None and entry[0] is pod:
-                view = entry[1]
+        given = tuple(pods)
+        last = self._replicas.pop(key, None)
+        if last is not None:
+            self._held -= len(last.by_id)
+        if last is not None and len(last.pods) == len(given):
+            changed = list(compress(count(), map(operator.is_not, given, last.pods)))
+            if not changed:
+                kept = last
+            elif len(changed) * 8 <= len(given):  # a few changed: patch the last views
+                by_id = dict(last.by_id)
+                views = list(last.views)
+                for pos in changed:
+                    by_id.pop(id(last.pods[pos]), None)
+                for pos in changed:
+                    entry = self._entry(target, given[pos], last.by_id)
+                    by_id[id(given[pos])] = entry
+                    views[pos] = entry[1]
+                kept = _Views(given, views, by_id)
             else:
-                ours = controller_uid(pod, kind=KIND_INFERENCE_REPLICA) == uid
-                view = pod_view(pod, replica=name) if ours else None
-                entry = (pod, view)
-            new[id(pod)] = entry
-            if view is not None:
-                found.append(view)
-        if len(new) <= self._max_views:
-            self._replicas[key] = new
-            self._held += len(new)
+                kept = self._read(target, given, last.by_id)
+        else:
+            kept = self._read(target, given, last.by_id if last is not None else {})
+        if len(kept.by_id) <= self._max_views:
+            self._replicas[key] = kept
+            self._held += len(kept.by_id)
             while self._held > self._max_views:
                 _, dropped = self._replicas.popitem(last=False)
-                self._held -= len(dropped)
-        return found
+                self._held -= len(dropped.by_id)
+        return [view for view in kept.views if view is not None]
+
+    def _read(
+        self,
+        target: ReplicaTarget,
+        pods: tuple[Mapping[str, Any], ...],
+        old: Mapping[int, tuple[object, PodView | None]],
+    ) -> _Views:
+        by_id: dict[int, tuple[object, PodView | None]] = {}
+        views: list[PodView | None] = []
+        for pod in pods:
+            entry = self._entry(target, pod, old)
+            by_id[id(pod)] = entry
+            views.append(entry[1])
+        return _Views(pods, views, by_id)
+
+    @staticmethod
+    def _entry(
+        target: ReplicaTarget,
+        pod: Mapping[str, Any],
+        old: Mapping[int, tuple[object, PodView | None]],
+    ) -> tuple[object, PodView | None]:
+        """The entry kept for ``pod``: the one kept for this very object, else it read."""
+        entry = old.get(id(pod))
+        if entry is not None and entry[0] is pod:
+            return entry
+        ours = controller_uid(pod, kind=KIND_INFERENCE_REPLICA) == target.uid
+        return (pod, pod_view(pod, replica=target.name) if ours else None)
 
     def forget(self, uid: str) -> None:
         for key in [k for k in self._replicas if k[0] == uid]:
-            self._held -= len(self._replicas.pop(key))
+            self._held -= len(self._replicas.pop(key).by_id)
+
+
+@dataclass(frozen=True, slots=True)
+class _Views:
+    """A replica's pods as the last pass was given them, each one's view (None: not the
+    replica's) at its position, and the entries by the pod's id (each holding its pod)."""
+
+    pods: tuple[Mapping[str, Any], ...]
+    views: list[PodView | None]
+    by_id: dict[int, tuple[object, PodView | None]]
 
 
 POD_VIEWS: Final = PodViewCache()
@@ -490,6 +541,101 @@ def observe(
     return target, observe_pods(target, irep, pods, slices, views)
 
 
+def _grouped(
+    views: Sequence[PodView],
+    shown_by: tuple[LegacyTranslation, tuple[tuple[str, bool], ...]],
+) -> tuple[dict[int, tuple[PodView, ...]], tuple[PodView, ...]]:
+    """The pod views by Instance index (each Instance's by name) and the strays (no index),
+    each as the legacy translation and the Services' endpoints (``shown_by``) show it."""
+    translate, endpoints = shown_by
+    ready = dict(endpoints)
+    grouped: dict[int, list[PodView]] = defaultdict(list)
+    strays: list[PodView] = []
+    for read in views:
+        view = _shown(read, translate, ready)
+        if view.index < 0:
+            strays.append(view)
+        else:
+            grouped[view.index].append(view)
+    by_instance = {
+        index: tuple(v) if len(v) == 1 else tuple(sorted(v, key=lambda p: p.name))
+        for index, v in grouped.items()
+    }
+    return by_instance, tuple(strays)
+
+
+def _shown(view: PodView, translate: LegacyTranslation, ready: Mapping[str, bool]) -> PodView:
+    """``view`` as the legacy translation and the Services' endpoints show it."""
+    view = translate.pod(view)
+    if view.uid in ready:
+        view = dataclasses.replace(view, endpoint_ready=ready[view.uid])
+    return view
+
+
+def _grouped_patched(
+    old: tuple[tuple[PodView, ...]],
+    grouped: tuple[dict[int, tuple[PodView, ...]], tuple[PodView, ...]],
+    new: tuple[tuple[PodView, ...]],
+    changed: list[int],
+    shown_by: tuple[LegacyTranslation, tuple[tuple[str, bool], ...]],
+) -> tuple[dict[int, tuple[PodView, ...]], tuple[PodView, ...]] | None:
+    """:func:`_grouped` of ``new`` from ``grouped``, that of ``old``, which differs from it
+    at ``changed`` only: where each changed view is a new version of the pod before it (its
+    Instance and name), the view takes its place in its Instance's pods (sorted by name, and
+    the only one of its name there, so its place is the same); None otherwise."""
+    [before], [after] = old, new
+    by_instance, strays = grouped
+    translate, endpoints = shown_by
+    out: dict[int, tuple[PodView, ...]] | None = None
+    ready = dict(endpoints)
+    for pos in changed:
+        was, now = before[pos], after[pos]
+        if was.index < 0 or now.index != was.index or now.name != was.name:
+            return None
+        group = (by_instance if out is None else out)[was.index]
+        at = [k for k, view in enumerate(group) if view.name == was.name]
+        if len(at) != 1:
+            return None
+        if out is None:
+            out = dict(by_instance)
+        [k] = at
+        out[was.index] = (*group[:k], _shown(now, translate, ready), *group[k + 1 :])
+    return (by_instance if out is None else out), strays
+
+
+def _translated(
+    rows: Sequence[InstanceStatus], given: tuple[tuple[int, ...], LegacyTranslation]
+) -> Mapping[int, InstanceStatus]:
+    """``rows`` under their ``indexes`` as ``translate`` reads them (``given``)."""
+    indexes, translate = given
+    return translate.rows(dict(zip(indexes, rows, strict=True)))
+
+
+def _translated_patched(
+    old: tuple[tuple[InstanceStatus, ...]],
+    translated: Mapping[int, InstanceStatus],
+    new: tuple[tuple[InstanceStatus, ...]],
+    changed: list[int],
+    given: tuple[tuple[int, ...], LegacyTranslation],
+) -> Mapping[int, InstanceStatus]:
+    """:func:`_translated` of ``new`` from ``translated``, that of ``old``, which differs
+    from it at ``changed`` only (the indexes the same): the changed rows translated anew."""
+    [rows] = new
+    indexes, translate = given
+    out = dict(translated)
+    for pos in changed:
+        index = indexes[pos]
+        out[index] = translate.rows({index: rows[pos]})[index]
+    return out
+
+
+_GROUPED: Final = SameMemo(_grouped, patch=_grouped_patched)
+"""The grouped views of the very same pod views (a pass whose pods didn't change), or
+patched from them where a few pods have new versions."""
+_TRANSLATED: Final = SameMemo(_translated, patch=_translated_patched)
+"""The translated rows of the very same rows, or patched from them where a few changed."""
+
+
 def observe_pods(
     target: ReplicaTarget,
     irep: Mapping[str, Any],
@@ -507,25 +653,20 @@ def observe_pods(
     """
     endpoints = endpoint_readiness(slices)
     translate = legacy_translation(target)
-    grouped: dict[int, list[PodView]] = defaultdict(list)
-    strays: list[PodView] = []
-    for read in POD_VIEWS.views(target, pods):
-        view = translate.pod(read)
-        if view.uid in endpoints:
-            view = dataclasses.replace(view, endpoint_ready=endpoints[view.uid])
-        if view.index < 0:
-            strays.append(view)
-        else:
-            grouped[view.index].append(view)
+    by_instance, strays = _GROUPED.get(
+        target.uid,
+        (POD_VIEWS.views(target, pods),),
+        ((translate, tuple(endpoints.items())),),
+    )
     status = irep.get("status")
+    rows = observed_rows(irep)
+    if translate.legacy is not None:  # a new model per row it names: the same ones again
+        rows = _TRANSLATED.get(target.uid, (tuple(rows.values()),), ((tuple(rows), translate),))
     return ObservedState(
-        pods={
-            index: tuple(v) if len(v) == 1 else tuple(sorted(v, key=lambda p: p.name))
-            for index, v in grouped.items()
-        },
-        rows=translate.rows(observed_rows(irep)),
+        pods=by_instance,
+        rows=rows,
         status=translate.status(status_summary(status)),
-        stray_pods=tuple(strays),
+        stray_pods=strays,
         service_routes=bool(slices),
         revisions=revisions,
     )

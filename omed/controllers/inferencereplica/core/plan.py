@@ -43,7 +43,9 @@ Invariants (checked by the property tests):
 from __future__ import annotations
 
 import datetime as dt
+import operator
 from collections.abc import Sequence
+from typing import Final
 
 from omed.api.base import Condition, transition_time
 from omed.api.inferencereplica import InferenceReplicaStatus, InstanceStatus
@@ -81,7 +83,10 @@ from omed.controllers.inferencereplica.core.rows import (
     condition,
     instance_facts,
     next_available_in,
+    ready_reason_indexes,
+    ready_reason_indexes_patched,
 )
+from omed.controllers.inferencereplica.core.samememo import SameMemo
 from omed.controllers.inferencereplica.core.status import status_body
 from omed.controllers.inferencereplica.core.summary import summarize
 from omed.controllers.inferencereplica.core.transitions import transition_events
@@ -99,7 +104,8 @@ def plan(
     wanted = 0 if target.deleting else target.replicas
     work = _Pass(target, settings, now, act=target.deleting or not target.paused)
     work.gangs = podgroups.start(enabled=settings.pod_groups, groups=observed.pod_groups)
-    surges = update.surge_indexes({i: row.operation for i, row in observed.rows.items()})
+    stored_rows = tuple(observed.rows.values())
+    surges = dict(_SURGES.get(target.uid, (stored_rows,), (tuple(observed.rows),)))
     records = list(observed.status.migrations or ())
     moving = migrate.surge_sources(records)
     # An update's surge stands in under an index the replica may want (a scale-up meanwhile
@@ -107,17 +113,20 @@ def plan(
     surges.update(moving)
     seen = sorted(set(observed.rows) | set(observed.pods) | set(surges))
     facts = FACTS_MEMO.facts(target, seen, observed.pods, service_routes=observed.service_routes)
-    keep = migrate.wanted_indexes(
-        replicas=wanted,
-        rows=observed.rows,
-        extra=set(moving),
-        ready=(i for i, f in facts.items() if f.ready and f.runs_spec_images),
+    keep = _WANTED.get(
+        target.uid,
+        (stored_rows, tuple(facts.values())),
+        ((tuple(observed.rows), tuple(facts), wanted, frozenset(moving)),),
     )
     for index in keep - facts.keys():
         facts[index] = _facts(target, observed, index)
-    instances = [_instance(observed, facts[index], index in keep) for index in sorted(facts)]
-    for inst in instances:
-        inst.surge_of = surges.get(inst.index)
+    previous_rows = observed.rows.get
+    instances = [
+        _instance(previous_rows(index), facts[index], index in keep) for index in sorted(facts)
+    ]
+    if surges:
+        for inst in instances:
+            inst.surge_of = surges.get(inst.index)
     podgroups.reset(work, instances)
     work.excluded = relocate.exclusions(records, target.fleet.auto_migrate.max_attempts)
 
@@ -145,8 +154,11 @@ def plan(
             work, moves, inst, pods=pods, revision=revision, rows=observed.rows, kind="Update"
         ),
     )
+    all_pod_ready = target.ready_policy == "AllPodReady"
     for inst in instances:
-        if inst.keep and operations.is_create(inst.op):
+        if not inst.keep:
+            continue
+        if operations.is_create(inst.op):
             assert inst.op is not None
             revision = inst.op.target_revision or target.update_revision
             attempt_pods = inst.facts.live
@@ -154,7 +166,13 @@ def plan(
                 relocate.relocate(
                     work, moves, inst, pods=attempt_pods, revision=revision, rows=observed.rows
                 )
-        if inst.keep and not operations.is_delete(inst.op) and not inst.draining and work.act:
+        if not operations.is_delete(inst.op) and not inst.draining and work.act:
+            pods_live = inst.facts.live
+            if len(pods_live) == 1:  # the usual Instance: its gate is likely as it should be
+                [pod] = pods_live
+                serve = pod.containers_ready and (inst.facts.complete or not all_pod_ready)
+                if bool(serve) == (pod.serving is True):
+                    continue  # its gate is as its readiness wants (see _serving_gates)
             _serving_gates(work, inst)
     podgroups.finish(work, instances, wave)
     waiting.mark(work, instances, observed.refused)
@@ -176,21 +194,18 @@ def plan(
             if inst.keep
         ),
     )
-    by_index = {row.index: row for row in rows}
+    built = iter(rows)  # one row per kept Instance, in their order
     for inst in instances:
+        row = next(built) if inst.keep else None
         previous = inst.previous
-        if (
-            previous is not None
-            and previous.operation is None
-            and by_index.get(inst.index) is previous
-        ):
+        if previous is not None and previous.operation is None and row is previous:
             continue  # the same row, no operation before: no transition (see transition_events)
         work.events.extend(
             transition_events(
                 component=target.component,
                 update_revision=target.update_revision,
                 previous=inst.previous,
-                row=by_index.get(inst.index),
+                row=row,
                 all_pods_exist=not inst.facts.missing,
             )
         )
@@ -208,10 +223,11 @@ def plan(
         now=now,
         wanted_indexes=keep,
     )
+    late = _LATE.get(target.uid, (rows,), (_LATE_REASONS,))  # one look at the rows for both
     conditions = [
         *(_since(flagged, observed.status.conditions) for flagged in work.conditions),
-        *steps.create_deadline_condition(work, rows, observed.status),
-        *graces.create_grace_conditions(work, rows, observed.status),
+        *steps.create_deadline_condition(work, rows, observed.status, late=late),
+        *graces.create_grace_conditions(work, rows, observed.status, late=late),
         *_write_refused_condition(target, observed, now),
     ]
     moves.records = relocate.confirm(moves.records, rows)
@@ -258,7 +274,11 @@ def plan(
         adopted = revisions.adopt_action(target, observed.revisions)
         if adopted is not None:
             actions.append(adopted)
-        live = revisions.in_use(target, (*rows, *observed.rows.values()), status)
+        live = (
+            revisions.in_use(target, (), status)
+            | _NAMED.get(target.uid, (rows,))
+            | _NAMED.get(target.uid, (tuple(observed.rows.values()),))
+        )
         actions.extend(revisions.retention(target, observed.revisions, live))
     actions.extend(podgroups.events(work))
     actions.extend(work.gangs.writes)  # PodGroups first: pods are created against them
@@ -286,6 +306,93 @@ def plan(
     )
 
 
+_INDEX: Final = operator.attrgetter("index")
+_LATE_REASONS: Final = (names.REASON_PROGRESS_DEADLINE, *graces.LATE_REASONS)
+"""The Ready reasons of rows whose Create a deadline or a grace failed."""
+_LATE: Final = SameMemo(ready_reason_indexes, patch=ready_reason_indexes_patched)
+"""The rows late for a deadline or a grace, by reason, for the very same rows."""
+_NAMED: Final = SameMemo(revisions.named_by, patch=revisions.named_by_patched)
+"""The revisions rows name, for the very same rows (the built ones, the previous ones)."""
+
+
+def _surges(rows: Sequence[InstanceStatus], indexes: tuple[int, ...]) -> dict[int, int]:
+    """:func:`.ops.update.surge_indexes` of the rows under ``indexes``."""
+    return update.surge_indexes({i: row.operation for i, row in zip(indexes, rows, strict=True)})
+
+
+def _surges_patched(
+    old: tuple[tuple[InstanceStatus, ...]],
+    surges: dict[int, int],
+    new: tuple[tuple[InstanceStatus, ...]],
+    changed: list[int],
+    indexes: tuple[int, ...],
+) -> dict[int, int] | None:
+    """:func:`_surges` of ``new`` from ``surges``, that of ``old``, which differs from it at
+    ``changed`` only: the same where no changed row, before or after, holds an Update."""
+    [before], [after] = old, new
+    for pos in changed:
+        for row in (before[pos], after[pos]):
+            if row.operation is not None and row.operation.type == "Update":
+                return None
+    return surges
+
+
+_WantedGiven = tuple[tuple[int, ...], tuple[int, ...], int, frozenset[int]]
+"""The rows' indexes, the facts' indexes, the replicas wanted, the surges of migrations."""
+
+
+def _wanted(
+    rows: Sequence[InstanceStatus], facts: Sequence[InstanceFacts], given: _WantedGiven
+) -> frozenset[int]:
+    """:func:`.ops.migrate.wanted_indexes` of the previous rows, with the Instances whose
+    facts show them Ready on the spec's images."""
+    row_indexes, fact_indexes, wanted, moving = given
+    return migrate.wanted_indexes(
+        replicas=wanted,
+        rows=dict(zip(row_indexes, rows, strict=True)),
+        extra=set(moving),
+        ready=(i for i, f in zip(fact_indexes, facts, strict=True) if _established(f)),
+    )
+
+
+def _established(facts: InstanceFacts) -> bool:
+    return facts.ready and facts.runs_spec_images
+
+
+def _wanted_patched(
+    old: tuple[tuple[InstanceStatus, ...], tuple[InstanceFacts, ...]],
+    kept: frozenset[int],
+    new: tuple[tuple[InstanceStatus, ...], tuple[InstanceFacts, ...]],
+    changed: list[int],
+    given: _WantedGiven,
+) -> frozenset[int] | None:
+    """:func:`_wanted` of ``new`` from ``kept``, that of ``old``, which differs from it at
+    ``changed`` only: the same where each changed row establishes its Instance (or is
+    deleted) as the one before did, and each changed Instance's facts are Ready on the spec's
+    images as they were (all :func:`.ops.migrate.wanted_indexes` reads of them)."""
+    (rows_before, facts_before), (rows_after, facts_after) = old, new
+    for pos in changed:
+        if pos < len(rows_after) and _row_wants(rows_before[pos]) != _row_wants(rows_after[pos]):
+            return None
+        if pos < len(facts_after) and _established(facts_before[pos]) != _established(
+            facts_after[pos]
+        ):
+            return None
+    return kept
+
+
+def _row_wants(row: InstanceStatus) -> tuple[bool, bool]:
+    """Whether ``row`` establishes its Instance, and whether it is being deleted."""
+    op = row.operation
+    return bool(row.running_revision or op is not None), operations.is_delete(op)
+
+
+_SURGES: Final = SameMemo(_surges, patch=_surges_patched)
+"""The surges of Updates of the very same previous rows."""
+_WANTED: Final = SameMemo(_wanted, patch=_wanted_patched)
+"""The wanted Instances of the very same previous rows and facts."""
+
+
 def _unchanged(
     status: InferenceReplicaStatus, rows: Sequence[InstanceStatus], observed: ObservedState
 ) -> bool:
@@ -299,6 +406,8 @@ def _unchanged(
     before = observed.rows
     if len(rows) != len(before):
         return False
+    if tuple(before) == tuple(map(_INDEX, rows)) and all(map(operator.is_, rows, before.values())):
+        return True  # the very rows read, in their order (a pass that changed nothing)
     for row in rows:
         old = before.get(row.index)
         if old is None:
@@ -314,21 +423,16 @@ def _facts(target: ReplicaTarget, observed: ObservedState, index: int) -> Instan
     )
 
 
-def _instance(observed: ObservedState, facts: InstanceFacts, wanted: bool) -> _Instance:
-    index = facts.index
-    previous = observed.rows.get(index)
-    pods = facts.pods
-    if previous is not None and previous.incarnation:
-        incarnation = previous.incarnation
-    else:
-        incarnation = max((pod.incarnation or 0 for pod in pods), default=0) or 1
-    return _Instance(
-        facts=facts,
-        previous=previous,
-        incarnation=incarnation,
-        op=previous.operation if previous is not None else None,
-        wanted=wanted,
-    )
+def _instance(previous: InstanceStatus | None, facts: InstanceFacts, wanted: bool) -> _Instance:
+    """The Instance's work record, from its facts and its previous row."""
+    if previous is not None:
+        incarnation = previous.incarnation or _incarnation(facts)
+        return _Instance(facts, previous, incarnation, previous.operation, wanted)
+    return _Instance(facts, None, _incarnation(facts), None, wanted)
+
+
+def _incarnation(facts: InstanceFacts) -> int:
+    return max((pod.incarnation or 0 for pod in facts.pods), default=0) or 1
 
 
 # -- gates ---------------------------------------------------------------------------------
@@ -371,18 +475,32 @@ def _progress(
         return names.PROGRESS_TERMINATING
     if target.paused:
         return names.PROGRESS_PAUSED
-    kept = [inst for inst in instances if inst.keep]
-    if (wave is not None and wave.deferred_instances) or any(
-        operations.is_delete(inst.op) for inst in kept
-    ):
+    # One look at each kept Instance for every reason, the first in this order winning.
+    creating = updating = waiting = False
+    revision = target.update_revision
+    for inst in instances:
+        if not inst.keep:
+            continue
+        op = inst.op
+        if op is not None:
+            kind = op.type
+            if kind == "Delete":
+                return names.PROGRESS_SCALING_DOWN
+            if kind == "Create":
+                creating = True
+            elif kind == "Update":
+                updating = True
+        if inst.wanted and not updating and inst.facts.any_off(revision):
+            updating = True
+        if inst.wanted and not inst.facts.ready:
+            waiting = True
+    if wave is not None and wave.deferred_instances:
         return names.PROGRESS_SCALING_DOWN
-    if deferred_up or any(operations.is_create(inst.op) for inst in kept):
+    if deferred_up or creating:
         return names.PROGRESS_SCALING_UP
-    if any(inst.op is not None and inst.op.type == "Update" for inst in kept) or any(
-        inst.wanted and inst.facts.any_off(target.update_revision) for inst in kept
-    ):
+    if updating:
         return names.PROGRESS_UPDATING
-    if any(inst.wanted and not inst.facts.ready for inst in kept):
+    if waiting:
         return names.PROGRESS_WAITING
     return names.PROGRESS_COMPLETE
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import operator
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -242,13 +242,47 @@ def in_use(
 ) -> frozenset[str]:
     """Revision names something still refers to."""
     names: set[str | None] = {target.update_revision, status.current_revision or ""}
-    listed = list(rows)
-    names.update(map(_RUNNING, listed))
-    names.update(map(_TARGET, listed))
-    names.update(map(_TARGET, [row.operation for row in listed if row.operation is not None]))
     for block in status.retry_blocks or ():
         names.add(block.target_revision)
+    return frozenset(name for name in names if name) | named_by(tuple(rows))  # no None, no ""
+
+
+def named_by(rows: Sequence[InstanceStatus]) -> frozenset[str]:
+    """The revision names ``rows`` refer to (running, target, their operations' target): the
+    union of each row's :func:`_named_by_row`."""
+    names: set[str | None] = set(map(_RUNNING, rows))
+    names.update(map(_TARGET, rows))
+    names.update(map(_TARGET, [row.operation for row in rows if row.operation is not None]))
     return frozenset(name for name in names if name)  # no None, no ""
+
+
+def named_by_patched(
+    old: tuple[tuple[InstanceStatus, ...]],
+    named: frozenset[str],
+    new: tuple[tuple[InstanceStatus, ...]],
+    changed: list[int],
+) -> frozenset[str] | None:
+    """:func:`named_by` of ``new`` from ``named``, that of ``old``, which differs from it at
+    ``changed`` only: the names the changed rows add; None (not known without a look at
+    every row) when a changed row no longer names one it named."""
+    [before], [after] = old, new
+    added: set[str] = set()
+    for pos in changed:
+        was, now = _named_by_row(before[pos]), _named_by_row(after[pos])
+        if not was <= now:
+            return None
+        added |= now - was
+    return named | added if added else named
+
+
+def _named_by_row(row: InstanceStatus) -> frozenset[str]:
+    op = row.operation
+    found = (
+        row.running_revision,
+        row.target_revision,
+        op.target_revision if op is not None else None,
+    )
+    return frozenset(name for name in found if name)
 
 
 _RUNNING: Final = operator.attrgetter("running_revision")

@@ -52,7 +52,7 @@ from omed.api.inferencereplica import (
     Operation,
     RowCondition,
 )
-from omed.controllers.inferencereplica.core import names
+from omed.controllers.inferencereplica.core import names, samememo
 from omed.controllers.inferencereplica.core.model import PodSlot, PodView, ReplicaTarget
 
 
@@ -261,6 +261,36 @@ def ready_reason_indexes(
                     late.append(row.index)
                     added = (*added, reason)
     return found
+
+
+def ready_reason_indexes_patched(
+    old: tuple[tuple[InstanceStatus, ...]],
+    found: dict[str, list[int]],
+    new: tuple[tuple[InstanceStatus, ...]],
+    changed: list[int],
+    reasons: tuple[str, ...],
+) -> dict[str, list[int]] | None:
+    """:func:`ready_reason_indexes` of ``new`` from ``found``, that of ``old``, which differs
+    from it at ``changed`` only: the same when each changed row adds what the row it replaced
+    added (its index under the same reasons); None otherwise."""
+    [before], [after] = old, new
+    for pos in changed:
+        if _late_for(before[pos], reasons) != _late_for(after[pos], reasons):
+            return None
+    return found
+
+
+def _late_for(row: InstanceStatus, reasons: tuple[str, ...]) -> tuple[int, tuple[str, ...]] | None:
+    """What ``row`` adds to :func:`ready_reason_indexes`: its index under these reasons."""
+    ready = names.CONDITION_READY
+    its = tuple(
+        dict.fromkeys(
+            cond.reason
+            for cond in row.conditions or ()
+            if cond.type == ready and cond.reason is not None and cond.reason in reasons
+        )
+    )
+    return (row.index, its) if its else None
 
 
 def condition(
@@ -633,6 +663,7 @@ def forget_replica(uid: str) -> None:
     """Drop what the memos keep of the replica ``uid`` (it is gone)."""
     FACTS_MEMO.forget(uid)
     ROW_MEMO.forget(uid)
+    samememo.forget_all(uid)
 
 
 def _holds_for(

@@ -13,7 +13,7 @@ pods are created, so a restarted manager neither skips nor repeats an incarnatio
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from omed.api.base import Condition
@@ -193,18 +193,25 @@ def expired(work: PassWork, inst: InstanceWork, waiting_on: int) -> bool:
 
 
 def create_deadline_condition(
-    work: PassWork, rows: Sequence[InstanceStatus], previous: InferenceReplicaStatus
+    work: PassWork,
+    rows: Sequence[InstanceStatus],
+    previous: InferenceReplicaStatus,
+    *,
+    late: Mapping[str, list[int]] | None = None,
 ) -> list[Condition]:
     """Condition ProgressDeadlineExceeded while an Instance whose Create failed at
     instanceReadyTimeout is still not Ready (its Ready condition keeps that reason); none when
-    a retry block already sets it."""
+    a retry block already sets it. ``late``: :func:`~.rows.ready_reason_indexes` of ``rows``
+    for this reason among others, when the caller has it already."""
     if any(c.type == names.CONDITION_PROGRESS_DEADLINE for c in work.conditions):
         return []
     reason = names.REASON_PROGRESS_DEADLINE
-    late = ready_reason_indexes(rows, (reason,))[reason]
-    if not late:
+    if late is None:
+        late = ready_reason_indexes(rows, (reason,))
+    which_late = late[reason]
+    if not which_late:
         return []
-    which = ", ".join(str(index) for index in late)
+    which = ", ".join(str(index) for index in which_late)
     return [
         condition(
             previous.conditions,

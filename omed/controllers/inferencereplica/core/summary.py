@@ -23,14 +23,17 @@ Invariant: pure, and stable on its own output like :mod:`.rows`.
 from __future__ import annotations
 
 import datetime as dt
+import operator
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from typing import Final
 
 from omed.api.base import ConditionStatus
 from omed.api.inferencereplica import InferenceReplicaStatus, InstanceStatus
 from omed.controllers.inferencereplica.core import names
 from omed.controllers.inferencereplica.core.model import ReplicaTarget
 from omed.controllers.inferencereplica.core.rows import InstanceFacts, condition
+from omed.controllers.inferencereplica.core.samememo import SameMemo
 
 
 def summarize(
@@ -49,37 +52,16 @@ def summarize(
     wanted = 0 if target.deleting else target.replicas
     keep = wanted_indexes if wanted_indexes is not None else frozenset(range(wanted))
     per_instance = target.pods_per_instance
-    existing = [
-        row
-        for row in rows
-        if row.pod_count and not (row.operation and row.operation.type == "Delete")
-    ]
-    ready = [
-        row
-        for row in rows
-        if row.phase == "Ready" or (row.phase == "Migrating" and row.ready_since is not None)
-    ]
-    serving = [row for row in existing if (row.serving_pod_count or 0) >= per_instance > 0]
-    available = [row for row in ready if (row.available_pod_count or 0) >= per_instance > 0]
-
-    def on_update_revision(row: InstanceStatus) -> bool:
-        instance = facts.get(row.index)
-        return instance is not None and instance.all_on(target.update_revision)
-
-    updated = [row for row in existing if on_update_revision(row)]
-    if len(updated) == len(existing):
+    existing, ready, serving, available, updated, wanted_ready, others = _COUNTS.get(
+        target.uid,
+        (rows, tuple(map(facts.get, map(_INDEX, rows)))),
+        ((keep, per_instance, target.update_revision),),
+    )
+    if updated == existing:
         current = target.update_revision
     else:
-        others = Counter(
-            row.running_revision or row.target_revision
-            for row in existing
-            if row not in updated and (row.running_revision or row.target_revision)
-        )
-        current = (
-            others.most_common(1)[0][0] if others else previous.current_revision
-        ) or target.update_revision
+        current = (others or previous.current_revision) or target.update_revision
 
-    wanted_ready = sum(1 for row in ready if row.index in keep)
     all_ready = wanted_ready >= wanted
     ready_condition = condition(
         previous.conditions,
@@ -107,11 +89,11 @@ def summarize(
     )
     return InferenceReplicaStatus(
         observed_generation=target.generation,
-        replicas=len(existing),
-        ready_replicas=len(ready),
-        serving_replicas=len(serving),
-        available_replicas=len(available),
-        updated_replicas=len(updated),
+        replicas=existing,
+        ready_replicas=ready,
+        serving_replicas=serving,
+        available_replicas=available,
+        updated_replicas=updated,
         current_revision=current,
         update_revision=target.update_revision,
         collision_count=target.collision_count or previous.collision_count,
@@ -120,6 +102,93 @@ def summarize(
         retry_blocks=previous.retry_blocks,
         migrations=previous.migrations,
     )
+
+
+_INDEX: Final = operator.attrgetter("index")
+_Counts = tuple[int, int, int, int, int, int, str | None]
+"""Existing, ready, serving, available, updated, wanted Ready; and the revision most
+existing rows not updated run (None when none does)."""
+_RowCount = tuple[int, int, int, int, int, int, str | None]
+"""What one row adds to each count; and its revision when it is existing, not updated."""
+
+
+def _counts(
+    rows: Sequence[InstanceStatus],
+    facts: Sequence[InstanceFacts | None],
+    given: tuple[frozenset[int], int, str],
+) -> _Counts:
+    """The counts of ``rows``, each row's Instance facts at its position in ``facts`` (None:
+    none), ``given`` the wanted indexes, the pods per Instance and the update revision: the
+    sums of each row's :func:`_row_count`."""
+    keep, per_instance, revision = given
+    existing = ready = serving = available = updated = wanted_ready = 0
+    others: Counter[str] = Counter()
+    for row, instance in zip(rows, facts, strict=True):
+        e, r, s, a, u, w, other = _row_count(row, instance, keep, per_instance, revision)
+        existing += e
+        ready += r
+        serving += s
+        available += a
+        updated += u
+        wanted_ready += w
+        if other is not None:
+            others[other] += 1
+    most = others.most_common(1)[0][0] if others else None
+    return existing, ready, serving, available, updated, wanted_ready, most
+
+
+def _row_count(
+    row: InstanceStatus,
+    instance: InstanceFacts | None,
+    keep: frozenset[int],
+    per_instance: int,
+    revision: str,
+) -> _RowCount:
+    ready = available = wanted_ready = 0
+    phase = row.phase
+    if phase == "Ready" or (phase == "Migrating" and row.ready_since is not None):
+        ready = 1
+        available = int((row.available_pod_count or 0) >= per_instance > 0)
+        wanted_ready = int(row.index in keep)
+    if not row.pod_count or (row.operation and row.operation.type == "Delete"):
+        return 0, ready, 0, available, 0, wanted_ready, None
+    serving = int((row.serving_pod_count or 0) >= per_instance > 0)
+    if instance is not None and instance.all_on(revision):
+        return 1, ready, serving, available, 1, wanted_ready, None
+    other = row.running_revision or row.target_revision or None
+    return 1, ready, serving, available, 0, wanted_ready, other
+
+
+def _counts_patched(
+    old: tuple[tuple[InstanceStatus, ...], tuple[InstanceFacts | None, ...]],
+    counts: _Counts,
+    new: tuple[tuple[InstanceStatus, ...], tuple[InstanceFacts | None, ...]],
+    changed: list[int],
+    given: tuple[frozenset[int], int, str],
+) -> _Counts | None:
+    """:func:`_counts` of ``new`` from ``counts``, that of ``old``, which differs from it at
+    ``changed`` only: each sum less what the old rows added, plus what the new ones add;
+    None (the most common revision is not known without every row) when any row, before or
+    after, is existing but not updated."""
+    if counts[6] is not None:
+        return None
+    keep, per_instance, revision = given
+    e, r, s, a, u, w, _ = counts
+    for rows, facts, sign in ((old[0], old[1], -1), (new[0], new[1], 1)):
+        for pos in changed:
+            de, dr, ds, da, du, dw, other = _row_count(
+                rows[pos], facts[pos], keep, per_instance, revision
+            )
+            if other is not None:
+                return None
+            e, r, s, a = e + sign * de, r + sign * dr, s + sign * ds, a + sign * da
+            u, w = u + sign * du, w + sign * dw
+    return e, r, s, a, u, w, None
+
+
+_COUNTS: Final = SameMemo(_counts, patch=_counts_patched)
+"""The counts of the very same rows and facts (a pass that changed nothing has both), or
+patched from them where a few changed."""
 
 
 def _progress_message(reason: str) -> str:

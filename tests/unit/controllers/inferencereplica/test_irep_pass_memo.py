@@ -16,17 +16,23 @@ from typing import Any
 
 import orjson
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from irep_world import NOW, World, instance, pod, target
 
 from omed.controllers.inferencereplica.core import plan as plan_module
+from omed.controllers.inferencereplica.core import revisions, summary
 from omed.controllers.inferencereplica.core.actions import WriteStatus
+from omed.controllers.inferencereplica.core.model import ReplicaTarget
 from omed.controllers.inferencereplica.core.observe import PodViewCache, pod_view
 from omed.controllers.inferencereplica.core.rows import (
     FactsMemo,
     RowMemo,
     build_row,
     instance_facts,
+    ready_reason_indexes,
 )
+from omed.controllers.inferencereplica.core.samememo import SameMemo
 from omed.controllers.inferencereplica.core.status import (
     RowJson,
     RowsCache,
@@ -178,3 +184,146 @@ def test_a_written_status_read_back_holds_the_written_rows() -> None:
         {"metadata": {"uid": "uid-1", "resourceVersion": "10"}, "status": changed}, max_rows=100
     )
     assert list(again.values()) == rows and all(again[i] is not rows[i] for i in range(3))
+
+
+# -- The aggregates kept for the very same rows (SameMemo) ---------------------------------
+
+
+def test_a_same_memo_answers_for_the_very_same_objects_only() -> None:
+    calls: list[tuple[object, ...]] = []
+
+    def count(rows: tuple[object, ...], label: str) -> tuple[int, str]:
+        calls.append(rows)
+        return len(rows), label
+
+    memo = SameMemo(count)
+    a, b = {"index": 0}, {"index": 1}
+    assert memo.get("uid", ([a, b],), ("x",)) == (2, "x")
+    assert memo.get("uid", ((a, b),), ("x",)) == (2, "x")  # the same objects: no call
+    assert len(calls) == 1
+    assert memo.get("uid", ([a, {"index": 1}],), ("x",)) == (2, "x")  # an equal object: a call
+    assert memo.get("uid", ([a, b],), ("y",)) == (2, "y")  # another value: a call
+    assert memo.get("uid", ([a],), ("x",)) == (1, "x")
+    assert len(calls) == 4
+    memo.forget("uid")
+    memo.get("uid", ([a, b],), ("x",))
+    assert len(calls) == 5
+
+
+@st.composite
+def pass_sequences(draw: st.DrawFn) -> tuple[ReplicaTarget, list[dict[str, Any]]]:
+    """A replica and the changes between its passes: pods flipping Ready or their gate, or
+    going away, and the clock moving; the rows and pods are what the pass before left."""
+    spec = target(draw(st.integers(1, 6)), min_ready_seconds=draw(st.sampled_from([0, 30])))
+    changes = draw(
+        st.lists(
+            st.fixed_dictionaries(
+                {
+                    "flip": st.sets(st.integers(0, 7), max_size=3),
+                    "gate": st.sets(st.integers(0, 7), max_size=2),
+                    "gone": st.sets(st.integers(0, 7), max_size=1),
+                    "seconds": st.sampled_from([0, 1, 20, 40, 3600]),
+                }
+            ),
+            min_size=1,
+            max_size=6,
+        )
+    )
+    return spec, changes
+
+
+def _fresh_memos() -> dict[tuple[Any, str], Any]:
+    """Swap every pass memo for an empty one; the ones swapped out, to put back."""
+    swapped = {
+        (plan_module, "ROW_MEMO"): RowMemo(),
+        (plan_module, "FACTS_MEMO"): FactsMemo(),
+        (plan_module, "_LATE"): SameMemo(ready_reason_indexes),
+        (plan_module, "_NAMED"): SameMemo(revisions.named_by),
+        (summary, "_COUNTS"): SameMemo(summary._counts),
+    }
+    kept = {}
+    for (module, name), fresh in swapped.items():
+        kept[module, name] = getattr(module, name)
+        setattr(module, name, fresh)
+    return kept
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(pass_sequences())
+def test_memoised_passes_decide_what_fresh_passes_decide(
+    sequence: tuple[ReplicaTarget, list[dict[str, Any]]],
+) -> None:
+    spec, changes = sequence
+    world = World(spec).add([view for i in range(spec.replicas) for view in instance(spec, i)])
+    for change in changes:
+        names_ = sorted(world.pods)
+        for pos in change["flip"]:
+            if pos < len(names_):
+                view = world.pods[names_[pos]]
+                world.pods[names_[pos]] = dataclasses.replace(
+                    view, ready=not view.ready, containers_ready=not view.ready
+                )
+        for pos in change["gate"]:
+            if pos < len(names_):
+                view = world.pods[names_[pos]]
+                world.pods[names_[pos]] = dataclasses.replace(view, serving=not view.serving)
+        for pos in change["gone"]:
+            if pos < len(names_):
+                world.pods.pop(names_[pos])
+        world.now += dt.timedelta(seconds=change["seconds"])
+        memoised = world.plan()  # the memos as the passes before left them
+        kept = _fresh_memos()
+        try:
+            fresh = world.plan()
+        finally:
+            for (module, name), memo in kept.items():
+                setattr(module, name, memo)
+        assert memoised == fresh
+        world.apply(memoised)  # the rows written are the next pass's previous rows
+
+
+@st.composite
+def pod_list_sequences(draw: st.DrawFn) -> list[list[tuple[int, int, bool]]]:
+    """Lists of (pod, version, foreign) a pass is given in turn: mostly the list before with
+    a few pods at new versions, some gone or added, now and then reordered."""
+    current = [(n, 0, False) for n in range(draw(st.integers(0, 24)))]
+    lists = [list(current)]
+    for _ in range(draw(st.integers(1, 6))):
+        for pos in draw(st.sets(st.integers(0, 23), max_size=5)):
+            if pos < len(current):
+                n, version, _ = current[pos]
+                current[pos] = (n, version + 1, draw(st.booleans()))
+        if current and draw(st.booleans()):
+            current.pop(draw(st.integers(0, len(current) - 1)))
+        if draw(st.booleans()):
+            current.append((len(current) + 100, 0, False))
+        if draw(st.integers(0, 4)) == 0:
+            current = draw(st.permutations(current))
+        lists.append(list(current))
+    return lists
+
+
+@settings(max_examples=100, deadline=None)
+@given(pod_list_sequences())
+def test_pod_views_are_what_reading_every_pod_afresh_gives(
+    lists: list[list[tuple[int, int, bool]]],
+) -> None:
+    cache = PodViewCache()
+    spec = target(1)
+    objects: dict[tuple[int, int, bool], dict[str, Any]] = {}
+    for given_ in lists:
+        pods = []
+        for key in given_:
+            if key not in objects:  # one object per pod version, as an informer holds it
+                n, version, foreign = key
+                made = raw_pod(f"chat-engine-0-default-{n}", str(version), ready=version % 2 == 0)
+                if foreign:
+                    made["metadata"]["ownerReferences"][0]["uid"] = "another"
+                objects[key] = made
+            pods.append(objects[key])
+        expected = [
+            pod_view(p, replica=spec.name)
+            for p in pods
+            if p["metadata"]["ownerReferences"][0]["uid"] == spec.uid
+        ]
+        assert cache.views(spec, pods) == expected

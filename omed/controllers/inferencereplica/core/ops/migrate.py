@@ -161,10 +161,16 @@ def wanted_indexes(
     takes the highest index. Without gaps this is ``range(replicas)``. What establishes an
     Instance is what its next row records, so planning again on the rows a pass wrote wants
     the same Instances."""
-    deleting = {index for index, row in rows.items() if operations.is_delete(row.operation)}
-    established = {
-        index for index, row in rows.items() if row.running_revision or row.operation is not None
-    }
+    deleting: set[int] = set()
+    established: set[int] = set()
+    for index, row in rows.items():  # one look at each row for both
+        op = row.operation
+        if op is not None:
+            established.add(index)
+            if op.type == "Delete":
+                deleting.add(index)
+        elif row.running_revision:
+            established.add(index)
     occupied = sorted((established | set(ready)) - deleting - extra)
     kept = occupied[:replicas]
     index = 0

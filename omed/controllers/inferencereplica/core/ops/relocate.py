@@ -199,6 +199,8 @@ def confirm(
     records: list[MigrationStatus], rows: Iterable[InstanceStatus]
 ) -> list[MigrationStatus]:
     """Relocated records of Instances that are Ready now, marked ``succeeded``."""
+    if not records:
+        return []
     ready = {row.index for row in rows if row.phase == "Ready" and row.operation is None}
     return [
         r.model_copy(update={"succeeded": True})

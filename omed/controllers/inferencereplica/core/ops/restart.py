@@ -24,6 +24,8 @@ isn't rebuilt again until one of its containers restarts.
 from __future__ import annotations
 
 import datetime as dt
+import operator
+from typing import Final
 
 from omed.api.base import resolve_int_or_percent
 from omed.api.inferencereplica import Operation
@@ -40,6 +42,8 @@ from omed.controllers.inferencereplica.core.steps import (
     start,
 )
 from omed.controllers.inferencereplica.core.work import InstanceWork, PassWork
+
+_INDEX: Final = operator.attrgetter("index")
 
 
 def start_restarts(work: PassWork, instances: list[InstanceWork], *, ran: bool) -> None:
@@ -60,15 +64,25 @@ def start_restarts(work: PassWork, instances: list[InstanceWork], *, ran: bool) 
         for i in instances
         if i.op is not None and i.op.type == "Restart" and i.op.step not in names.PARKED_STEPS
     )
-    for inst in sorted(instances, key=lambda i: i.index):
-        if room > 0 and inst.keep and rearm_due(work, inst):
+    for inst in sorted(instances, key=_INDEX):
+        op = inst.op  # (rearm_due's first test, without the call)
+        if (
+            op is not None
+            and op.type == "Restart"
+            and room > 0
+            and inst.keep
+            and rearm_due(work, inst)
+        ):
             room -= 1
             _rearm(work, inst)
-    for inst in sorted(instances, key=lambda i: i.index):
+    recreate_on_restart = target.update.recreate_on_restart
+    for inst in sorted(instances, key=_INDEX):
         if room <= 0:
             return
         if not (inst.wanted and inst.keep and inst.op is None):
             continue  # (checked again below, with the pods; first, as it is cheap)
+        if not recreate_on_restart and not (ran and inst.facts.failing is not None):
+            continue  # neither a restarted nor a crash-looping pod is looked for
         restarted = (
             [pod for pod in inst.facts.live if pod.restarts > 0]
             if target.update.recreate_on_restart

@@ -188,7 +188,10 @@ def _start(
         and not inst.created_now
         and inst.index >= policy.partition
         and inst.facts.live
-        and (_stale(inst, revision) or _failed_on(inst, revision, ran=ran))
+        and (
+            inst.facts.any_off(revision)  # _stale, without the call
+            or (inst.facts.failing is not None and _failed_on(inst, revision, ran=ran))
+        )
     ]
     candidates.sort(key=lambda inst: (_serving(inst), -inst.index))
     if block is not None:  # a due Backoff, or an attempt whose operation is gone
