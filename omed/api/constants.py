@@ -44,6 +44,37 @@ COMPONENT_ROUTER: Final = "router"
 COMPONENTS: Final[tuple[ComponentName, ...]] = ("engine", "decoder", "router")
 """Components in reporting order: engine first, then decoder and router."""
 
+# -- Migration record phases ----------------------------------------------------------------
+
+MigrationPhase = Literal[
+    "Accepted",
+    "SurgePending",
+    "SurgeReady",
+    "Draining",
+    "Completed",
+    "Failed",
+    "Relocated",
+    "Pending",
+    "InProgress",
+]
+"""A record's phase in ``status.migrations``: what the controller writes, the CLI reads and
+users' scripts wait on."""
+MIGRATION_PHASES: Final[tuple[MigrationPhase, ...]] = (
+    "Accepted",
+    "SurgePending",
+    "SurgeReady",
+    "Draining",
+    "Completed",
+    "Failed",
+    "Relocated",
+    "Pending",
+    "InProgress",
+)
+TERMINAL_MIGRATION_PHASES: Final[frozenset[MigrationPhase]] = frozenset(
+    {"Completed", "Failed", "Relocated"}
+)
+"""The phases after which a record changes no more."""
+
 # -- Deployment modes ------------------------------------------------------------------------
 
 DEPLOYMENT_MODE_OME_NATIVE: Final = "OMENative"

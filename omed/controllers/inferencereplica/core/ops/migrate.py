@@ -101,6 +101,7 @@ from omed.controllers.inferencereplica.core.ops.migratenames import (
     PHASE_DONE,
     PHASE_DRAINING,
     PHASE_FAIL,
+    PHASE_RELOCATED,
     PHASE_SURGE_PENDING,
     PHASE_SURGE_READY,
     REASON_CAPACITY_CONFIGURED,
@@ -567,7 +568,7 @@ def _prune(work: PassWork, mig: MigrationPass) -> None:
     rows = {inst.index for inst in mig.by_index.values() if inst.previous is not None}
 
     def kept(r: MigrationStatus) -> bool:
-        if r.phase == "Relocated" and not r.succeeded and r.source_instance in rows:
+        if r.phase == PHASE_RELOCATED and not r.succeeded and r.source_instance in rows:
             return True
         return not (r.terminal and (r.completed_at or r.started_at) < horizon)
 

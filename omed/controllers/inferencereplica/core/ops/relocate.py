@@ -49,12 +49,14 @@ from omed.controllers.inferencereplica.core.actions import RETRY_SOON
 from omed.controllers.inferencereplica.core.migrationactions import WriteAuditRow
 from omed.controllers.inferencereplica.core.model import PodView
 from omed.controllers.inferencereplica.core.ops.migrate import MigrationPass
+from omed.controllers.inferencereplica.core.ops.migratenames import (
+    OUTCOME_RELOCATE,
+    PHASE_RELOCATED,
+    REASON_AUTO_RECOVER,
+)
 from omed.controllers.inferencereplica.core.work import InstanceWork, PassWork
 from omed.controllers.ledger.document import PHASE_COMPLETED, LedgerEntry
 
-PHASE_RELOCATED: Final = "Relocated"
-REASON_AUTO_RECOVER: Final = "AutoRecover"
-OUTCOME_RELOCATE: Final = "relocate-recreate"
 EVENT_TRIGGERED: Final = "AutoMigrationTriggered"
 EVENT_CAP_REACHED: Final = "AutoMigrationCapReached"
 WORKLOAD_REASONS: Final = frozenset(
