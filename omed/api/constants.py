@@ -13,7 +13,7 @@ labels carry ``ome.io/incarnation`` and ``ome.io/revision`` (the full revision n
 
 from __future__ import annotations
 
-from typing import Final, Literal
+from typing import Final, Literal, get_args
 
 # -- API group -------------------------------------------------------------------------------
 
@@ -41,7 +41,7 @@ ComponentName = Literal["engine", "decoder", "router"]
 COMPONENT_ENGINE: Final = "engine"
 COMPONENT_DECODER: Final = "decoder"
 COMPONENT_ROUTER: Final = "router"
-COMPONENTS: Final[tuple[ComponentName, ...]] = ("engine", "decoder", "router")
+COMPONENTS: Final[tuple[ComponentName, ...]] = get_args(ComponentName)
 """Components in reporting order: engine first, then decoder and router."""
 
 # -- Migration record phases ----------------------------------------------------------------
@@ -59,17 +59,7 @@ MigrationPhase = Literal[
 ]
 """A record's phase in ``status.migrations``: what the controller writes, the CLI reads and
 users' scripts wait on."""
-MIGRATION_PHASES: Final[tuple[MigrationPhase, ...]] = (
-    "Accepted",
-    "SurgePending",
-    "SurgeReady",
-    "Draining",
-    "Completed",
-    "Failed",
-    "Relocated",
-    "Pending",
-    "InProgress",
-)
+MIGRATION_PHASES: Final[tuple[MigrationPhase, ...]] = get_args(MigrationPhase)
 TERMINAL_MIGRATION_PHASES: Final[frozenset[MigrationPhase]] = frozenset(
     {"Completed", "Failed", "Relocated"}
 )

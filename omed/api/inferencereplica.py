@@ -15,7 +15,7 @@ the API server prunes what it doesn't know.
 
 from __future__ import annotations
 
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, get_args
 
 from pydantic import Field, model_validator
 
@@ -38,24 +38,9 @@ RetryBlockState = Literal["Backoff", "Held", "RetryInProgress"]
 MigrationTrigger = Literal["Manual", "Auto"]
 InstanceStatusEncoding = Literal["ColumnarV2"]
 
-INSTANCE_PHASES: Final[tuple[InstancePhase, ...]] = (
-    "Pending",
-    "Creating",
-    "Ready",
-    "Updating",
-    "Restarting",
-    "Migrating",
-    "Failed",
-    "Deleting",
-)
-OPERATION_TYPES: Final[tuple[OperationType, ...]] = (
-    "Create",
-    "Update",
-    "Restart",
-    "Migrate",
-    "Delete",
-)
-RETRY_BLOCK_STATES: Final[tuple[RetryBlockState, ...]] = ("Backoff", "Held", "RetryInProgress")
+INSTANCE_PHASES: Final[tuple[InstancePhase, ...]] = get_args(InstancePhase)
+OPERATION_TYPES: Final[tuple[OperationType, ...]] = get_args(OperationType)
+RETRY_BLOCK_STATES: Final[tuple[RetryBlockState, ...]] = get_args(RetryBlockState)
 ENCODING_COLUMNAR_V2: Final[InstanceStatusEncoding] = "ColumnarV2"
 
 MAX_ROW_LIST_ITEMS: Final = 32
