@@ -108,6 +108,7 @@ from omed.controllers.inferencereplica.core.ops.migratenames import (
     REASON_CAPACITY_UNCONFIGURED,
     STEP_CREATE_SURGE,
     go_duration,
+    instance_event,
     migrated_message,
     migration_event,
     rejected_event,
@@ -846,9 +847,12 @@ def _guards_and_allocate(
     _audit(work, mig, record, PHASE_STARTED, started=_started_of(mig, record), revision=revision)
     work.tell(
         EVENT_ACCEPTED,
-        f"OMENative component={target.component} instance={record.source_instance} migration "
-        f"accepted (uuid={record.request_uuid}, source-node={from_node}, "
-        f"surge-index={surge_index})",
+        instance_event(
+            target.component,
+            record.source_instance,
+            f"migration accepted (uuid={record.request_uuid}, source-node={from_node}, "
+            f"surge-index={surge_index})",
+        ),
     )
     return record
 

@@ -88,6 +88,12 @@ def migration_event(uuid: str, what: str) -> str:
     return f"OMENative migration uuid={uuid} {what}"
 
 
+def instance_event(component: str, index: int, what: str) -> str:
+    """An event message about one Instance's move: ``OMENative component=<c> instance=<n>
+    <what>``, the prefix of a migration's acceptance and of every relocation event."""
+    return f"OMENative component={component} instance={index} {what}"
+
+
 def rejected_event(uuid: str, reason: str) -> str:
     return migration_event(uuid, f"rejected: {reason}")
 
