@@ -179,27 +179,41 @@ def create_failure(failure: GraceFailure, now: dt.datetime) -> CreateFailure:
     )
 
 
-_CONDITIONS = (
-    (names.CONDITION_STUCK_POD_GRACE, names.REASON_STUCK_POD_GRACE, "stuckPodGracePeriod"),
+_FAILED_CREATES = (
+    (
+        names.CONDITION_PROGRESS_DEADLINE,
+        names.REASON_PROGRESS_DEADLINE,
+        "were not Ready within instanceReadyTimeout",
+    ),
+    (
+        names.CONDITION_STUCK_POD_GRACE,
+        names.REASON_STUCK_POD_GRACE,
+        "had a pod that couldn't come up within stuckPodGracePeriod",
+    ),
     (
         names.CONDITION_UNSCHEDULABLE_GRACE,
         names.REASON_UNSCHEDULABLE_GRACE,
-        "unschedulableGracePeriod",
+        "had a pod that couldn't come up within unschedulableGracePeriod",
     ),
 )
+"""Each way a Create fails with its pods kept: the condition, the Ready reason its rows keep,
+and what the message says of those Instances."""
 
 
-def create_grace_conditions(
+def failed_create_conditions(
     work: PassWork, rows: Sequence[InstanceStatus], previous: InferenceReplicaStatus
 ) -> list[Condition]:
-    """Conditions StuckPodGraceExceeded and UnschedulableGraceExceeded while an Instance
-    whose Create a grace failed is still not Ready (its Ready condition keeps that reason),
-    as ProgressDeadlineExceeded is for a deadline (:func:`.steps.create_deadline_condition`)."""
+    """Conditions ProgressDeadlineExceeded, StuckPodGraceExceeded and
+    UnschedulableGraceExceeded while an Instance whose Create failed at instanceReadyTimeout
+    or at a grace is still not Ready (its Ready condition keeps that reason); none of a type
+    the pass already set (a retry block's ProgressDeadlineExceeded), so each type is one
+    condition."""
     found: list[Condition] = []
-    late_by_reason = ready_reason_indexes(rows, (reason for _, reason, _ in _CONDITIONS))
-    for type_, reason, key in _CONDITIONS:
+    late_by_reason = ready_reason_indexes(rows, (reason for _, reason, _ in _FAILED_CREATES))
+    flagged = {c.type for c in work.conditions}
+    for type_, reason, why in _FAILED_CREATES:
         late = late_by_reason[reason]
-        if not late:
+        if not late or type_ in flagged:
             continue
         which = ", ".join(str(index) for index in late)
         found.append(
@@ -208,9 +222,8 @@ def create_grace_conditions(
                 type=type_,
                 status="True",
                 reason=reason,
-                message=f"Instance(s) {which} of {work.target.component} had a pod that "
-                f"couldn't come up within {key}: their Create operation failed; their pods "
-                "are kept",
+                message=f"Instance(s) {which} of {work.target.component} {why}: their Create "
+                "operation failed; their pods are kept",
                 now=work.now,
             )
         )

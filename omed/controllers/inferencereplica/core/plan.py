@@ -53,7 +53,6 @@ from omed.controllers.inferencereplica.core import (
     operations,
     podgroups,
     revisions,
-    steps,
     waiting,
 )
 from omed.controllers.inferencereplica.core.actions import (
@@ -210,8 +209,7 @@ def plan(
     )
     conditions = [
         *(_since(flagged, observed.status.conditions) for flagged in work.conditions),
-        *steps.create_deadline_condition(work, rows, observed.status),
-        *graces.create_grace_conditions(work, rows, observed.status),
+        *graces.failed_create_conditions(work, rows, observed.status),
         *_write_refused_condition(target, observed, now),
     ]
     moves.records = relocate.confirm(moves.records, rows)
