@@ -179,41 +179,27 @@ def create_failure(failure: GraceFailure, now: dt.datetime) -> CreateFailure:
     )
 
 
-_FAILED_CREATES = (
-    (
-        names.CONDITION_PROGRESS_DEADLINE,
-        names.REASON_PROGRESS_DEADLINE,
-        "were not Ready within instanceReadyTimeout",
-    ),
-    (
-        names.CONDITION_STUCK_POD_GRACE,
-        names.REASON_STUCK_POD_GRACE,
-        "had a pod that couldn't come up within stuckPodGracePeriod",
-    ),
+_CONDITIONS = (
+    (names.CONDITION_STUCK_POD_GRACE, names.REASON_STUCK_POD_GRACE, "stuckPodGracePeriod"),
     (
         names.CONDITION_UNSCHEDULABLE_GRACE,
         names.REASON_UNSCHEDULABLE_GRACE,
-        "had a pod that couldn't come up within unschedulableGracePeriod",
+        "unschedulableGracePeriod",
     ),
 )
-"""Each way a Create fails with its pods kept: the condition, the Ready reason its rows keep,
-and what the message says of those Instances."""
 
 
-def failed_create_conditions(
+def create_grace_conditions(
     work: PassWork, rows: Sequence[InstanceStatus], previous: InferenceReplicaStatus
 ) -> list[Condition]:
-    """Conditions ProgressDeadlineExceeded, StuckPodGraceExceeded and
-    UnschedulableGraceExceeded while an Instance whose Create failed at instanceReadyTimeout
-    or at a grace is still not Ready (its Ready condition keeps that reason); none of a type
-    the pass already set (a retry block's ProgressDeadlineExceeded), so each type is one
-    condition."""
+    """Conditions StuckPodGraceExceeded and UnschedulableGraceExceeded while an Instance
+    whose Create a grace failed is still not Ready (its Ready condition keeps that reason),
+    as ProgressDeadlineExceeded is for a deadline (:func:`.steps.create_deadline_condition`)."""
     found: list[Condition] = []
-    late_by_reason = ready_reason_indexes(rows, (reason for _, reason, _ in _FAILED_CREATES))
-    flagged = {c.type for c in work.conditions}
-    for type_, reason, why in _FAILED_CREATES:
+    late_by_reason = ready_reason_indexes(rows, (reason for _, reason, _ in _CONDITIONS))
+    for type_, reason, key in _CONDITIONS:
         late = late_by_reason[reason]
-        if not late or type_ in flagged:
+        if not late:
             continue
         which = ", ".join(str(index) for index in late)
         found.append(
@@ -222,8 +208,9 @@ def failed_create_conditions(
                 type=type_,
                 status="True",
                 reason=reason,
-                message=f"Instance(s) {which} of {work.target.component} {why}: their Create "
-                "operation failed; their pods are kept",
+                message=f"Instance(s) {which} of {work.target.component} had a pod that "
+                f"couldn't come up within {key}: their Create operation failed; their pods "
+                "are kept",
                 now=work.now,
             )
         )

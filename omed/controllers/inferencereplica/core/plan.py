@@ -53,6 +53,7 @@ from omed.controllers.inferencereplica.core import (
     operations,
     podgroups,
     revisions,
+    steps,
     waiting,
 )
 from omed.controllers.inferencereplica.core.actions import (
@@ -209,7 +210,8 @@ def plan(
     )
     conditions = [
         *(_since(flagged, observed.status.conditions) for flagged in work.conditions),
-        *graces.failed_create_conditions(work, rows, observed.status),
+        *steps.create_deadline_condition(work, rows, observed.status),
+        *graces.create_grace_conditions(work, rows, observed.status),
         *_write_refused_condition(target, observed, now),
     ]
     moves.records = relocate.confirm(moves.records, rows)
