@@ -135,6 +135,8 @@ ANNOTATION_RELEASE_HELD_REVISION: Final = "ome.io/release-held-revision"
 ANNOTATION_MIGRATION_REQUEST_PREFIX: Final = "ome.io/migration-request-v1-"
 """On an InferenceService: prefix of a manual migration request; the key ends in the request
 UUID and the value is the request as JSON."""
+ANNOTATION_ROLLOUT_PAUSED: Final = "ome.io/rollout-paused"
+"""On an InferenceService: its rollout is paused; a migration start refuses to move it."""
 ANNOTATION_ROLLOUT_PROMOTE: Final = "ome.io/rollout-promote"
 ANNOTATION_ROLLOUT_ROLLBACK: Final = "ome.io/rollout-rollback"
 ANNOTATION_RUNTIME_SYNC: Final = "ome.io/runtime-sync"

@@ -26,6 +26,7 @@ import orjson
 from omed.api import migrationrequest
 from omed.api.constants import (
     ANNOTATION_MIGRATION_REQUEST_PREFIX,
+    ANNOTATION_ROLLOUT_PAUSED,
     ANNOTATION_ROLLOUT_PROMOTE,
     ANNOTATION_ROLLOUT_ROLLBACK,
     LABEL_COMPONENT,
@@ -43,7 +44,6 @@ SCHEMA: Final = migrationrequest.SCHEMA_V1
 REQUESTED_BY: Final = "kubectl-ome"
 PREVIEW_TITLE: Final = "ALPHA guarded migration preview (not controller convergence)"
 PROMPT: Final = "Confirm this exact action? [y/N]: "
-ANNOTATION_ROLLOUT_PAUSED: Final = "ome.io/rollout-paused"
 MAX_HINTS: Final = 8
 MAX_REASON_BYTES: Final = 256
 MAX_REQUESTED_BY: Final = 128
