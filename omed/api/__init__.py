@@ -1,14 +1,16 @@
 """omed's API: the ome.io/v1beta1 kinds as pydantic models, their names, and their CRDs.
 
-This package is the bottom layer of omed (it imports nothing from the rest of omed), pure and
-free of I/O: every other layer reads and writes objects
-through these models, and ``deploy/crds`` is generated from them by :mod:`omed.api.crdgen`, so
-the code and the installed schema can't disagree. The names a user or a tool can see (labels,
-annotations, condition types) are in :mod:`omed.api.constants`; revision names in
-:mod:`omed.api.revision`.
+This package is the bottom layer of omed (it imports nothing from the rest of omed but
+:mod:`omed.lazy`, its lazy exports), pure and free of I/O: every other layer reads and writes
+objects through these models, and ``deploy/crds`` is generated from them by
+:mod:`omed.api.crdgen`, so the code and the installed schema can't disagree. The names a user
+or a tool can see (labels, annotations, condition types) are in :mod:`omed.api.constants`;
+revision names in :mod:`omed.api.revision`.
 """
 
 from typing import TYPE_CHECKING
+
+from omed.lazy import exports
 
 if TYPE_CHECKING:
     from omed.api.base import ApiModel, Condition, ObjectMeta, OwnerReference
@@ -107,12 +109,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> object:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from importlib import import_module
-
-    value = getattr(import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = exports(__name__, _WHERE, globals())

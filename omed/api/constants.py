@@ -13,7 +13,7 @@ labels carry ``ome.io/incarnation`` and ``ome.io/revision`` (the full revision n
 
 from __future__ import annotations
 
-from typing import Final, Literal
+from typing import Final, Literal, get_args
 
 # -- API group -------------------------------------------------------------------------------
 
@@ -41,8 +41,29 @@ ComponentName = Literal["engine", "decoder", "router"]
 COMPONENT_ENGINE: Final = "engine"
 COMPONENT_DECODER: Final = "decoder"
 COMPONENT_ROUTER: Final = "router"
-COMPONENTS: Final[tuple[ComponentName, ...]] = ("engine", "decoder", "router")
+COMPONENTS: Final[tuple[ComponentName, ...]] = get_args(ComponentName)
 """Components in reporting order: engine first, then decoder and router."""
+
+# -- Migration record phases ----------------------------------------------------------------
+
+MigrationPhase = Literal[
+    "Accepted",
+    "SurgePending",
+    "SurgeReady",
+    "Draining",
+    "Completed",
+    "Failed",
+    "Relocated",
+    "Pending",
+    "InProgress",
+]
+"""A record's phase in ``status.migrations``: what the controller writes, the CLI reads and
+users' scripts wait on."""
+MIGRATION_PHASES: Final[tuple[MigrationPhase, ...]] = get_args(MigrationPhase)
+TERMINAL_MIGRATION_PHASES: Final[frozenset[MigrationPhase]] = frozenset(
+    {"Completed", "Failed", "Relocated"}
+)
+"""The phases after which a record changes no more."""
 
 # -- Deployment modes ------------------------------------------------------------------------
 
@@ -114,6 +135,8 @@ ANNOTATION_RELEASE_HELD_REVISION: Final = "ome.io/release-held-revision"
 ANNOTATION_MIGRATION_REQUEST_PREFIX: Final = "ome.io/migration-request-v1-"
 """On an InferenceService: prefix of a manual migration request; the key ends in the request
 UUID and the value is the request as JSON."""
+ANNOTATION_ROLLOUT_PAUSED: Final = "ome.io/rollout-paused"
+"""On an InferenceService: its rollout is paused; a migration start refuses to move it."""
 ANNOTATION_ROLLOUT_PROMOTE: Final = "ome.io/rollout-promote"
 ANNOTATION_ROLLOUT_ROLLBACK: Final = "ome.io/rollout-rollback"
 ANNOTATION_RUNTIME_SYNC: Final = "ome.io/runtime-sync"

@@ -15,12 +15,18 @@ the API server prunes what it doesn't know.
 
 from __future__ import annotations
 
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, get_args
 
 from pydantic import Field, model_validator
 
 from omed.api.base import ApiModel, Condition, ConditionStatus, FreeForm, ObjectMeta, Time
-from omed.api.constants import API_VERSION, KIND_INFERENCE_REPLICA, ComponentName
+from omed.api.constants import (
+    API_VERSION,
+    KIND_INFERENCE_REPLICA,
+    TERMINAL_MIGRATION_PHASES,
+    ComponentName,
+    MigrationPhase,
+)
 from omed.api.lifecycle import Lifecycle
 
 RunnerName = Literal["default", "leader", "worker"]
@@ -29,52 +35,12 @@ InstancePhase = Literal[
 ]
 OperationType = Literal["Create", "Update", "Restart", "Migrate", "Delete"]
 RetryBlockState = Literal["Backoff", "Held", "RetryInProgress"]
-MigrationPhase = Literal[
-    "Accepted",
-    "SurgePending",
-    "SurgeReady",
-    "Draining",
-    "Completed",
-    "Failed",
-    "Relocated",
-    "Pending",
-    "InProgress",
-]
 MigrationTrigger = Literal["Manual", "Auto"]
 InstanceStatusEncoding = Literal["ColumnarV2"]
 
-INSTANCE_PHASES: Final[tuple[InstancePhase, ...]] = (
-    "Pending",
-    "Creating",
-    "Ready",
-    "Updating",
-    "Restarting",
-    "Migrating",
-    "Failed",
-    "Deleting",
-)
-OPERATION_TYPES: Final[tuple[OperationType, ...]] = (
-    "Create",
-    "Update",
-    "Restart",
-    "Migrate",
-    "Delete",
-)
-RETRY_BLOCK_STATES: Final[tuple[RetryBlockState, ...]] = ("Backoff", "Held", "RetryInProgress")
-MIGRATION_PHASES: Final[tuple[MigrationPhase, ...]] = (
-    "Accepted",
-    "SurgePending",
-    "SurgeReady",
-    "Draining",
-    "Completed",
-    "Failed",
-    "Relocated",
-    "Pending",
-    "InProgress",
-)
-TERMINAL_MIGRATION_PHASES: Final[frozenset[MigrationPhase]] = frozenset(
-    {"Completed", "Failed", "Relocated"}
-)
+INSTANCE_PHASES: Final[tuple[InstancePhase, ...]] = get_args(InstancePhase)
+OPERATION_TYPES: Final[tuple[OperationType, ...]] = get_args(OperationType)
+RETRY_BLOCK_STATES: Final[tuple[RetryBlockState, ...]] = get_args(RetryBlockState)
 ENCODING_COLUMNAR_V2: Final[InstanceStatusEncoding] = "ColumnarV2"
 
 MAX_ROW_LIST_ITEMS: Final = 32

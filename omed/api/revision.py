@@ -37,6 +37,11 @@ from typing import Any, Final
 
 import orjson
 
+from omed.api.constants import (
+    ANNOTATION_ROLLOUT_PAUSED,
+    ANNOTATION_ROLLOUT_PROMOTE,
+    ANNOTATION_ROLLOUT_ROLLBACK,
+)
 from omed.api.gojson import GoJsonError, go_string, marshal, root_type
 
 REVISION_HASH_LENGTH: Final = 8
@@ -49,7 +54,7 @@ _FNV32_PRIME: Final = 0x01000193
 
 EXCLUDED_ANNOTATION_PREFIXES: Final = ("ome.io/migration-request-v1-",)
 EXCLUDED_ANNOTATIONS: Final = frozenset(
-    {"ome.io/rollout-paused", "ome.io/rollout-promote", "ome.io/rollout-rollback"}
+    {ANNOTATION_ROLLOUT_PAUSED, ANNOTATION_ROLLOUT_PROMOTE, ANNOTATION_ROLLOUT_ROLLBACK}
 )
 EXCLUDED_LABELS: Final = frozenset({"kueue.x-k8s.io/queue-name", "kueue.x-k8s.io/priority-class"})
 

@@ -41,8 +41,10 @@ from omed.api.constants import (
     LABEL_INSTANCE_INDEX,
     LABEL_MANAGED_BY,
     MANAGED_BY_OME_NATIVE,
+    TERMINAL_MIGRATION_PHASES,
 )
 from omed.cli.instances import cut
+from omed.controllers.inferencereplica.core.ops.migratenames import PHASE_DONE
 
 ACTION: Final = "migration drain-node"
 PREVIEW_TITLE: Final = "ALPHA guarded drain preview (not controller convergence)"
@@ -50,8 +52,6 @@ DRAIN_NAMESPACE: Final = uuidlib.UUID("5b0d8c1e-2f6a-4e7b-9c3d-8a1f0e6b4d27")
 """The uuid5 namespace of drain-node's request IDs (fixed: a later run derives the same IDs)."""
 MAX_ATTEMPTS: Final = 8
 """Attempts per Instance: the IDs of attempts 1..8 are tried in order; past them, refused."""
-TERMINAL_PHASES: Final = frozenset({"Completed", "Failed", "Relocated"})
-MODE_NEVER_MESSAGE: Final = "migrations disabled by MigrationPolicy Mode=Never"
 DETAIL_WIDTH: Final = 40
 
 # Row states. Final ones end a row's part in the run.
@@ -214,7 +214,7 @@ def resume(subject: Subject, *, node: str, service_uid: str, known: Known) -> Re
         if rid in known.waiting:
             return Resume(request_id=rid, attempt=attempt, state=SENT, phase="", ended=tuple(ended))
         phase = known.phases.get(rid)
-        if phase is not None and phase not in TERMINAL_PHASES:
+        if phase is not None and phase not in TERMINAL_MIGRATION_PHASES:
             return Resume(
                 request_id=rid, attempt=attempt, state=IN_FLIGHT, phase=phase, ended=tuple(ended)
             )
@@ -248,7 +248,7 @@ def in_flight_of(records: Iterable[Mapping[str, Any]], waiting: Iterable[str]) -
     active = {
         str(r.get("requestUUID"))
         for r in records
-        if str(r.get("phase") or "") not in TERMINAL_PHASES
+        if str(r.get("phase") or "") not in TERMINAL_MIGRATION_PHASES
     }
     return len(active | set(waiting))
 
@@ -281,7 +281,7 @@ def window_left(
             at = _epoch(allocated)
             if at is not None and at > now - window_seconds:
                 used += 1
-        elif str(record.get("phase") or "") not in TERMINAL_PHASES:
+        elif str(record.get("phase") or "") not in TERMINAL_MIGRATION_PHASES:
             used += 1
     return limit - used
 
@@ -357,8 +357,8 @@ def follow(row: Row, *, known: Known, record: Mapping[str, Any] | None) -> Row:
             message=str(record.get("message") or ""),
             surge=surge if isinstance(surge, int) else row.surge,
         )
-        if phase in TERMINAL_PHASES:
-            return replace(changed, state=COMPLETED if phase == "Completed" else FAILED)
+        if phase in TERMINAL_MIGRATION_PHASES:
+            return replace(changed, state=COMPLETED if phase == PHASE_DONE else FAILED)
         return replace(changed, state=IN_FLIGHT)
     if row.request_id in known.waiting:
         return replace(row, state=SENT)

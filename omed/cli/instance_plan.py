@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from omed.api.constants import LABEL_INFERENCE_SERVICE
+from omed.api.constants import ANNOTATION_RELEASE_HELD_REVISION, LABEL_INFERENCE_SERVICE
 from omed.cli.indexranges import index_ranges
 from omed.config import StartupConfigError, lifecycle_entry, load_startup_config
 from omed.controllers.inferencereplica.core import names, orphans
@@ -351,7 +351,7 @@ def steps_of(planned: Planned) -> list[Step]:
             out.append(
                 Step(
                     "do",
-                    f"remove annotation ome.io/release-held-revision={action.value}",
+                    f"remove annotation {ANNOTATION_RELEASE_HELD_REVISION}={action.value}",
                     action="RemoveReleaseAnnotation",
                 )
             )

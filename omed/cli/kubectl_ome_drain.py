@@ -47,7 +47,7 @@ from omed.cli.kubectl_ome_migration import (
     timestamp,
 )
 from omed.config import lifecycle_entry
-from omed.controllers.inferencereplica.core.ops.migratenames import go_duration
+from omed.controllers.inferencereplica.core.ops.migratenames import MSG_NEVER, go_duration
 from omed.kube.client import KubeClient
 from omed.kube.errors import ApiError
 from omed.kube.resources import CONFIGMAPS, PODS
@@ -320,9 +320,7 @@ class _Drain:
             (read.source if read else None) or {}, collection.isvc, subject.component
         )
         if mode == "Never":
-            return replace(
-                row, state=drain.SKIPPED, request_id=None, detail=drain.MODE_NEVER_MESSAGE
-            )
+            return replace(row, state=drain.SKIPPED, request_id=None, detail=MSG_NEVER)
         if where.state == drain.REFUSED:
             return replace(
                 row, detail=f"every attempt's request ID ({drain.MAX_ATTEMPTS}) has ended"

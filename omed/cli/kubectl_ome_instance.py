@@ -23,7 +23,7 @@ from typing import Any, Final, TextIO, TypeVar
 
 import orjson
 
-from omed.api.constants import COMPONENTS
+from omed.api.constants import COMPONENTS, TERMINAL_MIGRATION_PHASES
 from omed.cli import release_held
 from omed.cli.instances import (
     UNAVAILABLE,
@@ -236,7 +236,6 @@ _UUID: Final = re.compile(
 )
 MIGRATION_POLL: Final = 5.0
 """wait --for=migration=terminal reads the service and its replicas every 5 s (upstream's)."""
-TERMINAL_MIGRATION: Final = ("Completed", "Failed", "Relocated")
 
 
 async def wait_command(args: argparse.Namespace, io: Streams) -> int:
@@ -316,7 +315,7 @@ async def _wait_migration(
             for record in records if isinstance(records, list) else []:
                 if isinstance(record, dict) and record.get("requestUUID") == args.request_id:
                     phase = str(record.get("phase") or "NotRecorded")
-                    if phase in TERMINAL_MIGRATION:
+                    if phase in TERMINAL_MIGRATION_PHASES:
                         io.out.write(
                             f"{target} migration={args.request_id} terminal ({phase}; "
                             f"component {read.component})\n"

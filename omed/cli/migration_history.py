@@ -34,9 +34,18 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from omed.api.constants import API_VERSION, KIND_INFERENCE_SERVICE
+from omed.api.constants import (
+    API_VERSION,
+    KIND_INFERENCE_SERVICE,
+    MIGRATION_PHASES,
+    TERMINAL_MIGRATION_PHASES,
+)
 from omed.cli import migration_status
 from omed.cli.instances import REPORT_API_VERSION, Collection
+from omed.controllers.inferencereplica.core.ops.migratenames import (
+    OUTCOME_RELOCATE,
+    REASON_AUTO_RECOVER,
+)
 from omed.controllers.ledger import document as ledger
 
 MAX_SOURCES: Final = 64
@@ -75,17 +84,13 @@ _UNAVAILABLE_REASON: Final = {
     UNREADABLE: "Unreadable",
 }
 
-TERMINAL: Final = frozenset({"Completed", "Failed", "Relocated"})
-ACTIVE: Final = frozenset(
-    {"Accepted", "SurgePending", "SurgeReady", "Draining", "Pending", "InProgress", "Started"}
-)
-_OUTCOME: Final = {"Completed": "Completed", "Failed": "Failed", "Relocated": "Relocated"}
+TERMINAL: Final = TERMINAL_MIGRATION_PHASES
+ACTIVE: Final = frozenset(MIGRATION_PHASES) - TERMINAL | {ledger.PHASE_STARTED}
+"""A record's phases that haven't ended, and the audit ledger's Started."""
 _TRUNCATIONS: Final = frozenset(
     {"AuthoritativeTruncated", "ParentHistoryTruncated", "AuditHistoryTruncated", "OutputTruncated"}
 )
 _FORCE_DELETE_OUTCOMES: Final = frozenset({ledger.OUTCOME_FORCE_DELETE, "finalizer-report"})
-_AUTO_RECOVER: Final = "AutoRecover"
-_RELOCATE: Final = "relocate-recreate"
 _DNS_SUBDOMAIN: Final = re.compile(
     r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
 )
@@ -417,7 +422,7 @@ def _parent(
             startedAt=_stamp(_time(entry.get("startedAt"))),
             completedAt=_stamp(completed),
             eventCount=min(len(events), MAX_EVENTS),
-            outcome=_OUTCOME.get(phase, "InProgress" if phase in ACTIVE else "Unknown"),
+            outcome=phase if phase in TERMINAL else "InProgress" if phase in ACTIVE else "Unknown",
             message=entry.get("outcomeReason"),
             issues=own,
         )
@@ -498,7 +503,7 @@ def _audit_record(entry: Mapping[str, Any], name: str) -> dict[str, Any]:
     if started is None or (entry.get("completedAt") and completed is None):
         _add(own, "TimestampInvalid")
     reason = entry.get("reason")
-    if reason == _AUTO_RECOVER and entry.get("outcome") == _RELOCATE:
+    if reason == REASON_AUTO_RECOVER and entry.get("outcome") == OUTCOME_RELOCATE:
         outcome = "Relocated"
     else:
         outcome = {"Started": "InProgress", "Completed": "Completed", "Failed": "Failed"}.get(
@@ -511,7 +516,7 @@ def _audit_record(entry: Mapping[str, Any], name: str) -> dict[str, Any]:
         component=comp,
         sourceInstance=_or(source, -1),
         replacementInstance=replacement,
-        trigger="Auto" if reason == _AUTO_RECOVER else "Unknown",
+        trigger="Auto" if reason == REASON_AUTO_RECOVER else "Unknown",
         phase=phase,
         freshness="Unverifiable",
         fromNode=from_node,

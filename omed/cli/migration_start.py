@@ -26,12 +26,14 @@ import orjson
 from omed.api import migrationrequest
 from omed.api.constants import (
     ANNOTATION_MIGRATION_REQUEST_PREFIX,
+    ANNOTATION_ROLLOUT_PAUSED,
     ANNOTATION_ROLLOUT_PROMOTE,
     ANNOTATION_ROLLOUT_ROLLBACK,
     LABEL_COMPONENT,
     LABEL_INFERENCE_SERVICE,
     LABEL_MANAGED_BY,
     LABEL_RUNNER,
+    TERMINAL_MIGRATION_PHASES,
 )
 from omed.cli.credentials import CREDENTIAL_PATTERNS
 from omed.cli.instances import OK, Collection
@@ -42,7 +44,6 @@ SCHEMA: Final = migrationrequest.SCHEMA_V1
 REQUESTED_BY: Final = "kubectl-ome"
 PREVIEW_TITLE: Final = "ALPHA guarded migration preview (not controller convergence)"
 PROMPT: Final = "Confirm this exact action? [y/N]: "
-ANNOTATION_ROLLOUT_PAUSED: Final = "ome.io/rollout-paused"
 MAX_HINTS: Final = 8
 MAX_REASON_BYTES: Final = 256
 MAX_REQUESTED_BY: Final = 128
@@ -108,7 +109,6 @@ MESSAGE_LOOKUP: Final = (
     "Identical retained mailbox observed; no replay sent; acceptance and convergence not observed."
 )
 
-TERMINAL_PHASES: Final = frozenset({"Completed", "Failed", "Relocated"})
 _UUID: Final = re.compile(
     r"[0-9a-f]{8}-[0-9a-f]{4}-[1-8][0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}"
 )
@@ -556,7 +556,7 @@ def collect_evidence(
     ):
         raise conflict("a request for the Instance is already on the InferenceService")
     for record in records:
-        if record.get("phase") in TERMINAL_PHASES:
+        if record.get("phase") in TERMINAL_MIGRATION_PHASES:
             continue
         if flags.instance in (record.get("sourceInstance"), record.get("surgeInstance")):
             raise conflict("the Instance already takes part in a migration")
@@ -600,7 +600,7 @@ def collect_evidence(
         raise conflict("a hint names the node to leave")
     if any(m.request.component == flags.component for m in retained):
         warnings.append(WARN_QUEUED_REQUESTS)
-    if any(r.get("phase") not in TERMINAL_PHASES for r in records):
+    if any(r.get("phase") not in TERMINAL_MIGRATION_PHASES for r in records):
         warnings.append(WARN_QUEUED_WORK)
     return Evidence(**{**_fields(evidence), "warnings": tuple(warnings)})
 

@@ -16,16 +16,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
+from omed.api.constants import MIGRATION_PHASES, TERMINAL_MIGRATION_PHASES
 from omed.cli.instances import NOT_OBSERVED, OK, REPORT_API_VERSION, Collection
 
 MAX_SHOWN: Final = 200
 MAX_SCANNED: Final = 800
 DETAIL_WIDTH: Final = 18
 MACHINE_WIDTH: Final = 256
-TERMINAL: Final = frozenset({"Completed", "Failed", "Relocated"})
-PHASES: Final = frozenset(
-    {"Accepted", "SurgePending", "SurgeReady", "Draining", "Pending", "InProgress"} | TERMINAL
-)
+TERMINAL: Final = TERMINAL_MIGRATION_PHASES
+PHASES: Final = frozenset(MIGRATION_PHASES)
 
 
 def _currency(evidence: str) -> str:

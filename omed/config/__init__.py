@@ -15,6 +15,8 @@ from kube, informers or controllers.
 
 from typing import TYPE_CHECKING
 
+from omed.lazy import exports
+
 if TYPE_CHECKING:
     from omed.config.cache import ConfigCache
     from omed.config.duration import DurationError, format_duration, parse_duration
@@ -123,12 +125,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> object:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from importlib import import_module
-
-    value = getattr(import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = exports(__name__, _WHERE, globals())

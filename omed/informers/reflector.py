@@ -683,14 +683,8 @@ class Reflector:
                 self._last_sync_rv = rv
             elif kind == "BOOKMARK":
                 self._last_sync_rv = obj["metadata"]["resourceVersion"]
-            elif kind == "ERROR":
-                code = obj.get("code") if isinstance(obj, dict) else None
-                raise _WatchError(error_from_response(int(code or 500), obj))
             else:
-                log.warning(
-                    "Unknown watch event type",
-                    extra=kv(resource=self._label, type=str(kind)),
-                )
+                self._odd_event(kind, obj)
                 continue
             self._activity += 1
         return WatchEnd.CLOSED
@@ -722,17 +716,20 @@ class Reflector:
                 self._activity += 1
                 self._filled(items, metadata["resourceVersion"])
                 return True
-            elif kind == "ERROR":
-                code = obj.get("code") if isinstance(obj, dict) else None
-                raise _WatchError(error_from_response(int(code or 500), obj))
             else:
-                log.warning(
-                    "Unknown watch event type",
-                    extra=kv(resource=self._label, type=str(kind)),
-                )
+                self._odd_event(kind, obj)
                 continue
             self._activity += 1
         return False
+
+    def _odd_event(self, kind: object, obj: Any) -> None:
+        """A watch event that is neither an object's nor a bookmark: an ERROR ends the watch
+        (:class:`_WatchError`, the API server's status as the error); any other type is
+        logged and skipped."""
+        if kind == "ERROR":
+            code = obj.get("code") if isinstance(obj, dict) else None
+            raise _WatchError(error_from_response(int(code or 500), obj))
+        log.warning("Unknown watch event type", extra=kv(resource=self._label, type=str(kind)))
 
 
 def _same_version(cached: Obj, listed: Obj) -> bool:

@@ -57,6 +57,9 @@ from omed.metrics import REGISTRY
 
 log = logging.getLogger("omed.kube")
 
+LATENCY_BUCKETS = (0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0)
+"""client-go's buckets of the rate limiter's wait and of a request's latency, in seconds."""
+
 REQUESTS = Counter(
     "rest_client_requests_total",
     "Number of HTTP requests, partitioned by status code, method, and host.",
@@ -67,14 +70,14 @@ LIMITER_WAIT = Histogram(
     "rest_client_rate_limiter_duration_seconds",
     "Client side rate limiter latency in seconds. Broken down by verb, and host.",
     ["verb", "host"],
-    buckets=(0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0),
+    buckets=LATENCY_BUCKETS,
     registry=REGISTRY,
 )
 REQUEST_LATENCY = Histogram(
     "rest_client_request_duration_seconds",
     "Request latency in seconds. Broken down by verb, and host.",
     ["verb", "host"],
-    buckets=(0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0),
+    buckets=LATENCY_BUCKETS,
     registry=REGISTRY,
 )
 

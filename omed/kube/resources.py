@@ -16,7 +16,6 @@ SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount")
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment")
 POD_DISRUPTION_BUDGETS = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget")
-ENDPOINT_SLICES = Resource("discovery.k8s.io", "v1", "endpointslices", "EndpointSlice")
 CONTROLLER_REVISIONS = Resource("apps", "v1", "controllerrevisions", "ControllerRevision")
 POD_GROUPS = Resource("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup")
 """scheduler-plugins' PodGroups (an optional CRD: used only when present at start)."""

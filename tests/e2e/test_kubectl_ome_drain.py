@@ -40,6 +40,7 @@ from test_kubectl_ome_migration import env
 from test_kubectl_ome_plan import release_lease, standby
 from test_routing_endpoints import RUNTIME, ready_uids
 
+from omed.api.constants import TERMINAL_MIGRATION_PHASES
 from omed.cli import drain_node as drain
 from omed.cli import kubectl_ome_drain as drain_io
 from omed.cli import migration_start as core
@@ -118,7 +119,7 @@ class World(support.ManagerWorld):
             waiting = {k[len(PREFIX) :] for k in annotations if k.startswith(PREFIX)}
             records = ((await self.replica(service)).get("status") or {}).get("migrations") or []
             active = {
-                r["requestUUID"] for r in records if r.get("phase") not in drain.TERMINAL_PHASES
+                r["requestUUID"] for r in records if r.get("phase") not in TERMINAL_MIGRATION_PHASES
             }
             counts[service] = len(waiting | active)
         return counts

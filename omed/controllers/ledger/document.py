@@ -40,10 +40,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from omed.api.constants import API_VERSION, KIND_INFERENCE_SERVICE, LABEL_MANAGED_BY
+from omed.api.constants import KIND_INFERENCE_SERVICE, LABEL_MANAGED_BY
 from omed.api.constants import MANAGED_BY_OME_NATIVE as MANAGED_BY
 from omed.api.gojson import go_string
 from omed.clock import rfc3339
+from omed.controllers.owners import controller_reference
 
 SUFFIX: Final = "-ome-migration-audit"
 DATA_KEY: Final = "history.json"
@@ -227,14 +228,8 @@ class Owner:
 
 
 def owner_reference(owner: Owner) -> dict[str, Any]:
-    return {
-        "apiVersion": API_VERSION,
-        "kind": KIND_INFERENCE_SERVICE,
-        "name": owner.name,
-        "uid": owner.uid,
-        "controller": True,
-        "blockOwnerDeletion": True,
-    }
+    """The controller reference that makes ``owner`` the ledger's controller."""
+    return controller_reference(kind=KIND_INFERENCE_SERVICE, name=owner.name, uid=owner.uid)
 
 
 def owned_references(refs: Sequence[Mapping[str, Any]], owner: Owner) -> list[dict[str, Any]]:

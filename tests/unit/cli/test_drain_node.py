@@ -404,7 +404,7 @@ def test_the_table_and_the_report() -> None:
     skipped = drain.Row(
         subject=subject("chat", 0, component="decoder"),
         state=drain.SKIPPED,
-        detail=drain.MODE_NEVER_MESSAGE,
+        detail="migrations disabled by MigrationPolicy Mode=Never",
     )
     resumed = drain.Row(
         subject=subject("web", 1),
@@ -451,7 +451,7 @@ def test_the_table_and_the_report() -> None:
     )
     assert got["summary"] == {"Completed": 1, "Skipped": 1}
     assert got["instances"][0]["requestID"] == done.request_id
-    assert got["instances"][1]["detail"] == drain.MODE_NEVER_MESSAGE
+    assert got["instances"][1]["detail"] == "migrations disabled by MigrationPolicy Mode=Never"
     assert drain.progress_line(done) == (
         f"prod/chat engine/3: Completed request {done.request_id} (migrated to instance=4)"
     )

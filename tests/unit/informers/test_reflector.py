@@ -294,6 +294,18 @@ async def test_error_event_other_than_gone_relists_after_backoff(running: Runnin
     assert running.recorder.events[2:] == []  # nothing changed: nothing redelivered
 
 
+async def test_an_unknown_event_type_is_logged_and_skipped_and_the_watch_goes_on(
+    running: Running, caplog: pytest.LogCaptureFixture
+) -> None:
+    running.watch.event("SURPRISE", pod("c", 11))
+    running.watch.event("ADDED", pod("d", 12))
+    await until(lambda: _at_version(running.informer, "12"))
+    assert running.recorder.events[2:] == [("add", "ns/d", "12")]
+    assert len(running.api.list_calls) == 1 and not running.watch.finished
+    (line,) = [r for r in caplog.records if r.getMessage() == "Unknown watch event type"]
+    assert line.levelname == "WARNING"
+
+
 def _at_version(informer: SharedInformer, rv: str) -> bool:
     return informer.reflector.last_sync_resource_version == rv
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
 
+from omed.api import constants
 from omed.api.constants import FINALIZER_INFERENCE_REPLICA, LABEL_COMPONENT, LABEL_INFERENCE_SERVICE
 
 FINALIZER: Final = FINALIZER_INFERENCE_REPLICA
@@ -209,7 +210,7 @@ EVENT_TEARDOWN_DEADLINE: Final = "TeardownDeadlineExceeded"
 
 # -- Conditions ---------------------------------------------------------------------------------
 
-CONDITION_READY: Final = "Ready"
+CONDITION_READY: Final = constants.CONDITION_READY
 CONDITION_PROGRESSING: Final = "Progressing"
 
 READY_ALL: Final = "AllInstancesReady"

@@ -55,7 +55,7 @@ from omed.api.constants import (
 )
 from omed.api.inferencereplica import InferenceReplica, InstanceStatus
 from omed.api.lifecycle import Lifecycle
-from omed.api.revision import is_revision_hash
+from omed.api.revision import is_revision_hash, revision_name
 from omed.clock import parse_rfc3339
 from omed.config.lifecycle import LifecycleConfig
 from omed.controllers.deletion import FINALIZER_ORPHAN
@@ -74,7 +74,6 @@ from omed.controllers.inferencereplica.core.names import (
     FINALIZER,
     parse_pod_name,
 )
-from omed.controllers.inferencereplica.core.podtemplate import revision_from_hash
 from omed.controllers.inferencereplica.core.policy import revision_history_limit, update_policy
 from omed.controllers.inferencereplica.core.revisions import (
     LegacyTranslation,
@@ -244,7 +243,7 @@ def pod_revision(labels: Mapping[str, Any]) -> str | None:
     digest = labels.get(LABEL_REVISION_HASH)
     isvc, component = labels.get(LABEL_INFERENCE_SERVICE), labels.get(LABEL_COMPONENT)
     if isinstance(digest, str) and is_revision_hash(digest) and isvc and component:
-        return revision_from_hash(isvc=str(isvc), component=str(component), digest=digest)
+        return revision_name(isvc=str(isvc), component=str(component), digest=digest)
     legacy = labels.get(LEGACY_LABEL_REVISION)
     return str(legacy) if legacy is not None else None
 

@@ -62,7 +62,6 @@ from omed.api.revision import (
     revision_hash,
     revision_name,
     revision_payload,
-    revision_prefix,
     suffixed_hash,
 )
 from omed.controllers.inferencereplica.core.model import PodSlot, ReplicaTarget, RunnerShape
@@ -176,11 +175,6 @@ def legacy_revision_of(*, isvc: str, component: str, runners: tuple[RunnerShape,
     what pods and rows written then carry for the same template."""
     digest = template_digests(runners).legacy_digest
     return revision_name(isvc=isvc, component=component, digest=digest)
-
-
-def revision_from_hash(*, isvc: str, component: str, digest: str) -> str:
-    """The full revision name of a pod labelled with ``digest``."""
-    return f"{revision_prefix(isvc=isvc, component=component)}-{digest}"
 
 
 def owner_reference(target: ReplicaTarget) -> dict[str, Any]:

@@ -31,7 +31,12 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from omed.api.base import parse_duration
-from omed.api.lifecycle import DEFAULT_UPDATE_RETRY_MAX_ATTEMPTS, Lifecycle, UpdateStrategyType
+from omed.api.lifecycle import (
+    DEFAULT_UPDATE_RETRY_MAX_ATTEMPTS,
+    DEFAULT_UPDATE_STRATEGY_TYPE,
+    Lifecycle,
+    UpdateStrategyType,
+)
 from omed.config.lifecycle import LifecycleConfig, UpdateRetryConfig
 
 DEFAULT_MAX_ATTEMPTS: Final = DEFAULT_UPDATE_RETRY_MAX_ATTEMPTS
@@ -66,7 +71,7 @@ class RetryPolicy:
 class UpdatePolicy:
     """``lifecycle.updateStrategy`` with its defaults applied."""
 
-    strategy: UpdateStrategyType = "SurgeThenDrain"
+    strategy: UpdateStrategyType = DEFAULT_UPDATE_STRATEGY_TYPE
     partition: int = 0
     max_unavailable: int | str | None = None
     """As written (a count or a percentage of ``replicas``); None for the default."""

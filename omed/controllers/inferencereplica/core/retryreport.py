@@ -10,6 +10,7 @@ Invariant: pure; conditions are built with ``None`` as their previous list, and
 
 from __future__ import annotations
 
+from omed.api.constants import ANNOTATION_RELEASE_HELD_REVISION
 from omed.api.events import NORMAL, WARNING
 from omed.api.inferencereplica import RetryBlock
 from omed.controllers.inferencereplica.core import names, retry
@@ -32,7 +33,7 @@ def release(work: PassWork, released: bool) -> None:
         else RecordEvent(
             type=WARNING,
             reason=names.EVENT_RELEASE_IGNORED,
-            message=f"ome.io/release-held-revision={value} names no Held retry block of "
+            message=f"{ANNOTATION_RELEASE_HELD_REVISION}={value} names no Held retry block of "
             f"the update revision {work.target.update_revision}; annotation removed",
         )
     )

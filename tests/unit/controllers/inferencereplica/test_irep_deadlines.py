@@ -44,7 +44,10 @@ def test_a_create_not_ready_in_time_fails_with_an_event_and_a_condition() -> Non
         assert row.last_failure.pod == f"chat-engine-{index}-default-0"
     condition = world.status.condition(names.CONDITION_PROGRESS_DEADLINE)
     assert condition is not None and condition.status == "True"
-    assert condition.message is not None and "Instance(s) 0, 1" in condition.message
+    assert condition.message == (
+        "Instance(s) 0, 1 of engine were not Ready within instanceReadyTimeout: their Create "
+        "operation failed; their pods are kept"
+    )
 
     # stable: no new operation, no pod action, nothing to write, no second event
     plans = world.run(20)

@@ -150,7 +150,10 @@ def test_a_create_stuck_in_image_pull_fails_at_the_grace_not_at_the_deadline() -
     )
     condition = failed.status.condition(names.CONDITION_STUCK_POD_GRACE)
     assert condition is not None and condition.status == "True"
-    assert condition.message is not None and "Instance(s) 0 of engine" in condition.message
+    assert condition.message == (
+        "Instance(s) 0 of engine had a pod that couldn't come up within stuckPodGracePeriod: "
+        "their Create operation failed; their pods are kept"
+    )
     assert failed.status.condition(names.CONDITION_PROGRESS_DEADLINE) is None
 
     # An image that can't be pulled is the revision's fault: the retry ladder takes over.

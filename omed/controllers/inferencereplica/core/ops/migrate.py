@@ -101,12 +101,14 @@ from omed.controllers.inferencereplica.core.ops.migratenames import (
     PHASE_DONE,
     PHASE_DRAINING,
     PHASE_FAIL,
+    PHASE_RELOCATED,
     PHASE_SURGE_PENDING,
     PHASE_SURGE_READY,
     REASON_CAPACITY_CONFIGURED,
     REASON_CAPACITY_UNCONFIGURED,
     STEP_CREATE_SURGE,
     go_duration,
+    instance_event,
     migrated_message,
     migration_event,
     rejected_event,
@@ -573,7 +575,7 @@ def _prune(work: PassWork, mig: MigrationPass) -> None:
     rows = {inst.index for inst in mig.by_index.values() if inst.previous is not None}
 
     def kept(r: MigrationStatus) -> bool:
-        if r.phase == "Relocated" and not r.succeeded and r.source_instance in rows:
+        if r.phase == PHASE_RELOCATED and not r.succeeded and r.source_instance in rows:
             return True
         return not (r.terminal and (r.completed_at or r.started_at) < horizon)
 
@@ -856,9 +858,12 @@ def _guards_and_allocate(
     _audit(work, mig, record, PHASE_STARTED, started=_started_of(mig, record), revision=revision)
     work.tell(
         EVENT_ACCEPTED,
-        f"OMENative component={target.component} instance={record.source_instance} migration "
-        f"accepted (uuid={record.request_uuid}, source-node={from_node}, "
-        f"surge-index={surge_index})",
+        instance_event(
+            target.component,
+            record.source_instance,
+            f"migration accepted (uuid={record.request_uuid}, source-node={from_node}, "
+            f"surge-index={surge_index})",
+        ),
     )
     return record
 

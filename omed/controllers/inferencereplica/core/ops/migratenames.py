@@ -16,6 +16,8 @@ PHASE_SURGE_READY: Final = "SurgeReady"
 PHASE_DRAINING: Final = "Draining"
 PHASE_DONE: Final = "Completed"
 PHASE_FAIL: Final = "Failed"
+PHASE_RELOCATED: Final = "Relocated"
+"""An automatic relocation's record: born terminal, confirmed once the Instance is Ready."""
 
 EVENT_ACCEPTED: Final = "MigrationRequestAccepted"
 EVENT_REJECTED: Final = "MigrationRequestRejected"
@@ -51,6 +53,10 @@ MSG_SOURCE_EXPIRED: Final = "migration expired; source pods unhealthy"
 """The Ready message of a source restored unhealthy after its record expired."""
 MSG_NO_LIVE_PODS: Final = "source instance has no live pods"
 OUTCOME_MIGRATED: Final = "migrated"
+REASON_AUTO_RECOVER: Final = "AutoRecover"
+"""The audit reason of an automatic relocation."""
+OUTCOME_RELOCATE: Final = "relocate-recreate"
+"""The audit outcome of an automatic relocation's Completed row."""
 
 STEP_CREATE_SURGE: Final = "CreateSurge"
 GATE_MIGRATING: Final = "Migrating"
@@ -80,6 +86,12 @@ def migration_event(uuid: str, what: str) -> str:
     """An event message about one migration: ``OMENative migration uuid=<uuid> <what>``,
     the prefix every migration Warning and the completion event share."""
     return f"OMENative migration uuid={uuid} {what}"
+
+
+def instance_event(component: str, index: int, what: str) -> str:
+    """An event message about one Instance's move: ``OMENative component=<c> instance=<n>
+    <what>``, the prefix of a migration's acceptance and of every relocation event."""
+    return f"OMENative component={component} instance={index} {what}"
 
 
 def rejected_event(uuid: str, reason: str) -> str:

@@ -49,12 +49,15 @@ from omed.controllers.inferencereplica.core.actions import RETRY_SOON
 from omed.controllers.inferencereplica.core.migrationactions import WriteAuditRow
 from omed.controllers.inferencereplica.core.model import PodView
 from omed.controllers.inferencereplica.core.ops.migrate import MigrationPass
+from omed.controllers.inferencereplica.core.ops.migratenames import (
+    OUTCOME_RELOCATE,
+    PHASE_RELOCATED,
+    REASON_AUTO_RECOVER,
+    instance_event,
+)
 from omed.controllers.inferencereplica.core.work import InstanceWork, PassWork
 from omed.controllers.ledger.document import PHASE_COMPLETED, LedgerEntry
 
-PHASE_RELOCATED: Final = "Relocated"
-REASON_AUTO_RECOVER: Final = "AutoRecover"
-OUTCOME_RELOCATE: Final = "relocate-recreate"
 EVENT_TRIGGERED: Final = "AutoMigrationTriggered"
 EVENT_CAP_REACHED: Final = "AutoMigrationCapReached"
 WORKLOAD_REASONS: Final = frozenset(
@@ -168,16 +171,22 @@ def relocate(
         mig.audit.append(WriteAuditRow(isvc=mig.mailbox.isvc, uid=mig.mailbox.uid, entry=entry))
     work.tell(
         EVENT_TRIGGERED,
-        f"OMENative component={target.component} instance={inst.index} relocation directive "
-        f"recorded: attempt {attempt}/{budget}, rebuild steered off node {node} "
-        f"(uuid={request})",
+        instance_event(
+            target.component,
+            inst.index,
+            f"relocation directive recorded: attempt {attempt}/{budget}, rebuild steered off "
+            f"node {node} (uuid={request})",
+        ),
     )
     if attempt == budget:
         work.warn(
             EVENT_CAP_REACHED,
-            f"OMENative component={target.component} instance={inst.index} relocation budget "
-            f"exhausted ({attempt}/{budget} attempts); further expiries dispose terminal without "
-            "relocation",
+            instance_event(
+                target.component,
+                inst.index,
+                f"relocation budget exhausted ({attempt}/{budget} attempts); further expiries "
+                "dispose terminal without relocation",
+            ),
         )
     surge = inst.op.surge_index if kind == "Update" and inst.op is not None else None
     inst.op = steps.start(
