@@ -271,7 +271,10 @@ async def _huge_status(manager: Any, managers: Any, kube: Any, namespace: str) -
     latencies = await load
     leader_cpu = cpu_seconds(manager.pid) - cpu_before
     p50, p99 = latencies[len(latencies) // 2], latencies[int(len(latencies) * 0.99)]
-    assert leader_cpu > 1.0, f"the leader spent {leader_cpu:.2f} s: the load missed the pass"
+    # The load must overlap real planning: creating and writing 20,000 rows costs the leader
+    # about 1 s of CPU on 2 quiet cores (passes reuse unchanged results), an idle one ~0.01 s.
+    assert leader_cpu > 0.3, f"the leader spent {leader_cpu:.2f} s: the load missed the pass"
+    assert len(latencies) >= 20, f"only {len(latencies)} admissions ran beside the pass"
     assert p99 < ADMISSION_P99_BOUND, (
         f"webhook p50 {p50 * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms while the leader spent "
         f"{leader_cpu:.2f} s of CPU"
