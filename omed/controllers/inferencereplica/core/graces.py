@@ -180,35 +180,48 @@ def create_failure(failure: GraceFailure, now: dt.datetime) -> CreateFailure:
     )
 
 
-_CONDITIONS = (
-    (names.CONDITION_STUCK_POD_GRACE, names.REASON_STUCK_POD_GRACE, "stuckPodGracePeriod"),
+_FAILED_CREATES = (
+    (
+        names.CONDITION_PROGRESS_DEADLINE,
+        names.REASON_PROGRESS_DEADLINE,
+        "were not Ready within instanceReadyTimeout",
+    ),
+    (
+        names.CONDITION_STUCK_POD_GRACE,
+        names.REASON_STUCK_POD_GRACE,
+        "had a pod that couldn't come up within stuckPodGracePeriod",
+    ),
     (
         names.CONDITION_UNSCHEDULABLE_GRACE,
         names.REASON_UNSCHEDULABLE_GRACE,
-        "unschedulableGracePeriod",
+        "had a pod that couldn't come up within unschedulableGracePeriod",
     ),
 )
-LATE_REASONS: Final = tuple(reason for _, reason, _ in _CONDITIONS)
-"""The Ready reasons of rows whose Create a grace failed."""
+"""Each way a Create fails with its pods kept: the condition, the Ready reason its rows keep,
+and what the message says of those Instances."""
+FAILED_CREATE_REASONS: Final = tuple(reason for _, reason, _ in _FAILED_CREATES)
+"""The Ready reasons of rows whose Create instanceReadyTimeout or a grace failed."""
 
 
-def create_grace_conditions(
+def failed_create_conditions(
     work: PassWork,
     rows: Sequence[InstanceStatus],
     previous: InferenceReplicaStatus,
     *,
     late: Mapping[str, list[int]] | None = None,
 ) -> list[Condition]:
-    """Conditions StuckPodGraceExceeded and UnschedulableGraceExceeded while an Instance
-    whose Create a grace failed is still not Ready (its Ready condition keeps that reason),
-    as ProgressDeadlineExceeded is for a deadline (:func:`.steps.create_deadline_condition`).
-    ``late``: :func:`~.rows.ready_reason_indexes` of ``rows`` for :data:`LATE_REASONS` (among
-    others), when the caller has it already."""
+    """Conditions ProgressDeadlineExceeded, StuckPodGraceExceeded and
+    UnschedulableGraceExceeded while an Instance whose Create failed at instanceReadyTimeout
+    or at a grace is still not Ready (its Ready condition keeps that reason); none of a type
+    the pass already set (a retry block's ProgressDeadlineExceeded), so each type is one
+    condition. ``late``: :func:`~.rows.ready_reason_indexes` of ``rows`` for
+    :data:`FAILED_CREATE_REASONS` (among others), when the caller has it already."""
     found: list[Condition] = []
-    late_by_reason = late if late is not None else ready_reason_indexes(rows, LATE_REASONS)
-    for type_, reason, key in _CONDITIONS:
+    late_by_reason = late if late is not None else ready_reason_indexes(rows, FAILED_CREATE_REASONS)
+    flagged = {c.type for c in work.conditions}
+    for type_, reason, why in _FAILED_CREATES:
         indexes = late_by_reason[reason]
-        if not indexes:
+        if not indexes or type_ in flagged:
             continue
         which = ", ".join(str(index) for index in indexes)
         found.append(
@@ -217,9 +230,8 @@ def create_grace_conditions(
                 type=type_,
                 status="True",
                 reason=reason,
-                message=f"Instance(s) {which} of {work.target.component} had a pod that "
-                f"couldn't come up within {key}: their Create operation failed; their pods "
-                "are kept",
+                message=f"Instance(s) {which} of {work.target.component} {why}: their Create "
+                "operation failed; their pods are kept",
                 now=work.now,
             )
         )

@@ -55,7 +55,6 @@ from omed.controllers.inferencereplica.core import (
     operations,
     podgroups,
     revisions,
-    steps,
     waiting,
 )
 from omed.controllers.inferencereplica.core.actions import (
@@ -223,11 +222,10 @@ def plan(
         now=now,
         wanted_indexes=keep,
     )
-    late = _LATE.get(target.uid, (rows,), (_LATE_REASONS,))  # one look at the rows for both
+    late = _LATE.get(target.uid, (rows,), (graces.FAILED_CREATE_REASONS,))  # one look
     conditions = [
         *(_since(flagged, observed.status.conditions) for flagged in work.conditions),
-        *steps.create_deadline_condition(work, rows, observed.status, late=late),
-        *graces.create_grace_conditions(work, rows, observed.status, late=late),
+        *graces.failed_create_conditions(work, rows, observed.status, late=late),
         *_write_refused_condition(target, observed, now),
     ]
     moves.records = relocate.confirm(moves.records, rows)
@@ -307,8 +305,6 @@ def plan(
 
 
 _INDEX: Final = operator.attrgetter("index")
-_LATE_REASONS: Final = (names.REASON_PROGRESS_DEADLINE, *graces.LATE_REASONS)
-"""The Ready reasons of rows whose Create a deadline or a grace failed."""
 _LATE: Final = SameMemo(ready_reason_indexes, patch=ready_reason_indexes_patched)
 """The rows late for a deadline or a grace, by reason, for the very same rows."""
 _NAMED: Final = SameMemo(revisions.named_by, patch=revisions.named_by_patched)

@@ -13,13 +13,9 @@ pods are created, so a restarted manager neither skips nor repeats an incarnatio
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping, Sequence
 from typing import Any
 
-from omed.api.base import Condition
 from omed.api.inferencereplica import (
-    InferenceReplicaStatus,
-    InstanceStatus,
     Operation,
     OperationType,
 )
@@ -34,7 +30,6 @@ from omed.controllers.inferencereplica.core.actions import (
 from omed.controllers.inferencereplica.core.model import PodSlot
 from omed.controllers.inferencereplica.core.ops.migratepods import with_overlay
 from omed.controllers.inferencereplica.core.podtemplate import render_pod
-from omed.controllers.inferencereplica.core.rows import condition, ready_reason_indexes
 from omed.controllers.inferencereplica.core.work import InstanceWork, PassWork
 
 _RECREATE_DRAIN = (names.STEP_DRAIN, names.STEP_DELETE_PODS, names.STEP_WAIT_PODS_GONE)
@@ -190,39 +185,6 @@ def expired(work: PassWork, inst: InstanceWork, waiting_on: int) -> bool:
         f"{work.target.update_revision}; its {op.type} operation failed",
     )
     return True
-
-
-def create_deadline_condition(
-    work: PassWork,
-    rows: Sequence[InstanceStatus],
-    previous: InferenceReplicaStatus,
-    *,
-    late: Mapping[str, list[int]] | None = None,
-) -> list[Condition]:
-    """Condition ProgressDeadlineExceeded while an Instance whose Create failed at
-    instanceReadyTimeout is still not Ready (its Ready condition keeps that reason); none when
-    a retry block already sets it. ``late``: :func:`~.rows.ready_reason_indexes` of ``rows``
-    for this reason among others, when the caller has it already."""
-    if any(c.type == names.CONDITION_PROGRESS_DEADLINE for c in work.conditions):
-        return []
-    reason = names.REASON_PROGRESS_DEADLINE
-    if late is None:
-        late = ready_reason_indexes(rows, (reason,))
-    which_late = late[reason]
-    if not which_late:
-        return []
-    which = ", ".join(str(index) for index in which_late)
-    return [
-        condition(
-            previous.conditions,
-            type=names.CONDITION_PROGRESS_DEADLINE,
-            status="True",
-            reason=names.REASON_PROGRESS_DEADLINE,
-            message=f"Instance(s) {which} of {work.target.component} were not Ready within "
-            "instanceReadyTimeout: their Create operation failed; their pods are kept",
-            now=work.now,
-        )
-    ]
 
 
 def ready_on(inst: InstanceWork, revision: str) -> bool:

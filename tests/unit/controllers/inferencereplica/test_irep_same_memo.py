@@ -20,7 +20,7 @@ from irep_world import NOW, pod, target
 from omed.api.inferencereplica import InstanceStatus, Operation, RowCondition
 from omed.controllers.inferencereplica.core import names, observe, revisions, summary
 from omed.controllers.inferencereplica.core import plan as plan_module
-from omed.controllers.inferencereplica.core.graces import LATE_REASONS
+from omed.controllers.inferencereplica.core.graces import FAILED_CREATE_REASONS
 from omed.controllers.inferencereplica.core.model import PodView
 from omed.controllers.inferencereplica.core.revisions import LegacyTranslation
 from omed.controllers.inferencereplica.core.rows import (
@@ -31,7 +31,7 @@ from omed.controllers.inferencereplica.core.rows import (
 from omed.controllers.inferencereplica.core.samememo import SameMemo
 
 REVISIONS = [None, "", "rev-a", "rev-b", "legacy"]
-REASONS = (names.REASON_PROGRESS_DEADLINE, *LATE_REASONS, "InstanceReady", None)
+REASONS = (*FAILED_CREATE_REASONS, "InstanceReady", None)
 SPEC = target(12)
 
 
@@ -118,7 +118,7 @@ def test_named_revisions_patched(pair: tuple[list[InstanceStatus], ...]) -> None
 @given(sequences(_row))
 def test_late_rows_patched(pair: tuple[list[InstanceStatus], ...]) -> None:
     old, new = pair
-    reasons = (names.REASON_PROGRESS_DEADLINE, *LATE_REASONS)
+    reasons = FAILED_CREATE_REASONS
     check(ready_reason_indexes, ready_reason_indexes_patched, (tuple(old),), (tuple(new),), reasons)
 
 
