@@ -394,7 +394,7 @@ def _parent(
         if mode == "Unknown":
             _add(own, "ModeInvalid")
         phase = _phase(entry.get("phase"))
-        if phase in {"Unknown", "Started"}:
+        if phase in {"Unknown", ledger.PHASE_STARTED}:
             phase = "Unknown"
             _add(own, "PhaseInvalid")
         requested = _time(entry.get("requestedAt"))
@@ -506,9 +506,11 @@ def _audit_record(entry: Mapping[str, Any], name: str) -> dict[str, Any]:
     if reason == REASON_AUTO_RECOVER and entry.get("outcome") == OUTCOME_RELOCATE:
         outcome = "Relocated"
     else:
-        outcome = {"Started": "InProgress", "Completed": "Completed", "Failed": "Failed"}.get(
-            phase, "Unknown"
-        )
+        outcome = {
+            ledger.PHASE_STARTED: "InProgress",
+            ledger.PHASE_COMPLETED: "Completed",
+            ledger.PHASE_FAILED: "Failed",
+        }.get(phase, "Unknown")
     record = _record(
         evidence=AUDIT,
         sourceName=name,

@@ -37,6 +37,11 @@ from omed.api.constants import (
 )
 from omed.cli.credentials import CREDENTIAL_PATTERNS
 from omed.cli.instances import OK, Collection
+from omed.controllers.inferencereplica.core.ops.migratenames import (
+    HOSTNAME_KEY,
+    REASON_AUTO_RECOVER,
+)
+from omed.controllers.ledger.document import REASON_FORCE_DELETE
 from omed.statuscodec import GUARDED_ACTION_MAX_ROWS
 
 ACTION: Final = "migration start"
@@ -118,7 +123,8 @@ _DNS_SUBDOMAIN: Final = re.compile(
 _DNS_LABEL: Final = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _CANONICAL_INT: Final = re.compile(r"0|[1-9][0-9]{0,9}")
 _REASON_FORBIDDEN: Final = ("://", "bearer ", "password=", "token=")
-_RESERVED_REASONS: Final = frozenset({"AutoRecover", "ForceDelete"})
+_RESERVED_REASONS: Final = frozenset({REASON_AUTO_RECOVER, REASON_FORCE_DELETE})
+"""The audit reasons of OME's own ledger rows (automatic relocations, force deletes)."""
 _TIMESTAMP: Final = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z")
 _MAILBOX_KEYS: Final = frozenset(
     {
@@ -452,7 +458,7 @@ def _pins_node(pods: Sequence[Mapping[str, Any]], node: str) -> bool:
         for term in required.get("nodeSelectorTerms") or []:
             for expression in (term or {}).get("matchExpressions") or []:
                 if (
-                    expression.get("key") == "kubernetes.io/hostname"
+                    expression.get("key") == HOSTNAME_KEY
                     and expression.get("operator") == "In"
                     and node in (expression.get("values") or [])
                 ):

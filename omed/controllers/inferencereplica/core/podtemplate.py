@@ -53,6 +53,7 @@ from omed.api.constants import (
     MANAGED_BY_OME_NATIVE,
     READINESS_GATE_SERVING,
 )
+from omed.api.names import DNS1123_LABEL_MAX
 from omed.api.revision import (
     MAX_REVISION_NAME_LENGTH,
     excluded_annotation,
@@ -67,8 +68,6 @@ from omed.api.revision import (
 from omed.controllers.inferencereplica.core.model import PodSlot, ReplicaTarget, RunnerShape
 from omed.controllers.inferencereplica.core.names import ANNOTATION_OPERATION_ID, RUNNER_ORDER
 from omed.controllers.owners import controller_reference
-
-DNS_LABEL_MAX: Final = 63
 
 
 def _primary(runners: tuple[RunnerShape, ...]) -> RunnerShape | None:
@@ -293,7 +292,7 @@ def render_pod(
     annotations = dict(template_meta["annotations"])
     annotations[ANNOTATION_OPERATION_ID] = operation_id
 
-    if len(slot.name) <= DNS_LABEL_MAX:
+    if len(slot.name) <= DNS1123_LABEL_MAX:
         spec["hostname"] = slot.name
     spec["subdomain"] = headless_service(target.isvc, target.component)
     env = ome_env(target, index=index, runner=runner, slot=slot)

@@ -25,10 +25,11 @@ from omed.api.constants import (
     LABEL_RUNTIME_OF_KIND,
     LABEL_RUNTIME_OF_NAMESPACE,
 )
+from omed.api.names import DNS1123_SUBDOMAIN_MAX
 from omed.api.runtimehash import HASH_LENGTH, content_hash
 from omed.controllers.runtimerevision.core.model import Source
 
-MAX_NAME: Final = 253
+MAX_NAME: Final = DNS1123_SUBDOMAIN_MAX
 """A ControllerRevision's name is a DNS subdomain."""
 MAX_LABEL_VALUE: Final = 63
 
