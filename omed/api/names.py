@@ -9,6 +9,9 @@ from typing import Final
 
 DNS1123_LABEL_MAX: Final = 63
 DNS1123_SUBDOMAIN_MAX: Final = 253
+LABEL_VALUE_MAX: Final = 63
+"""apimachinery's ``LabelValueMaxLength``: a label value (which may also hold ``_``, capitals
+and ``.``) is at most as long as a DNS label."""
 _LABEL: Final = r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?"
 _DNS1123_LABEL: Final = re.compile(_LABEL)
 _DNS1123_SUBDOMAIN: Final = re.compile(rf"{_LABEL}(?:\.{_LABEL})*")

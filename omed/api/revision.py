@@ -43,9 +43,10 @@ from omed.api.constants import (
     ANNOTATION_ROLLOUT_ROLLBACK,
 )
 from omed.api.gojson import GoJsonError, go_string, marshal, root_type
+from omed.api.names import LABEL_VALUE_MAX
 
 REVISION_HASH_LENGTH: Final = 8
-MAX_REVISION_NAME_LENGTH: Final = 63
+MAX_REVISION_NAME_LENGTH: Final = LABEL_VALUE_MAX
 """Revision names are label values (and object names), which Kubernetes caps at 63."""
 
 _HASH_RE: Final = re.compile(rf"[0-9a-f]{{{REVISION_HASH_LENGTH}}}")

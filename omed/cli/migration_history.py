@@ -40,6 +40,7 @@ from omed.api.constants import (
     MIGRATION_PHASES,
     TERMINAL_MIGRATION_PHASES,
 )
+from omed.api.names import LABEL_VALUE_MAX, is_dns1123_subdomain
 from omed.cli import migration_status
 from omed.cli.instances import REPORT_API_VERSION, Collection
 from omed.controllers.inferencereplica.core.ops.migratenames import (
@@ -91,10 +92,9 @@ _TRUNCATIONS: Final = frozenset(
     {"AuthoritativeTruncated", "ParentHistoryTruncated", "AuditHistoryTruncated", "OutputTruncated"}
 )
 _FORCE_DELETE_OUTCOMES: Final = frozenset({ledger.OUTCOME_FORCE_DELETE, "finalizer-report"})
-_DNS_SUBDOMAIN: Final = re.compile(
-    r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
-)
 _ID: Final = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
+"""A request ID as a non-empty label value: letters, digits, ``-``, ``_`` and ``.``, starting
+and ending with a letter or digit, at most :data:`~omed.api.names.LABEL_VALUE_MAX` long."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,12 +159,8 @@ def bounded(value: Any, width: int) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
-def _safe_name(value: Any) -> bool:
-    return isinstance(value, str) and len(value) <= 253 and bool(_DNS_SUBDOMAIN.fullmatch(value))
-
-
 def _safe_id(value: Any) -> str:
-    if isinstance(value, str) and len(value) <= 63 and _ID.fullmatch(value):
+    if isinstance(value, str) and len(value) <= LABEL_VALUE_MAX and _ID.fullmatch(value):
         return value
     return "INVALID"
 
@@ -211,7 +207,7 @@ def _nodes(values: Any, issues: list[str] | None = None) -> list[str]:
     sorted, each once."""
     out: list[str] = []
     for value in (values if isinstance(values, list) else [])[:MAX_SCANNED_HINTS]:
-        if _safe_name(value):
+        if is_dns1123_subdomain(value):
             out.append(value)
         elif issues is not None:
             _add(issues, "NodeInvalid")
@@ -336,7 +332,7 @@ def _authoritative(
             trigger=item["trigger"] if item["trigger"] in ("Manual", "Auto") else "Unknown",
             phase=_phase(item["phase"]),
             freshness=item["currency"],
-            fromNode=item["fromNode"] if _safe_name(item["fromNode"]) else None,
+            fromNode=item["fromNode"] if is_dns1123_subdomain(item["fromNode"]) else None,
             targetNodeHints=_nodes(item["hintTargetNodes"]),
             startedAt=_stamp(_time(item["startedAt"])),
             allocatedAt=_stamp(_time(item["allocatedAt"])),
@@ -492,7 +488,7 @@ def _audit_record(entry: Mapping[str, Any], name: str) -> dict[str, Any]:
         elif replacement < 0 or replacement == source:
             _add(own, "ReplacementInvalid")
     from_node = entry.get("fromNode") or None
-    if from_node is not None and not _safe_name(from_node):
+    if from_node is not None and not is_dns1123_subdomain(from_node):
         from_node = None
         _add(own, "NodeInvalid")
     hints = entry.get("hintTargetNodes") or []

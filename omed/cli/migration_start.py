@@ -33,8 +33,10 @@ from omed.api.constants import (
     LABEL_INFERENCE_SERVICE,
     LABEL_MANAGED_BY,
     LABEL_RUNNER,
+    MANAGED_BY_OME_NATIVE,
     TERMINAL_MIGRATION_PHASES,
 )
+from omed.api.names import is_dns1123_label, is_dns1123_subdomain
 from omed.cli.credentials import CREDENTIAL_PATTERNS
 from omed.cli.instances import OK, Collection
 from omed.controllers.inferencereplica.core.ops.migratenames import (
@@ -117,10 +119,6 @@ MESSAGE_LOOKUP: Final = (
 _UUID: Final = re.compile(
     r"[0-9a-f]{8}-[0-9a-f]{4}-[1-8][0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}"
 )
-_DNS_SUBDOMAIN: Final = re.compile(
-    r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
-)
-_DNS_LABEL: Final = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _CANONICAL_INT: Final = re.compile(r"0|[1-9][0-9]{0,9}")
 _REASON_FORBIDDEN: Final = ("://", "bearer ", "password=", "token=")
 _RESERVED_REASONS: Final = frozenset({REASON_AUTO_RECOVER, REASON_FORCE_DELETE})
@@ -216,7 +214,7 @@ def check_flags(
     if component not in ("engine", "decoder", "router"):
         raise Refused(VALUES_INVALID)
     node = from_node or ""
-    if node and (len(node) > 253 or not _DNS_SUBDOMAIN.fullmatch(node)):
+    if node and not is_dns1123_subdomain(node):
         raise Refused(VALUES_INVALID)
     if not reason_ok(reason or ""):
         raise Refused(VALUES_INVALID)
@@ -232,14 +230,14 @@ def check_flags(
     split = tuple(h.strip() for hint in hints for h in hint.split(","))
     if (
         len(split) > MAX_HINTS
-        or any(not h or len(h) > 253 or not _DNS_SUBDOMAIN.fullmatch(h) for h in split)
+        or any(not is_dns1123_subdomain(h) for h in split)
         or len(set(split)) != len(split)
         or (node and node in split)
     ):
         raise Refused(HINTS_INVALID)
-    if not name or len(name) > 63 or not _DNS_LABEL.fullmatch(name):
+    if not is_dns1123_label(name):
         raise Refused(NAME_INVALID)
-    if not all(len(ns) <= 63 and _DNS_LABEL.fullmatch(ns) for ns in (namespace, ome_namespace)):
+    if not all(is_dns1123_label(ns) for ns in (namespace, ome_namespace)):
         raise Refused(NAMESPACES_INVALID)
     if output not in OUTPUTS:
         raise Refused(OUTPUT_INVALID)
@@ -441,7 +439,7 @@ def _revision_problem(
     if (
         labels.get(LABEL_INFERENCE_SERVICE) != isvc
         or labels.get(LABEL_COMPONENT) != component
-        or labels.get(LABEL_MANAGED_BY) != "OMENative"
+        or labels.get(LABEL_MANAGED_BY) != MANAGED_BY_OME_NATIVE
     ):
         return "the running revision's ControllerRevision lacks OME's labels"
     owners = [r for r in meta.get("ownerReferences") or [] if isinstance(r, Mapping)]

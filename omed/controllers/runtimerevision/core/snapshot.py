@@ -25,13 +25,13 @@ from omed.api.constants import (
     LABEL_RUNTIME_OF_KIND,
     LABEL_RUNTIME_OF_NAMESPACE,
 )
-from omed.api.names import DNS1123_SUBDOMAIN_MAX
+from omed.api.names import DNS1123_SUBDOMAIN_MAX, LABEL_VALUE_MAX
 from omed.api.runtimehash import HASH_LENGTH, content_hash
 from omed.controllers.runtimerevision.core.model import Source
 
 MAX_NAME: Final = DNS1123_SUBDOMAIN_MAX
 """A ControllerRevision's name is a DNS subdomain."""
-MAX_LABEL_VALUE: Final = 63
+MAX_LABEL_VALUE: Final = LABEL_VALUE_MAX
 
 REASON_NAME_TOO_LONG: Final = "revision name would exceed 253 characters"
 REASON_LABEL_TOO_LONG: Final = "runtime name exceeds 63 characters, the longest label value"
