@@ -60,8 +60,16 @@ MigrationPhase = Literal[
 """A record's phase in ``status.migrations``: what the controller writes, the CLI reads and
 users' scripts wait on."""
 MIGRATION_PHASES: Final[tuple[MigrationPhase, ...]] = get_args(MigrationPhase)
+MIGRATION_PHASE_ACCEPTED: Final[MigrationPhase] = "Accepted"
+MIGRATION_PHASE_SURGE_PENDING: Final[MigrationPhase] = "SurgePending"
+MIGRATION_PHASE_SURGE_READY: Final[MigrationPhase] = "SurgeReady"
+MIGRATION_PHASE_DRAINING: Final[MigrationPhase] = "Draining"
+MIGRATION_PHASE_COMPLETED: Final[MigrationPhase] = "Completed"
+MIGRATION_PHASE_FAILED: Final[MigrationPhase] = "Failed"
+MIGRATION_PHASE_RELOCATED: Final[MigrationPhase] = "Relocated"
+"""An automatic relocation's record: born terminal, confirmed once the Instance is Ready."""
 TERMINAL_MIGRATION_PHASES: Final[frozenset[MigrationPhase]] = frozenset(
-    {"Completed", "Failed", "Relocated"}
+    {MIGRATION_PHASE_COMPLETED, MIGRATION_PHASE_FAILED, MIGRATION_PHASE_RELOCATED}
 )
 """The phases after which a record changes no more."""
 

@@ -41,10 +41,10 @@ from omed.api.constants import (
     LABEL_INSTANCE_INDEX,
     LABEL_MANAGED_BY,
     MANAGED_BY_OME_NATIVE,
+    MIGRATION_PHASE_COMPLETED,
     TERMINAL_MIGRATION_PHASES,
 )
 from omed.cli.instances import cut
-from omed.controllers.inferencereplica.core.ops.migratenames import PHASE_DONE
 
 ACTION: Final = "migration drain-node"
 PREVIEW_TITLE: Final = "ALPHA guarded drain preview (not controller convergence)"
@@ -358,7 +358,9 @@ def follow(row: Row, *, known: Known, record: Mapping[str, Any] | None) -> Row:
             surge=surge if isinstance(surge, int) else row.surge,
         )
         if phase in TERMINAL_MIGRATION_PHASES:
-            return replace(changed, state=COMPLETED if phase == PHASE_DONE else FAILED)
+            return replace(
+                changed, state=COMPLETED if phase == MIGRATION_PHASE_COMPLETED else FAILED
+            )
         return replace(changed, state=IN_FLIGHT)
     if row.request_id in known.waiting:
         return replace(row, state=SENT)

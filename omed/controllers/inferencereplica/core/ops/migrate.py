@@ -49,6 +49,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from omed.api.constants import (
+    MIGRATION_PHASE_ACCEPTED,
+    MIGRATION_PHASE_COMPLETED,
+    MIGRATION_PHASE_DRAINING,
+    MIGRATION_PHASE_FAILED,
+    MIGRATION_PHASE_RELOCATED,
+    MIGRATION_PHASE_SURGE_PENDING,
+    MIGRATION_PHASE_SURGE_READY,
+)
 from omed.api.inferencereplica import (
     InstanceStatus,
     LastFailure,
@@ -97,13 +106,6 @@ from omed.controllers.inferencereplica.core.ops.migratenames import (
     MSG_SURGE_ALLOCATED,
     MSG_SURGE_READY,
     OUTCOME_MIGRATED,
-    PHASE_ACCEPTED,
-    PHASE_DONE,
-    PHASE_DRAINING,
-    PHASE_FAIL,
-    PHASE_RELOCATED,
-    PHASE_SURGE_PENDING,
-    PHASE_SURGE_READY,
     REASON_CAPACITY_CONFIGURED,
     REASON_CAPACITY_UNCONFIGURED,
     STEP_CREATE_SURGE,
@@ -336,7 +338,9 @@ def _accept(work: PassWork, mig: MigrationPass, mailbox: Mailbox) -> None:
         accepted = True
         timeout = target.update.ready_timeout or 0.0
         deadline = work.now + dt.timedelta(seconds=timeout)
-        _answer(work, mig, request, PHASE_STARTED, phase=PHASE_ACCEPTED, deadline=deadline)
+        _answer(
+            work, mig, request, PHASE_STARTED, phase=MIGRATION_PHASE_ACCEPTED, deadline=deadline
+        )
 
 
 def _reject(
@@ -378,7 +382,7 @@ def _never(work: PassWork, mig: MigrationPass, request: MigrationRequest) -> Non
         mig,
         request,
         PHASE_FAILED,
-        phase=PHASE_FAIL,
+        phase=MIGRATION_PHASE_FAILED,
         deadline=now,
         message=MSG_NEVER,
         completed_at=now,
@@ -473,7 +477,7 @@ def _expire(work: PassWork, mig: MigrationPass) -> None:
             continue
         source = by_index.get(record.source_instance)
         surge = by_index.get(record.surge_instance) if record.surge_instance is not None else None
-        if record.phase == PHASE_DRAINING and _tail_ready(work, source, surge):
+        if record.phase == MIGRATION_PHASE_DRAINING and _tail_ready(work, source, surge):
             continue  # the drive pass completes it (or it stays parked)
         blocker = f"deadline exceeded in phase {record.phase}: {BLOCKERS[record.phase]}"
         tail = f"; tearing down surge instance={record.surge_instance}" if surge else ""
@@ -530,7 +534,7 @@ def _fail(
         source.draining = False
         _restore(work, source, expired=expired, blocker=message)
     failed = record.model_copy(
-        update={"phase": PHASE_FAIL, "message": message, "completed_at": work.now}
+        update={"phase": MIGRATION_PHASE_FAILED, "message": message, "completed_at": work.now}
     )
     mig.put(failed)
     _audit(work, mig, failed, PHASE_FAILED)
@@ -575,7 +579,7 @@ def _prune(work: PassWork, mig: MigrationPass) -> None:
     rows = {inst.index for inst in mig.by_index.values() if inst.previous is not None}
 
     def kept(r: MigrationStatus) -> bool:
-        if r.phase == PHASE_RELOCATED and not r.succeeded and r.source_instance in rows:
+        if r.phase == MIGRATION_PHASE_RELOCATED and not r.succeeded and r.source_instance in rows:
             return True
         return not (r.terminal and (r.completed_at or r.started_at) < horizon)
 
@@ -612,9 +616,9 @@ def _capacity_condition(work: PassWork, mig: MigrationPass) -> None:
 
 
 def _drive(work: PassWork, mig: MigrationPass, record: MigrationStatus) -> None:
-    if record.phase == PHASE_ACCEPTED:
+    if record.phase == MIGRATION_PHASE_ACCEPTED:
         record = _guards_and_allocate(work, mig, record)
-        if record.phase != PHASE_SURGE_PENDING:
+        if record.phase != MIGRATION_PHASE_SURGE_PENDING:
             return
     source = mig.by_index.get(record.source_instance)
     if source is None or record.surge_instance is None:
@@ -625,7 +629,7 @@ def _drive(work: PassWork, mig: MigrationPass, record: MigrationStatus) -> None:
         surge = _surge_work(work, record)
         mig.join(surge)
     _stamp(work, record, source, surge)
-    if record.phase == PHASE_SURGE_PENDING:
+    if record.phase == MIGRATION_PHASE_SURGE_PENDING:
         wedged = _wedged(work, surge)
         if wedged is not None:
             message = f"surge pod {wedged[0]} wedged in {wedged[1]} past the stuck-pod grace"
@@ -659,13 +663,19 @@ def _drive(work: PassWork, mig: MigrationPass, record: MigrationStatus) -> None:
             return
         if not _surge_ready(work, surge):
             return
-        mig.put(record.model_copy(update={"phase": PHASE_SURGE_READY, "message": MSG_SURGE_READY}))
+        mig.put(
+            record.model_copy(
+                update={"phase": MIGRATION_PHASE_SURGE_READY, "message": MSG_SURGE_READY}
+            )
+        )
         work.requeue.append(work.target.fleet.requeue.gate or RETRY_SOON)
         return
-    if record.phase == PHASE_SURGE_READY:
-        record = record.model_copy(update={"phase": PHASE_DRAINING, "message": MSG_DRAINING})
+    if record.phase == MIGRATION_PHASE_SURGE_READY:
+        record = record.model_copy(
+            update={"phase": MIGRATION_PHASE_DRAINING, "message": MSG_DRAINING}
+        )
         mig.put(record)
-    if record.phase == PHASE_DRAINING:
+    if record.phase == MIGRATION_PHASE_DRAINING:
         source.draining = True
         parked = _parked(work, source)
         if parked and not _is_parked(record):
@@ -709,7 +719,7 @@ def _complete(
     source.keep = False
     done = record.model_copy(
         update={
-            "phase": PHASE_DONE,
+            "phase": MIGRATION_PHASE_COMPLETED,
             "message": migrated_message(record.surge_instance),
             "completed_at": work.now,
         }
@@ -762,7 +772,9 @@ def _parked(work: PassWork, source: InstanceWork) -> list[str]:
 
 
 def _is_parked(record: MigrationStatus) -> bool:
-    return record.phase == PHASE_DRAINING and (record.message or "").startswith(MSG_PARKED)
+    return record.phase == MIGRATION_PHASE_DRAINING and (record.message or "").startswith(
+        MSG_PARKED
+    )
 
 
 def _surge_ready(work: PassWork, surge: InstanceWork | None) -> bool:
@@ -850,7 +862,7 @@ def _guards_and_allocate(
         update={
             "surge_instance": surge_index,
             "allocated_at": work.now,
-            "phase": PHASE_SURGE_PENDING,
+            "phase": MIGRATION_PHASE_SURGE_PENDING,
             "message": MSG_SURGE_ALLOCATED,
         }
     )

@@ -1,5 +1,6 @@
-"""Every string a migration writes (upstream OME's): record phases and messages, event
-reasons, the capacity condition, and the surge's node affinity.
+"""Every string a migration writes (upstream OME's): record messages, event reasons, the
+capacity condition, and the surge's node affinity. The record phases, which the CLI reads
+too, are :data:`omed.api.constants.MigrationPhase`'s (``MIGRATION_PHASE_*``).
 
 Why a module: the messages are part of the interface (the CLI, users' alerts and the
 product's pages quote them), so they live in one place, tested where they are used
@@ -10,14 +11,12 @@ from __future__ import annotations
 
 from typing import Final
 
-PHASE_ACCEPTED: Final = "Accepted"
-PHASE_SURGE_PENDING: Final = "SurgePending"
-PHASE_SURGE_READY: Final = "SurgeReady"
-PHASE_DRAINING: Final = "Draining"
-PHASE_DONE: Final = "Completed"
-PHASE_FAIL: Final = "Failed"
-PHASE_RELOCATED: Final = "Relocated"
-"""An automatic relocation's record: born terminal, confirmed once the Instance is Ready."""
+from omed.api.constants import (
+    MIGRATION_PHASE_ACCEPTED,
+    MIGRATION_PHASE_DRAINING,
+    MIGRATION_PHASE_SURGE_PENDING,
+    MIGRATION_PHASE_SURGE_READY,
+)
 
 EVENT_ACCEPTED: Final = "MigrationRequestAccepted"
 EVENT_REJECTED: Final = "MigrationRequestRejected"
@@ -63,10 +62,10 @@ GATE_MIGRATING: Final = "Migrating"
 """The gate reason of a source drained by its migration."""
 
 BLOCKERS: Final = {
-    PHASE_ACCEPTED: "surge never allocated",
-    PHASE_SURGE_PENDING: "surge pods never became ready",
-    PHASE_SURGE_READY: "source drain never started",
-    PHASE_DRAINING: "source drain incomplete",
+    MIGRATION_PHASE_ACCEPTED: "surge never allocated",
+    MIGRATION_PHASE_SURGE_PENDING: "surge pods never became ready",
+    MIGRATION_PHASE_SURGE_READY: "source drain never started",
+    MIGRATION_PHASE_DRAINING: "source drain incomplete",
 }
 
 HOSTNAME_KEY: Final = "kubernetes.io/hostname"

@@ -43,6 +43,7 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Final
 
+from omed.api.constants import MIGRATION_PHASE_RELOCATED
 from omed.api.inferencereplica import InstanceStatus, MigrationStatus, OperationType
 from omed.controllers.inferencereplica.core import names, steps
 from omed.controllers.inferencereplica.core.actions import RETRY_SOON
@@ -51,7 +52,6 @@ from omed.controllers.inferencereplica.core.model import PodView
 from omed.controllers.inferencereplica.core.ops.migrate import MigrationPass
 from omed.controllers.inferencereplica.core.ops.migratenames import (
     OUTCOME_RELOCATE,
-    PHASE_RELOCATED,
     REASON_AUTO_RECOVER,
     instance_event,
 )
@@ -70,7 +70,7 @@ def _unconfirmed(records: Iterable[MigrationStatus], index: int) -> list[Migrati
     return [
         r
         for r in records
-        if r.phase == PHASE_RELOCATED and r.source_instance == index and not r.succeeded
+        if r.phase == MIGRATION_PHASE_RELOCATED and r.source_instance == index and not r.succeeded
     ]
 
 
@@ -81,7 +81,11 @@ def exclusions(
     relocations, newest first, at most ``max_attempts`` distinct ones."""
     out: dict[int, list[str]] = {}
     newest_first = sorted(
-        (r for r in records if r.phase == PHASE_RELOCATED and not r.succeeded and r.from_node),
+        (
+            r
+            for r in records
+            if r.phase == MIGRATION_PHASE_RELOCATED and not r.succeeded and r.from_node
+        ),
         key=lambda r: r.started_at,
         reverse=True,
     )
@@ -146,7 +150,7 @@ def relocate(
         trigger="Auto",
         source_instance=inst.index,
         from_node=node,
-        phase=PHASE_RELOCATED,
+        phase=MIGRATION_PHASE_RELOCATED,
         attempt=attempt,
         reason=REASON_AUTO_RECOVER,
         message=f"relocation directive recorded; rebuild steered off node {node}",
@@ -213,7 +217,7 @@ def confirm(
     ready = {row.index for row in rows if row.phase == "Ready" and row.operation is None}
     return [
         r.model_copy(update={"succeeded": True})
-        if r.phase == PHASE_RELOCATED and not r.succeeded and r.source_instance in ready
+        if r.phase == MIGRATION_PHASE_RELOCATED and not r.succeeded and r.source_instance in ready
         else r
         for r in records
     ]
