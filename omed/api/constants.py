@@ -115,6 +115,9 @@ POD_GROUP_API_GROUP: Final = "scheduling.x-k8s.io"
 """The scheduler-plugins API group of PodGroups (version ``v1alpha1``)."""
 POD_GROUP_CRD: Final = f"podgroups.{POD_GROUP_API_GROUP}"
 """The PodGroup CustomResourceDefinition: present at start, multi-pod Instances get PodGroups."""
+LABEL_HOSTNAME: Final = "kubernetes.io/hostname"
+"""On nodes (Kubernetes' well-known label): the node's hostname. A migration's surge is kept
+off the node it leaves, and drawn to the hint nodes, by node affinity on it."""
 LEGACY_LABEL_INCARNATION: Final = "ome.io/incarnation"
 """On pods made by omed before upstream's labels: the Instance's incarnation (read only)."""
 LEGACY_LABEL_REVISION: Final = LABEL_REVISION

@@ -24,6 +24,7 @@ from typing import Any, Final
 import orjson
 
 from omed.api import migrationrequest
+from omed.api.affinity import required_hostnames
 from omed.api.constants import (
     ANNOTATION_MIGRATION_REQUEST_PREFIX,
     ANNOTATION_ROLLOUT_PAUSED,
@@ -39,10 +40,7 @@ from omed.api.constants import (
 from omed.api.names import is_dns1123_label, is_dns1123_subdomain
 from omed.cli.credentials import CREDENTIAL_PATTERNS
 from omed.cli.instances import OK, Collection
-from omed.controllers.inferencereplica.core.ops.migratenames import (
-    HOSTNAME_KEY,
-    REASON_AUTO_RECOVER,
-)
+from omed.controllers.inferencereplica.core.ops.migratenames import REASON_AUTO_RECOVER
 from omed.controllers.ledger.document import REASON_FORCE_DELETE
 from omed.statuscodec import GUARDED_ACTION_MAX_ROWS
 
@@ -449,19 +447,11 @@ def _revision_problem(
 
 
 def _pins_node(pods: Sequence[Mapping[str, Any]], node: str) -> bool:
-    """A required node affinity of a source pod that names the node to leave by hostname."""
-    for pod in pods:
-        affinity = ((pod.get("spec") or {}).get("affinity") or {}).get("nodeAffinity") or {}
-        required = affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
-        for term in required.get("nodeSelectorTerms") or []:
-            for expression in (term or {}).get("matchExpressions") or []:
-                if (
-                    expression.get("key") == HOSTNAME_KEY
-                    and expression.get("operator") == "In"
-                    and node in (expression.get("values") or [])
-                ):
-                    return True
-    return False
+    """A required node affinity of a source pod that names the node to leave by hostname
+    (among other nodes or alone)."""
+    return any(
+        node in values for pod in pods for values in required_hostnames(pod.get("spec") or {})
+    )
 
 
 def collect_evidence(

@@ -18,6 +18,7 @@ IR_UID = "0b6e2f41-9d3c-4a57-8e12-c4f5a6b7d890"
 REVISION = "chat-engine-5d8f7c9b"
 PREVIEW_UUID = "6ff01fa3-2a47-4725-9c85-786ed59ac166"
 REQUEST_UUID = "7c9e6679-7425-40de-944b-e07fc1f90ae7"
+HOST = "kubernetes.io/hostname"
 
 
 def isvc(**annotations: str) -> dict[str, Any]:
@@ -503,6 +504,48 @@ def test_a_pinned_source_and_a_hint_on_the_derived_node_are_conflicts() -> None:
     with pytest.raises(core.Refused) as hinted:
         evidence(hints=["node-a"])
     assert hinted.value.exit_code == 3
+
+
+def _required(*terms: Any) -> dict[str, Any]:
+    return {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": list(terms)}
+        }
+    }
+
+
+@pytest.mark.parametrize(
+    ("terms", "pinned"),
+    [
+        (({"matchExpressions": [{"key": HOST, "operator": "In", "values": ["node-a"]}]},), True),
+        (
+            (
+                None,
+                {},
+                {"matchExpressions": [{"key": HOST, "operator": "In", "values": ["x", "node-a"]}]},
+            ),
+            True,
+        ),
+        (({"matchExpressions": [{"key": HOST, "operator": "In", "values": ["node-b"]}]},), False),
+        (
+            ({"matchExpressions": [{"key": HOST, "operator": "NotIn", "values": ["node-a"]}]},),
+            False,
+        ),
+        ((None, {}, {"matchExpressions": None}), False),
+    ],
+    ids=["alone", "among others, after null and empty terms", "another node", "NotIn", "empty"],
+)
+def test_a_source_is_pinned_when_its_node_is_among_a_required_hostname_in(
+    terms: tuple[Any, ...], pinned: bool
+) -> None:
+    source = pod(3)
+    source["spec"]["affinity"] = _required(*terms)
+    if not pinned:
+        assert evidence(pods=[source]).from_node == "node-a"
+        return
+    with pytest.raises(core.Refused) as refused:
+        evidence(pods=[source])
+    assert refused.value.cause == "a required node affinity pins the Instance to node-a"
 
 
 def test_a_gang_on_two_nodes_moves_with_from_node() -> None:

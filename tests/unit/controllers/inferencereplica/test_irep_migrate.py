@@ -12,6 +12,7 @@ import datetime as dt
 from typing import Any
 
 import orjson
+import pytest
 from hypothesis import given
 from hypothesis import settings as settings_
 from hypothesis import strategies as st
@@ -46,7 +47,7 @@ from omed.controllers.inferencereplica.core.model import (
     ReplicaTarget,
 )
 from omed.controllers.inferencereplica.core.ops.migratenames import go_duration
-from omed.controllers.inferencereplica.core.ops.migratepods import with_overlay
+from omed.controllers.inferencereplica.core.ops.migratepods import pinned_to, with_overlay
 from omed.controllers.inferencereplica.core.plan import plan
 from omed.controllers.inferencereplica.core.policy import UpdatePolicy
 from omed.controllers.inferencereplica.core.waiting import permanent_refusal
@@ -276,6 +277,46 @@ def test_overlay_adds_the_exclusion_to_every_existing_term() -> None:
     ]["nodeSelectorTerms"][0]["matchExpressions"] == [
         {"key": "gpu", "operator": "Exists"}
     ]  # the input is kept
+
+
+def _pinned_payload(key: str, *terms: Any) -> bytes:
+    required = {"nodeSelectorTerms": list(terms)}
+    spec = {
+        "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required}}
+    }
+    return orjson.dumps({"podSpec": {}, key: spec})
+
+
+def _host_in(*values: str) -> dict[str, Any]:
+    expression = {"key": "kubernetes.io/hostname", "operator": "In", "values": list(values)}
+    return {"matchExpressions": [expression]}
+
+
+@pytest.mark.parametrize(
+    ("payload", "pinned"),
+    [
+        (_pinned_payload("podSpec", _host_in("node-a")), True),
+        (_pinned_payload("workerPodSpec", None, {}, _host_in("node-a")), True),
+        (_pinned_payload("podSpec", _host_in("node-a", "node-b")), False),
+        (_pinned_payload("podSpec", _host_in("node-b")), False),
+        (_pinned_payload("podSpec", None, {}, {"matchExpressions": None}), False),
+        (b"", False),
+    ],
+    ids=[
+        "alone",
+        "worker, after null and empty terms",
+        "among others",
+        "another node",
+        "empty",
+        "no payload",
+    ],
+)
+def test_a_source_is_pinned_only_by_a_required_hostname_in_of_that_node_alone(
+    payload: bytes, pinned: bool
+) -> None:
+    """A requirement that also allows other nodes leaves the surge somewhere to go (the CLI's
+    migration start refuses it all the same: tests/unit/cli/test_migration_start.py)."""
+    assert pinned_to(payload, "node-a") is pinned
 
 
 def test_a_restarted_manager_resumes_without_a_second_surge_or_delete() -> None:

@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from omed.api.constants import (
+    LABEL_HOSTNAME,
     MIGRATION_PHASE_ACCEPTED,
     MIGRATION_PHASE_COMPLETED,
     MIGRATION_PHASE_DRAINING,
@@ -93,7 +94,6 @@ from omed.controllers.inferencereplica.core.ops.migratenames import (
     EVENT_WEDGED,
     GATE_MIGRATING,
     HELD_REQUEUE,
-    HOSTNAME_KEY,
     MESSAGE_CAPACITY_CONFIGURED,
     MESSAGE_CAPACITY_UNCONFIGURED,
     MSG_DRAINING,
@@ -852,7 +852,7 @@ def _guards_and_allocate(
     conflict = pinned_to(payload, from_node)
     if conflict:
         message = (
-            f"source PodSpec NodeAffinity requires {HOSTNAME_KEY}={from_node}; overlay's "
+            f"source PodSpec NodeAffinity requires {LABEL_HOSTNAME}={from_node}; overlay's "
             f"NotIn[{from_node}] would make scheduling impossible"
         )
         _refuse(work, mig, record, message, event=EVENT_NODE_AFFINITY_CONFLICT)

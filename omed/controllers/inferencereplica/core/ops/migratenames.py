@@ -68,7 +68,6 @@ BLOCKERS: Final = {
     MIGRATION_PHASE_DRAINING: "source drain incomplete",
 }
 
-HOSTNAME_KEY: Final = "kubernetes.io/hostname"
 HINT_WEIGHT: Final = 50
 """Weight of the hint nodes' preferred affinity: one term, so all hints weigh the same."""
 

@@ -13,8 +13,10 @@ from typing import Any
 
 import orjson
 
+from omed.api.affinity import required_hostnames
+from omed.api.constants import LABEL_HOSTNAME
 from omed.controllers.inferencereplica.core.model import ReplicaTarget
-from omed.controllers.inferencereplica.core.ops.migratenames import HINT_WEIGHT, HOSTNAME_KEY
+from omed.controllers.inferencereplica.core.ops.migratenames import HINT_WEIGHT
 
 
 def source_payload(
@@ -31,24 +33,17 @@ def source_payload(
 
 
 def pinned_to(payload: bytes, node: str) -> bool:
-    """The source spec's required node affinity pins the hostname to ``node``."""
+    """The source spec's required node affinity pins the hostname to ``node``: a
+    ``kubernetes.io/hostname In`` requirement of the pod or worker spec whose values are
+    exactly ``[node]`` (one that also allows other nodes leaves the surge somewhere to go)."""
     if not payload:
         return False
     doc = orjson.loads(payload)
-    for key in ("podSpec", "workerPodSpec"):
-        spec = doc.get(key) or {}
-        required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
-            "requiredDuringSchedulingIgnoredDuringExecution"
-        ) or {}
-        for term in required.get("nodeSelectorTerms") or ():
-            for expr in term.get("matchExpressions") or ():
-                if (
-                    expr.get("key") == HOSTNAME_KEY
-                    and expr.get("operator") == "In"
-                    and list(expr.get("values") or ()) == [node]
-                ):
-                    return True
-    return False
+    return any(
+        list(values) == [node]
+        for key in ("podSpec", "workerPodSpec")
+        for values in required_hostnames(doc.get(key) or {})
+    )
 
 
 def with_overlay(
@@ -70,7 +65,7 @@ def with_overlay(
     avoided = [node for node in (from_node, *exclude) if node]
     avoided = sorted(set(avoided), key=avoided.index)
     if avoided:
-        avoid = {"key": HOSTNAME_KEY, "operator": "NotIn", "values": avoided}
+        avoid = {"key": LABEL_HOSTNAME, "operator": "NotIn", "values": avoided}
         required = node_affinity.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
         terms = required.get("nodeSelectorTerms") or [{}]
         required["nodeSelectorTerms"] = [
@@ -84,7 +79,9 @@ def with_overlay(
             {
                 "weight": HINT_WEIGHT,
                 "preference": {
-                    "matchExpressions": [{"key": HOSTNAME_KEY, "operator": "In", "values": wanted}]
+                    "matchExpressions": [
+                        {"key": LABEL_HOSTNAME, "operator": "In", "values": wanted}
+                    ]
                 },
             }
         )
