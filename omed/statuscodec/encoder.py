@@ -26,8 +26,8 @@ every row on its own where that matters.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from itertools import compress, count, pairwise
-from operator import is_not
+from itertools import chain, compress, count, pairwise, repeat
+from operator import eq, is_not
 from typing import Any, Final
 
 import orjson
@@ -854,29 +854,20 @@ def _string_space(
     string columns in column order (so a column of new strings, operation ids, reads
     ``5-1004``). ``epochs`` remembers :func:`timestamps.parse` of each string seen
     (:class:`RowCells` keeps it across encodes)."""
-    strings: list[str] = []
-    times: list[int] = []
-    named: list[str] = []  # the time strings, in the order of ``times``
-    seen: set[Any] = {None}
+    paths = [path for path in sorted(table, key=RANK.__getitem__) if COLUMNS[path].kind == STR]
+    distinct = dict.fromkeys(chain.from_iterable(map(table.__getitem__, paths)))
+    distinct.pop(None, None)
+    values = list(distinct)
     parse = timestamps.parse
-    for path in sorted(table, key=RANK.__getitem__):
-        if COLUMNS[path].kind != STR:
-            continue
-        for value in dict.fromkeys(table[path]):
-            if value in seen:
-                continue
-            seen.add(value)
-            if epochs is None:
-                epoch = parse(value)
-            else:
-                epoch = epochs.get(value, -1)
-                if epoch == -1:
-                    epoch = epochs[value] = parse(value)
-            if epoch is None:
-                strings.append(value)
-            else:
-                times.append(epoch)
-                named.append(value)
+    if epochs is None:
+        found: list[int | None] = list(map(parse, values))
+    else:
+        found = list(map(epochs.get, values, repeat(-1)))
+        for pos in compress(count(), map(eq, found, repeat(-1))):
+            found[pos] = epochs[values[pos]] = parse(values[pos])
+    strings = [value for value, epoch in zip(values, found, strict=True) if epoch is None]
+    named = [value for value, epoch in zip(values, found, strict=True) if epoch is not None]
+    times = [epoch for epoch in found if epoch is not None]
     return strings, named, times
 
 
