@@ -143,6 +143,11 @@ class RowCells:
     rows' distinct bodies, numbered by first use either way (for rows that flatten accepts,
     equal bodies are equal cells). At most ``max_rows`` rows are kept, the oldest dropped first
     (a row still in use is then learnt again: a cost, never another result).
+
+    It also keeps the last few encodes (:data:`_KEPT_ENCODES`, of at most ``max_rows`` rows in
+    all), so that an encode of rows that differ from one of them at a few rows is patched from
+    it (:func:`_patch`): the same bytes as a full encode, or the full encode where the patch
+    can't tell.
     """
 
     __slots__ = ("_encodes", "_epochs", "_max_rows", "_rows", "known", "patched")
