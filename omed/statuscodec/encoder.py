@@ -26,7 +26,8 @@ every row on its own where that matters.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from itertools import pairwise
+from itertools import chain, compress, count, pairwise, repeat
+from operator import eq, is_not
 from typing import Any, Final
 
 import orjson
@@ -142,14 +143,22 @@ class RowCells:
     rows' distinct bodies, numbered by first use either way (for rows that flatten accepts,
     equal bodies are equal cells). At most ``max_rows`` rows are kept, the oldest dropped first
     (a row still in use is then learnt again: a cost, never another result).
+
+    It also keeps the last few encodes (:data:`_KEPT_ENCODES`, of at most ``max_rows`` rows in
+    all), so that an encode of rows that differ from one of them at a few rows is patched from
+    it (:func:`_patch`): the same bytes as a full encode, or the full encode where the patch
+    can't tell.
     """
 
-    __slots__ = ("_epochs", "_max_rows", "_rows", "known")
+    __slots__ = ("_encodes", "_epochs", "_max_rows", "_rows", "known", "patched")
 
     def __init__(self, *, max_rows: int = 100_000) -> None:
         self._max_rows = max_rows
         self._rows: dict[int, tuple[dict[str, Any], Cells, int, int]] = {}
         self._epochs: dict[str, int | None] = {}
+        self._encodes: list[_Kept] = []
+        self.patched = 0
+        """How many encodes were patched from a kept one (:func:`_patch`) rather than made."""
         self.known = self._rows.get
         """The entry kept under a row's id (check that it holds the very row)."""
 
@@ -162,6 +171,33 @@ class RowCells:
 
     def __len__(self) -> int:
         return len(self._rows)
+
+    def _keep(self, kept: _Kept) -> None:
+        """Keep ``kept`` as the latest encode (the last :data:`_KEPT_ENCODES`, one per list
+        of rows: the one it was patched from goes)."""
+        encodes = [old for old in self._encodes if old is not kept and old is not kept.source]
+        encodes.insert(0, kept)
+        weight = 0
+        for pos, old in enumerate(encodes):
+            weight += len(old.rows)
+            if pos >= _KEPT_ENCODES or weight > self._max_rows:
+                del encodes[pos:]
+                break
+        kept.source = None
+        self._encodes = encodes
+
+    def _nearest(self, rows: Sequence[Mapping[str, Any]]) -> tuple[_Kept, list[int]] | None:
+        """The kept encode of as many rows as ``rows`` that differs from them at the fewest
+        positions (by identity), with those positions; None when none differs at few."""
+        best: tuple[_Kept, list[int]] | None = None
+        limit = min(_PATCH_MAX_ROWS, len(rows) // 8)
+        for kept in self._encodes:
+            if len(kept.rows) != len(rows):
+                continue
+            changed = list(compress(count(), map(is_not, kept.rows, rows)))
+            if len(changed) <= limit and (best is None or len(changed) < len(best[1])):
+                best = (kept, changed)
+        return best
 
     def of(self, row: dict[str, Any]) -> tuple[dict[str, Any], Cells, int, int] | None:
         """``(row, cells, leaves, body size)``, or ``None`` for a row flatten refuses."""
@@ -189,36 +225,276 @@ def encode(rows: Sequence[Mapping[str, Any]], *, memo: RowCells | None = None) -
     :class:`RowCells`); the result is the same. Rows the memo path can't take (not dicts,
     without an index, or not valid) are encoded without it, as they would be anyway.
     """
+    if memo is not None:
+        nearest = memo._nearest(rows)
+        if nearest is not None:
+            kept = _patch(nearest[0], rows, nearest[1], memo)
+            if kept is not None:
+                memo.patched += kept is not nearest[0]
+                memo._keep(kept)
+                return kept.encoded()
     classes = _Classifier()
     classified = None if memo is None else classes.classify_known(rows, memo)
     runs, indexes = classes.classify(rows) if classified is None else classified
     base, overrides = _split_overrides(runs)
     order = _class_order(base, overrides)
     renumber = {old: new for new, old in enumerate(order)}
-    out: dict[str, Any] = {
+    head: dict[str, Any] = {
         layout.KEY_VERSION: layout.FORMAT_VERSION,
         layout.KEY_ROW_COUNT: len(indexes),
         layout.KEY_CLASS_COUNT: len(order),
     }
-    columns, strings, times = _class_columns(
-        [classes.cells[old] for old in order], epochs=None if memo is None else memo.epochs()
-    )
-    if strings:
-        out[layout.KEY_STRINGS] = strings
-    if times:
-        deltas = [times[0]] + [b - a for a, b in pairwise(times)]
-        out[layout.KEY_TIMES] = format_sequence(deltas)
+    rest: dict[str, Any] = {}
     if indexes:
-        out[layout.KEY_INDEX] = format_sequence(indexes)
-        out[layout.KEY_ROW_CLASS] = format_runs([(renumber[cls], length) for cls, length in base])
+        rest[layout.KEY_INDEX] = format_sequence(indexes)
+        rest[layout.KEY_ROW_CLASS] = format_runs([(renumber[cls], length) for cls, length in base])
     if overrides:
-        out[layout.KEY_OVERRIDES] = {
+        rest[layout.KEY_OVERRIDES] = {
             str(renumber[c]): format_ranges(positions)
             for c, positions in sorted(overrides.items(), key=lambda item: renumber[item[0]])
         }
-    if columns:
-        out[layout.KEY_COLUMNS] = columns
-    return Encoded(out, classes=classes, runs=runs, indexes=indexes)
+    table, holders = _table([classes.cells[old] for old in order])
+    epochs = None if memo is None else memo.epochs()
+    strings, named, times = _string_space(table, epochs=epochs)
+    columns = _formatted(table, strings, named, reuse=None)
+    kept = _Kept(
+        rows=tuple(rows),
+        classes=classes,
+        runs=runs,
+        indexes=indexes,
+        renumber=renumber,
+        head=head,
+        rest=rest,
+        table=table,
+        holders=holders,
+        strings=strings,
+        named=named,
+        times=_times(times),
+        columns=columns,
+    )
+    if memo is not None and classified is not None:
+        memo._keep(kept)
+    return kept.encoded()
+
+
+_KEPT_ENCODES: Final = 4
+"""Encodes a :class:`RowCells` keeps to patch (each of a list of rows: a replica's)."""
+_PATCH_MAX_ROWS: Final = 64
+"""At most this many rows changed (and at most an eighth of them) for a patched encode."""
+
+
+class _Kept:
+    """One encode, with what it was made of, to patch a later encode of rows that differ at a
+    few positions (:func:`_patch`). Read-only once made: a patch copies what it changes."""
+
+    __slots__ = (
+        "_row_class",
+        "_sizes",
+        "classes",
+        "columns",
+        "head",
+        "holders",
+        "indexes",
+        "named",
+        "renumber",
+        "rest",
+        "rows",
+        "runs",
+        "source",
+        "strings",
+        "table",
+        "times",
+    )
+
+    def __init__(
+        self,
+        *,
+        rows: tuple[Any, ...],
+        classes: _Classifier,
+        runs: list[Run],
+        indexes: list[Token],
+        renumber: dict[int, int],
+        head: dict[str, Any],
+        rest: dict[str, Any],
+        table: dict[str, list[Any]],
+        holders: dict[str, int],
+        strings: list[str],
+        named: list[str],
+        times: str | None,
+        columns: dict[str, str],
+        row_class: list[int] | None = None,
+        sizes: list[int] | None = None,
+        source: _Kept | None = None,
+    ) -> None:
+        self.rows = rows
+        self.classes = classes
+        self.runs = runs
+        self.indexes = indexes
+        self.renumber = renumber
+        self.head = head
+        self.rest = rest
+        self.table = table
+        self.holders = holders
+        self.strings = strings
+        self.named = named
+        self.times = times
+        self.columns = columns
+        self._row_class = row_class
+        self._sizes = sizes
+        self.source = source
+
+    def row_class(self) -> list[int]:
+        """Each row's class (the classifier's numbering), made on first use."""
+        if self._row_class is None:
+            row_class: list[int] = []
+            for cls, _start, length in self.runs:
+                row_class += [cls] * length
+            self._row_class = row_class
+        return self._row_class
+
+    def class_sizes(self) -> list[int]:
+        """The rows of each class, made on first use."""
+        if self._sizes is None:
+            sizes = [0] * len(self.classes.cells)
+            for cls, _start, length in self.runs:
+                sizes[cls] += length
+            self._sizes = sizes
+        return self._sizes
+
+    def encoded(self) -> Encoded:
+        """The encode's result: its own copy of the columns (a caller may change it)."""
+        out = dict(self.head)
+        if self.strings:
+            out[layout.KEY_STRINGS] = list(self.strings)
+        if self.times is not None:
+            out[layout.KEY_TIMES] = self.times
+        for key, value in self.rest.items():
+            out[key] = dict(value) if type(value) is dict else value
+        if self.columns:
+            out[layout.KEY_COLUMNS] = dict(self.columns)
+        return Encoded(out, classes=self.classes, runs=self.runs, indexes=self.indexes)
+
+
+def _times(times: list[int]) -> str | None:
+    if not times:
+        return None
+    return format_sequence([times[0]] + [b - a for a, b in pairwise(times)])
+
+
+def _patch(
+    kept: _Kept, rows: Sequence[Mapping[str, Any]], changed: list[int], memo: RowCells
+) -> _Kept | None:
+    """The encode of ``rows``, which differ from ``kept``'s at ``changed`` only, patched from
+    it; None when the patch can't tell (then the full encode runs).
+
+    Why it is the full encode's: each changed row is the only row of its class, keeps its
+    index, and its new cells are no other class's (nor another changed row's). So every row
+    keeps its class number (numbered by first use: the changed row's position is the first
+    and only use either way), the runs, overrides, class order, indexes and ``rowClass`` stay,
+    and the class table differs in the changed classes' own values only. Those are set into
+    the kept table's columns (copied first); the string space is scanned again (strings in
+    order of first use, column by column), and only the columns whose tokens can differ are
+    formatted again: the changed columns, or every string column when the string space moved.
+    """
+    if not changed:
+        return kept
+    classes = kept.classes
+    if classes._leaves is None or classes._sizes is None:
+        return None
+    row_class = kept.row_class()
+    class_sizes = kept.class_sizes()
+    ids = classes._ids
+    updates: dict[int, tuple[Cells, int, int]] = {}
+    new_cells: set[Cells] = set()
+    for pos in changed:
+        row = rows[pos]
+        if type(row) is not dict or row.get("index", _MISSING) != kept.indexes[pos]:
+            return None
+        if type(row["index"]) is not int:
+            return None
+        entry = memo.known(id(row))
+        if entry is None or entry[0] is not row:
+            entry = memo.of(row)
+            if entry is None:
+                return None
+        _row, cells, leaf_count, size = entry
+        cls = row_class[pos]
+        if class_sizes[cls] != 1:
+            return None
+        found = ids.get(cells, -1)
+        if found == cls:
+            continue  # the same cells: the same class, nothing to set
+        if found >= 0 or cells in new_cells:
+            return None
+        new_cells.add(cells)
+        updates[cls] = (cells, leaf_count, size)
+    patched = _Classifier()
+    if updates:
+        cells_of = list(classes.cells)
+        leaves = list(classes._leaves)
+        sizes = list(classes._sizes)
+        patched._ids = dict(ids)
+        for cls, (cells, leaf_count, size) in updates.items():
+            del patched._ids[cells_of[cls]]
+            patched._ids[cells] = cls
+            cells_of[cls], leaves[cls], sizes[cls] = cells, leaf_count, size
+        patched.cells, patched._leaves, patched._sizes = cells_of, leaves, sizes
+    else:
+        patched.cells, patched._ids = classes.cells, ids
+        patched._leaves, patched._sizes = classes._leaves, classes._sizes
+    table = dict(kept.table)
+    holders = dict(kept.holders)
+    touched: set[str] = set()
+    count_all = len(classes.cells)
+    for cls, (cells, _leaves, _size) in updates.items():
+        at = kept.renumber[cls]
+        old_paths, _old_values = classes.cells[cls]
+        paths, values = cells
+        for path in old_paths:
+            if path not in touched:
+                touched.add(path)
+                table[path] = list(table[path])
+            table[path][at] = None
+            holders[path] -= 1
+        for path, value in zip(paths, values, strict=True):
+            column = table.get(path)
+            if column is None:
+                column = table[path] = [None] * count_all
+                holders[path] = 0
+                touched.add(path)
+            elif path not in touched:
+                touched.add(path)
+                column = table[path] = list(column)
+            column[at] = value
+            holders[path] += 1
+    for path in touched:
+        if not holders[path]:
+            del table[path], holders[path]
+    strings, named, times = _string_space(table, epochs=memo.epochs())
+    moved = strings != kept.strings or named != kept.named
+    reuse = {
+        path: text
+        for path, text in kept.columns.items()
+        if path in table and path not in touched and not (moved and COLUMNS[path].kind == STR)
+    }
+    return _Kept(
+        rows=tuple(rows),
+        classes=patched,
+        runs=kept.runs,
+        indexes=kept.indexes,
+        renumber=kept.renumber,
+        head=kept.head,
+        rest=kept.rest,
+        table=table,
+        holders=holders,
+        strings=strings,
+        named=named,
+        times=_times(times) if named != kept.named else kept.times,
+        columns=_formatted(table, strings, named, reuse=reuse),
+        row_class=row_class,
+        sizes=class_sizes,
+        source=kept,
+    )
 
 
 # -- Classes ---------------------------------------------------------------------------------
@@ -533,16 +809,12 @@ def _class_order(base: list[list[int]], overrides: dict[int, list[int]]) -> list
     return order
 
 
-def _class_columns(
-    cells: list[Cells], *, epochs: dict[str, int | None] | None = None
-) -> tuple[dict[str, str], list[str], list[int]]:
-    """The class table's columns as value sequences, with the string space they refer to.
+def _table(cells: list[Cells]) -> tuple[dict[str, list[Any]], dict[str, int]]:
+    """The class table: each column path's values, one per class (``None`` where a class
+    lacks the path), and how many classes hold each path.
 
     Classes with the same shape (the same column paths) are transposed together with
-    ``zip(*...)`` and placed by slices, one per stretch of consecutive classes of the shape;
-    strings get their references column by column in order of first use, so a column of new
-    strings (operation ids) reads ``5-1004``. ``epochs`` remembers :func:`timestamps.parse`
-    of each string seen (:class:`RowCells` keeps it across encodes).
+    ``zip(*...)`` and placed by slices, one per stretch of consecutive classes of the shape.
     """
     count = len(cells)
     by_object: dict[int, tuple[tuple[str, ...], list[int]]] = {}
@@ -560,6 +832,7 @@ def _class_columns(
             known += members
             known.sort()
     table: dict[str, list[Any]] = {}
+    holders: dict[str, int] = {}
     for shape, members in shapes.items():
         if not shape:
             continue
@@ -567,6 +840,7 @@ def _class_columns(
         whole = len(members) == count
         spans = [] if whole else _spans(members)
         for path, values in zip(shape, columns, strict=True):
+            holders[path] = holders.get(path, 0) + len(members)
             column = table.get(path)
             if column is None:
                 if whole:
@@ -575,34 +849,51 @@ def _class_columns(
                 column = table[path] = [None] * count
             for low, high, at in spans:
                 column[low:high] = values[at : at + high - low]
-    paths = sorted(table, key=RANK.__getitem__)
-    strings: list[str] = []
-    times: list[int] = []
-    named: list[str] = []  # the time strings, in the order of ``times``
-    seen: set[Any] = {None}
+    return table, holders
+
+
+def _string_space(
+    table: dict[str, list[Any]], *, epochs: dict[str, int | None] | None
+) -> tuple[list[str], list[str], list[int]]:
+    """The strings, the time strings and their epochs, each in order of first use over the
+    string columns in column order (so a column of new strings, operation ids, reads
+    ``5-1004``). ``epochs`` remembers :func:`timestamps.parse` of each string seen
+    (:class:`RowCells` keeps it across encodes)."""
+    paths = [path for path in sorted(table, key=RANK.__getitem__) if COLUMNS[path].kind == STR]
+    distinct = dict.fromkeys(chain.from_iterable(map(table.__getitem__, paths)))
+    distinct.pop(None, None)
+    values = list(distinct)
     parse = timestamps.parse
-    for path in paths:
-        if COLUMNS[path].kind != STR:
-            continue
-        for value in dict.fromkeys(table[path]):
-            if value in seen:
-                continue
-            seen.add(value)
-            if epochs is None:
-                epoch = parse(value)
-            else:
-                epoch = epochs.get(value, -1)
-                if epoch == -1:
-                    epoch = epochs[value] = parse(value)
-            if epoch is None:
-                strings.append(value)
-            else:
-                times.append(epoch)
-                named.append(value)
+    if epochs is None:
+        found: list[int | None] = list(map(parse, values))
+    else:
+        found = list(map(epochs.get, values, repeat(-1)))
+        for pos in compress(count(), map(eq, found, repeat(-1))):
+            found[pos] = epochs[values[pos]] = parse(values[pos])
+    strings = [value for value, epoch in zip(values, found, strict=True) if epoch is None]
+    named = [value for value, epoch in zip(values, found, strict=True) if epoch is not None]
+    times = [epoch for epoch in found if epoch is not None]
+    return strings, named, times
+
+
+def _formatted(
+    table: dict[str, list[Any]],
+    strings: list[str],
+    named: list[str],
+    *,
+    reuse: Mapping[str, str] | None,
+) -> dict[str, str]:
+    """Each column of ``table`` as a sequence of tokens (strings by reference into
+    ``strings`` then ``named``), in column order; a column in ``reuse`` as given there."""
     refs: dict[Any, int] = {text: ref for ref, text in enumerate(strings)}
     refs.update({text: len(strings) + ref for ref, text in enumerate(named)})
     out: dict[str, str] = {}
-    for path in paths:
+    for path in sorted(table, key=RANK.__getitem__):
+        if reuse is not None:
+            text = reuse.get(path)
+            if text is not None:
+                out[path] = text
+                continue
         kind = COLUMNS[path].kind
         column = table[path]
         if kind == STR:
@@ -610,7 +901,7 @@ def _class_columns(
         elif kind == BOOL:
             column = list(map(_BOOL_TOKENS.get, column))
         out[path] = format_sequence(column)
-    return out, strings, times
+    return out
 
 
 def _spans(members: list[int]) -> list[tuple[int, int, int]]:

@@ -22,8 +22,8 @@ from __future__ import annotations
 import re
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from itertools import groupby, repeat
-from operator import sub
+from itertools import compress, islice, pairwise, repeat
+from operator import ne, sub
 from typing import Final, cast
 
 from omed.statuscodec.errors import DecodeError, describe, type_name
@@ -236,8 +236,12 @@ def format_sequence(tokens: Sequence[Token]) -> str:
     parts: list[str] = []
     add = parts.append
     singles: list[int | None] = []
-    for value, group in groupby(tokens):
-        count = len(list(group))
+    # Where each run of equal tokens starts, found at C speed: a loop per run, not per token.
+    n = len(tokens)
+    starts = [0, *compress(range(1, n), map(ne, islice(tokens, 1, None), tokens)), n] if n else []
+    for start, end in pairwise(starts):
+        value = tokens[start]
+        count = end - start
         if count > 1:
             _flush(singles, add)
             add(f"{ABSENT if value is None else value}*{count}")
