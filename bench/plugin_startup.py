@@ -7,10 +7,10 @@ Every process runs this checkout's omed (``PYTHONPATH``), whichever one the virt
 editable install points at.
 
 * ``help``: ``kubectl-ome --help`` (the virtualenv's console script) as a process: wall time
-  and CPU time (user + system of the child); ``help_modules``, how many modules it imports
-  (``-X importtime`` lines, the interpreter's own start included). ``python_floor`` is
-  ``python -c pass`` of the same interpreter, what any Python command costs before its
-  first import.
+  and CPU time (user + system of the child); ``help_modules``, how many modules the process
+  holds when the command is done (``sys.modules``, the interpreter's own start included).
+  ``python_floor`` is ``python -c pass`` of the same interpreter, what any Python command
+  costs before its first import.
 * ``list_imports``: a fresh interpreter's ``-X importtime`` of everything ``instance list``
   imports (the plugin, the command's module, the client and the kubeconfig loaders it
   imports when it loads the kubeconfig, asyncio), each module's own time summed by package:
@@ -24,11 +24,11 @@ editable install points at.
   saves).
 * ``--cluster``: starts the dev control plane with the CRDs and an InferenceService, then
   times ``kubectl-ome instance list`` as a process (``list_process``, wall and CPU), counts
-  the modules it imports (``list_modules``) and sums their own ``-X importtime`` by package
-  (``list_run_imports_ms``, the run of median total), and, in this process with every
-  import done, what the command does on the wire: load the kubeconfig, open a client (a new
-  connection, as each run opens one), GET the InferenceService and LIST the
-  InferenceReplicas (``list_reads_ms``).
+  its modules as ``help_modules`` does (``list_modules``) and sums their own
+  ``-X importtime`` by package (``list_run_imports_ms``, the run of median total), and, in
+  this process with every import done, what the command does on the wire: load the
+  kubeconfig, open a client (a new connection, as each run opens one), GET the
+  InferenceService and LIST the InferenceReplicas (``list_reads_ms``).
 * ``--baseline GIT-REV``: the same process figures for another revision, checked out with
   ``git worktree add --detach`` in a temporary directory (removed after) and run
   interleaved with this checkout's, run for run, so both see the same load; under
@@ -103,10 +103,6 @@ def _importtime(argv: list[str], env: dict[str, str]) -> str:
     return done.stderr
 
 
-def _modules(report: str) -> int:
-    return sum(1 for line in report.splitlines() if _LINE.match(line))
-
-
 def _imports(env: dict[str, str], report: str | None = None) -> dict[str, float]:
     """One fresh interpreter's import time of ``LIST_IMPORTS`` (or of the ``-X importtime``
     ``report`` given), in ms, by package."""
@@ -135,6 +131,23 @@ def _imports(env: dict[str, str], report: str | None = None) -> dict[str, float]
 
 RUN_PLUGIN = "import sys; from omed.cli.kubectl_ome import main; sys.exit(main())"
 """The plugin's console script, as ``python -c`` (for ``-X importtime``)."""
+COUNT_PLUGIN = (
+    "import sys; from omed.cli.kubectl_ome import main; code = main(); "
+    "print(f'modules {len(sys.modules)}', file=sys.stderr); sys.exit(code)"
+)
+"""The same, printing how many modules the process holds when the command is done
+(``-X importtime`` has no line for a module imported by ``importlib.import_module``)."""
+
+
+def _module_count(args: list[str], env: dict[str, str]) -> int:
+    done = subprocess.run(
+        [sys.executable, "-c", COUNT_PLUGIN, *args],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    return int(done.stderr.rsplit("modules ", 1)[1])
 
 
 def _typical(imports: list[dict[str, float]]) -> dict[str, Any]:
@@ -188,7 +201,7 @@ async def _cluster(runs: int, trees: dict[str, Path]) -> dict[str, dict[str, Any
             ]
             figures[tree_name] = {
                 "list_process": _medians(processes[tree_name]),
-                "list_modules": _modules(reports[0]),
+                "list_modules": _module_count(words, _env(tree)),
                 "list_run_imports_ms": _typical([_imports(_env(tree), r) for r in reports]),
             }
         reads = []
@@ -216,9 +229,7 @@ def _figures(trees: dict[str, Path], runs: int) -> dict[str, dict[str, Any]]:
         env = _env(tree)
         figures[name] = {
             "help": _medians(help_runs[name]),
-            "help_modules": _modules(
-                _importtime([sys.executable, "-c", RUN_PLUGIN, "--help"], env)
-            ),
+            "help_modules": _module_count(["--help"], env),
             "list_imports_ms": _typical([_imports(env) for _ in range(runs)]),
             "list_imports_process": _medians(import_runs[name]),
             "ordinary_loader_imports_process": _medians(ordinary_runs[name]),
