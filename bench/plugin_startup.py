@@ -72,11 +72,17 @@ def _env(tree: Path) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(tree)}
 
 
+def _cwd(env: dict[str, str] | None) -> str | None:
+    """Where a process of ``env`` runs: its tree, since ``python -c`` imports from its
+    working directory first."""
+    return None if env is None else env["PYTHONPATH"]
+
+
 def _process(argv: list[str], env: dict[str, str] | None = None) -> tuple[float, float]:
     """(wall, CPU) seconds of one run of ``argv``."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     began = time.perf_counter()
-    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, env=env)
+    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, env=env, cwd=_cwd(env))
     wall = time.perf_counter() - began
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -99,6 +105,7 @@ def _importtime(argv: list[str], env: dict[str, str]) -> str:
         capture_output=True,
         text=True,
         env=env,
+        cwd=_cwd(env),
     )
     return done.stderr
 
@@ -146,6 +153,7 @@ def _module_count(args: list[str], env: dict[str, str]) -> int:
         capture_output=True,
         text=True,
         env=env,
+        cwd=_cwd(env),
     )
     return int(done.stderr.rsplit("modules ", 1)[1])
 
