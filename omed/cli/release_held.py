@@ -22,7 +22,6 @@ from omed.api.constants import (
     ANNOTATION_RELEASE_HELD_REVISION,
     CONTROLLER_WRITE_TRUE,
 )
-from omed.api.revision import is_revision_hash
 from omed.cli.instances import OK, Collection, block_problems
 from omed.statuscodec import GUARDED_ACTION_MAX_ROWS
 
@@ -66,6 +65,10 @@ class Target:
 
 
 def _matches(revision: str, wanted: str) -> bool:
+    # imported here: the revision module brings the Go JSON encoder, which instance list
+    # (importing this module for its wait and release commands) never needs
+    from omed.api.revision import is_revision_hash
+
     return revision == wanted or (is_revision_hash(wanted) and revision.endswith("-" + wanted))
 
 

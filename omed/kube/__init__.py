@@ -1,1 +1,32 @@
-"""API client: config loading, the QPS/burst limiter, request metrics, typed errors."""
+"""API client: config loading, the QPS/burst limiter, request metrics, typed errors.
+
+Importing the package, before any of its modules imports a library:
+
+* defers the CA loading of aiohttp's default TLS contexts to their first use
+  (:mod:`omed.kube.aiohttp_tls`);
+* registers prometheus_client as a deferred package (:func:`omed.lazy.defer_package`): the
+  metric classes, the registry and the collectors come from their own modules, and its
+  ``__init__``, which imports its HTTP exposition (``http.server``, ``wsgiref``, the push
+  gateway's client), runs only when another name is read from it, such as the manager's
+  ``generate_latest``. ``kubectl ome`` counts its requests in the process registry but
+  serves no ``/metrics``, so it never runs it.
+"""
+
+from omed.kube.aiohttp_tls import install
+from omed.lazy import defer_package
+
+install()
+defer_package(
+    "prometheus_client",
+    {
+        "Counter": "metrics",
+        "Gauge": "metrics",
+        "Histogram": "metrics",
+        "disable_created_metrics": "metrics",
+        "values": "values",  # metrics.py: from . import values
+        "CollectorRegistry": "registry",
+        "GCCollector": "gc_collector",
+        "PlatformCollector": "platform_collector",
+        "ProcessCollector": "process_collector",
+    },
+)

@@ -7,12 +7,13 @@ Those loaders are a few small modules, but importing any of them runs the packag
 models, more than a second of CPU, ten times the reads of ``kubectl ome instance list``.
 
 So, before importing the loaders, this module registers three of the library's packages
-(``kubernetes_asyncio``, ``kubernetes_asyncio.client``, ``kubernetes_asyncio.client.models``)
-as *deferred*: each is the real package (its own spec and ``__path__``, so its submodules
-import as usual) whose ``__init__`` runs the first time a name it doesn't have yet is read
-from it. The loaders import ``Configuration``, ``ApiClient`` and ``rest`` from the client
-package; those three come straight from their submodules (``configuration``, ``api_client``,
-``rest``), and the models package they import is deferred in turn.
+(``kubernetes_asyncio``, ``kubernetes_asyncio.client``, ``kubernetes_asyncio.client.models``),
+and urllib3, as *deferred* (:func:`omed.lazy.defer_package`): each is the real package (its
+own spec and ``__path__``, so its submodules import as usual) whose ``__init__`` runs the
+first time a name it doesn't have yet is read from it. The loaders import ``Configuration``,
+``ApiClient`` and ``rest`` from the client package; those three come straight from their
+submodules (``configuration``, ``api_client``, ``rest``), and the models package they import
+is deferred in turn.
 
 Invariants:
 - nothing changes for code that uses the library as documented: any other name read from a
@@ -31,55 +32,21 @@ internals omed reads already; pyproject.toml bounds kubernetes-asyncio for both.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-import sys
-import threading
-from collections.abc import Mapping
-from typing import Any
+from omed.lazy import defer_package
 
 _PACKAGE = "kubernetes_asyncio"
-_LOCK = threading.RLock()
-_NO_NAMES: Mapping[str, str] = {}
-
-
-def _defer(name: str, narrow: Mapping[str, str] = _NO_NAMES) -> None:
-    """Register the package ``name`` as deferred (see the module's docstring) unless it is
-    imported already. ``narrow`` maps names to the submodule that holds them (a name equal
-    to its submodule's is that submodule): those are read without running ``__init__``."""
-    if name in sys.modules:
-        return
-    spec = importlib.util.find_spec(name)
-    if spec is None or spec.loader is None or spec.submodule_search_locations is None:
-        return  # not a package as expected: let the ordinary import do what it does
-    loader = spec.loader
-    module = importlib.util.module_from_spec(spec)
-
-    def __getattr__(attr: str) -> Any:  # PEP 562: only names the module doesn't have yet
-        where = narrow.get(attr)
-        if where is not None:
-            sub = importlib.import_module(f"{name}.{where}")
-            return sub if where == attr else getattr(sub, attr)
-        with _LOCK:
-            if module.__dict__.pop("__getattr__", None) is not None:
-                loader.exec_module(module)
-        return getattr(module, attr)
-
-    module.__dict__["__getattr__"] = __getattr__
-    sys.modules[name] = module
-    parent, _, child = name.rpartition(".")
-    if parent:
-        setattr(sys.modules[parent], child, module)
 
 
 def _deferred_imports() -> None:
-    with _LOCK:
-        _defer(_PACKAGE)
-        _defer(
-            f"{_PACKAGE}.client",
-            {"Configuration": "configuration", "ApiClient": "api_client", "rest": "rest"},
-        )
-        _defer(f"{_PACKAGE}.client.models")
+    defer_package(_PACKAGE)
+    defer_package(
+        f"{_PACKAGE}.client",
+        {"Configuration": "configuration", "ApiClient": "api_client", "rest": "rest"},
+    )
+    defer_package(f"{_PACKAGE}.client.models")
+    # The client's Configuration imports urllib3 for one method (basic auth's header):
+    # urllib3's __init__ (its connection pools and their TLS) runs when that is called.
+    defer_package("urllib3")
 
 
 _deferred_imports()
