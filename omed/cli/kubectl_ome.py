@@ -907,6 +907,9 @@ class Streams:
 
 def _handler(command: Command) -> Callable[[argparse.Namespace, Streams], Awaitable[int]]:
     module, _, name = command.handler.partition(":")
+    from omed.kube import defer_client_imports  # before the command imports any library
+
+    defer_client_imports()
     function: Callable[[argparse.Namespace, Streams], Awaitable[int]] = getattr(
         importlib.import_module(module), name
     )

@@ -4,9 +4,9 @@ uses one, not when aiohttp is imported.
 Why: importing ``aiohttp.connector`` builds a verified and an unverified default context,
 and each loads the system's CA certificates: about 60 ms of CPU, a fifth of what
 ``kubectl ome instance list`` imports. omed hands aiohttp its own context (built from the
-kubeconfig's CA, :func:`omed.kube.client.load_config`), so its connections never use the
-verified one; the unverified one serves a kubeconfig with ``insecure-skip-tls-verify``;
-a plain ``http://`` server uses neither.
+kubeconfig, :func:`omed.kube.client.tls_context`, unverified ones included), so its
+connections use neither; a plain ``http://`` server uses no TLS at all. Installed by
+:func:`omed.kube.defer_client_imports`, which only the plugin calls.
 
 How: while the body of ``aiohttp.connector`` runs (in the importing thread only),
 ``SSLContext.load_default_certs`` and ``SSLContext.set_default_verify_paths`` record their

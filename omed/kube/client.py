@@ -141,6 +141,27 @@ class ClusterConfig:
         return dataclasses.replace(self, impersonate_user=user, impersonate_groups=groups)
 
 
+def tls_context(
+    *, verify: bool, cafile: str | None, cert_file: str | None, key_file: str | None
+) -> ssl.SSLContext:
+    """The TLS context of the API server's connections, as the kubeconfig's cluster and user
+    say: the server checked against ``cafile`` (the system's CAs when none), or not checked at
+    all under ``insecure-skip-tls-verify``; the user's client certificate presented either
+    way, as kubectl presents it (an insecure cluster still authenticates its user).
+
+    Invariant: never aiohttp's own default contexts, so a connection's certificates are only
+    the kubeconfig's."""
+    if verify:
+        context = ssl.create_default_context(cafile=cafile)
+    else:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    if cert_file:
+        context.load_cert_chain(cert_file, key_file)
+    return context
+
+
 async def load_config(
     kubeconfig: str | None = None,
     *,
@@ -200,15 +221,12 @@ async def load_config(
         proxy = parse_proxy_url(str(configuration.proxy), source="the cluster's proxy-url")
     else:
         proxy = ProxyEnvironment.from_environ(env).proxy_for(host)
-    if configuration.verify_ssl:
-        ssl_context: ssl.SSLContext | bool = ssl.create_default_context(
-            cafile=configuration.ssl_ca_cert
-        )
-        if configuration.cert_file:
-            assert isinstance(ssl_context, ssl.SSLContext)
-            ssl_context.load_cert_chain(configuration.cert_file, configuration.key_file)
-    else:
-        ssl_context = False
+    ssl_context = tls_context(
+        verify=bool(configuration.verify_ssl),
+        cafile=configuration.ssl_ca_cert,
+        cert_file=configuration.cert_file,
+        key_file=configuration.key_file,
+    )
     return ClusterConfig(host=host, ssl_context=ssl_context, credentials=credentials, proxy=proxy)
 
 
@@ -735,4 +753,5 @@ __all__ = [
     "Resource",
     "load_config",
     "retry_on_conflict",
+    "tls_context",
 ]

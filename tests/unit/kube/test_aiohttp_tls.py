@@ -9,6 +9,8 @@ import sys
 
 SCRIPT = """
 import asyncio, json, ssl
+import omed.kube
+omed.kube.defer_client_imports()
 import omed.kube.client
 import aiohttp.connector as connector
 
@@ -60,6 +62,8 @@ def test_the_default_contexts_load_their_cas_when_first_handed_to_a_connection()
 def test_a_connector_imported_first_is_left_as_it_is() -> None:
     script = (
         "import aiohttp.connector as c, json\n"
+        "import omed.kube\n"
+        "omed.kube.defer_client_imports()\n"
         "import omed.kube.client\n"
         "print(json.dumps(c._SSL_CONTEXT_VERIFIED.cert_store_stats()['x509_ca'] > 0))\n"
     )
@@ -67,3 +71,25 @@ def test_a_connector_imported_first_is_left_as_it_is() -> None:
         [sys.executable, "-c", script], capture_output=True, text=True, check=True
     )
     assert json.loads(done.stdout) is True
+
+
+def test_the_manager_keeps_the_ordinary_imports() -> None:
+    """The manager never calls defer_client_imports: aiohttp's contexts hold their CAs from
+    the import on, no import hook stays behind, and prometheus_client is the ordinary
+    package (its ``__init__`` run)."""
+    script = (
+        "import json, sys\n"
+        "import omed.manager.startup, omed.kube.client\n"
+        "import aiohttp.connector as c, prometheus_client\n"
+        "print(json.dumps({\n"
+        "  'cas': c._SSL_CONTEXT_VERIFIED.cert_store_stats()['x509_ca'] > 0,\n"
+        "  'hooks': [type(f).__module__ for f in sys.meta_path\n"
+        "            if type(f).__module__.startswith('omed')],\n"
+        "  'init_ran': '__getattr__' not in vars(prometheus_client)\n"
+        "    and hasattr(prometheus_client, 'generate_latest'),\n"
+        "}))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    )
+    assert json.loads(done.stdout) == {"cas": True, "hooks": [], "init_ran": True}
