@@ -183,9 +183,9 @@ async def test_a_drain_the_kubelet_never_confirms_parks_and_fills_the_in_flight_
     async def parked() -> dict[str, Any] | None:
         world.check_manager()
         record = await record_of(world, FIRST)
-        if record is None or record.get("phase") in ("Completed", "Failed"):
+        if record is not None and record.get("phase") in ("Completed", "Failed"):
             raise AssertionError(f"the record ended unparked: {record}")
-        return record if record.get("message") == message else None
+        return record if record is not None and record.get("message") == message else None
 
     record = await eventually(parked, timeout=90, what="the record parked")
     assert (record["phase"], record["surgeInstance"]) == ("Draining", 2)
