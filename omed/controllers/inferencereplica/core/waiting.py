@@ -17,10 +17,11 @@ wins:
 * ``Unschedulable``: a live pod of the operation has PodScheduled False, reason
   Unschedulable.
 
-The pods of an Update's surge Instance count as the operation's own. The token is cleared
-in the pass that no longer sees its cause. SourceUnrouted and CapacityProvisioning are
-never set (a migration reports through its record; TPU slices aren't run), and a token omed
-doesn't know is left alone.
+The pods of an Update's surge Instance count as the operation's own; a migration's surge
+gets ``QuotaExceeded`` / ``AdmissionUnavailable`` from its own drive (:mod:`.ops.migrate`).
+The token is cleared in the pass that no longer sees its cause. SourceUnrouted and
+CapacityProvisioning are never set (a migration reports through its record; TPU slices
+aren't run), and a token omed doesn't know is left alone.
 
 Invariant: pure; a token follows only from this pass's pods, refusals, PodGroups and pause.
 """

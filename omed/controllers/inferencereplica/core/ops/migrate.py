@@ -47,7 +47,7 @@ import dataclasses
 import datetime as dt
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from omed.api.constants import (
     LABEL_HOSTNAME,
@@ -651,16 +651,10 @@ def _drive(work: PassWork, mig: MigrationPass, record: MigrationStatus) -> None:
                 )
                 _refuse(work, mig, record, message, event=EVENT_REJECTED)
                 return
-            if blocked is not None:  # a transient refusal: the create is retried to the deadline
-                work.warn(
-                    EVENT_CREATE_BLOCKED,
-                    migration_event(
-                        record.request_uuid,
-                        f"waiting to create surge pod {blocked.pod} before its deadline",
-                    ),
-                )
+            _create_hold(work, record, surge, blocked)
             _create_surge(work, mig, record, surge)
             return
+        _create_hold(work, record, surge, None)
         if not _surge_ready(work, surge):
             return
         mig.put(
@@ -1067,6 +1061,33 @@ def _stamp(
     step = names.STEP_CREATE_PODS if surge.facts.missing else names.STEP_WAIT_READY
     assert surge.op is not None
     surge.op = operations.at_step(surge.op, step, work.now)
+
+
+def _create_hold(
+    work: PassWork, record: MigrationStatus, surge: InstanceWork, blocked: CreateRefusal | None
+) -> None:
+    """A transient refusal of the surge's create (quota, an unreachable webhook) shows as the
+    surge's waiting token (QuotaExceeded, AdmissionUnavailable) and is told once per cause,
+    with the status write that sets the token, in a Warning MigrationSurgeCreateBlocked; the
+    create is retried until the deadline. The token goes once a create gets through."""
+    op = surge.op
+    if op is None:
+        return
+    token = blocked.token if blocked is not None and not blocked.permanent else None
+    if op.waiting == token or (op.waiting is not None and op.waiting not in _CREATE_HOLDS):
+        return
+    surge.op = op.model_copy(update={"waiting": token})
+    if blocked is not None and token is not None:
+        work.warn(
+            EVENT_CREATE_BLOCKED,
+            migration_event(
+                record.request_uuid,
+                f"waiting to create surge pod {blocked.pod} before its deadline",
+            ),
+        )
+
+
+_CREATE_HOLDS: Final = frozenset({names.WAITING_QUOTA, names.WAITING_ADMISSION})
 
 
 def _wedged(work: PassWork, surge: InstanceWork) -> tuple[str, str] | None:
