@@ -741,5 +741,10 @@ async def test_a_manager_killed_in_each_phase_moves_the_instance_once(
     assert world.sampler.deleted_while_ready() == []
     assert [p["metadata"]["name"] for p in await world.pods()].count(f"{ENGINE}-4-default-0") == 1
     assert [(r["phase"], r["outcome"]) for r in await ledger_rows()] == [("Completed", "migrated")]
+
+    async def completed_event() -> bool:  # events go out after the status write that moves on
+        return bool(await world.events("MigrationCompleted"))
+
+    await eventually(completed_event, timeout=30, what="the MigrationCompleted event")
     (completed,) = await world.events("MigrationCompleted")
     assert completed.get("count", 1) == 1 and not completed.get("series")
