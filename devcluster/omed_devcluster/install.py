@@ -183,6 +183,11 @@ class OmeInstall:
         self._write_certificates()
         self._write_kubeconfig()
 
+    def hooks(self) -> list[dict[str, Any]]:
+        """The installed release's hook objects (``helm get hooks``), such as its test Pod."""
+        text = self._helm("get", "hooks", RESOURCES_RELEASE, "--namespace", self.namespace)
+        return [doc for doc in yaml.safe_load_all(text) if doc]
+
     def uninstall(self) -> None:
         """``helm uninstall`` the resources chart (the CRD chart stays: its CRDs are kept)."""
         self._helm("uninstall", RESOURCES_RELEASE, "--namespace", self.namespace, "--wait")
