@@ -65,9 +65,12 @@ class OpenApiModel(ApiModel):
 
 
 def _normalize_time(value: dt.datetime) -> dt.datetime:
-    if value.tzinfo is None or value.utcoffset() is None:
+    offset = value.utcoffset()  # None without a timezone
+    if offset is None:
         msg = "time must carry a timezone"
         raise ValueError(msg)
+    if not offset:  # already UTC (every stored "...Z"): one copy, not two
+        return value.replace(microsecond=0, tzinfo=dt.UTC)
     return value.astimezone(dt.UTC).replace(microsecond=0)
 
 

@@ -41,9 +41,10 @@ from operator import lt
 from types import MappingProxyType
 from typing import Any, Final
 
-from pydantic import ValidationError
+import orjson
+from pydantic import TypeAdapter, ValidationError
 
-from omed.api.inferencereplica import InferenceReplicaStatus, InstanceStatus
+from omed.api.inferencereplica import InferenceReplicaStatus, InstanceStatus, RowCondition
 from omed.statuscodec import ClassTable, DecodeError, DecodeReason, decode_status_table
 
 
@@ -105,19 +106,39 @@ def _decode(
 
 def _rows(table: ClassTable) -> list[InstanceStatus]:
     """The rows of ``table`` as models sorted by index: each class validated once (in the order
-    of its first row), each row a copy of its class's model with its index."""
-    models: list[InstanceStatus] = [_FIRST] * len(table.templates)
-    for cls in dict.fromkeys(table.row_class):  # classes by their first row, in C
-        body = table.templates[cls]
+    of its first row), each row a copy of its class's model with its index.
+
+    The classes are validated in one call (:data:`_CLASSES`), not one call each: the loop over
+    them stays in pydantic-core. If any is refused, the first refused class in that order is
+    validated on its own, so the error (and its message) is the one that class gives alone."""
+    used = list(dict.fromkeys(table.row_class))  # classes by their first row, in C
+    templates = table.templates
+    validated: list[InstanceStatus] = []
+    shared: dict[bytes, list[RowCondition]] = {}
+    try:
+        for start in range(0, len(used), _CHUNK):
+            chunk = used[start : start + _CHUNK]
+            validated += _CLASSES.validate_python(_bodies(templates, chunk, shared))
+    except ValidationError as err:
+        position = start + min(
+            (e["loc"][0] for e in err.errors() if e["loc"] and type(e["loc"][0]) is int),
+            default=0,
+        )
+        cls = used[position]
+        body = templates[cls]
         try:
-            models[cls] = InstanceStatus.model_validate({"index": 0, **body})
-        except ValidationError as err:
+            InstanceStatus.model_validate({"index": 0, **body})
+        except ValidationError as alone:
             index = table.indexes[table.row_class.index(cls)]
             raise StatusDecodeFailed(
                 "row_shape",
-                f"a row is not a valid Instance row: {err}",
+                f"a row is not a valid Instance row: {alone}",
                 row={"index": index, **body},
-            ) from err
+            ) from alone
+        raise  # pragma: no cover - the class the list refused is refused alone too
+    models: list[InstanceStatus] = [_FIRST] * len(templates)
+    for cls, model in zip(used, validated, strict=True):
+        models[cls] = model
     row_class, indexes = table.row_class, table.indexes
     if not _ascending(indexes):  # every index is an int here (decode_status_table checks)
         numbers: list[int] = indexes  # type: ignore[assignment]
@@ -125,6 +146,57 @@ def _rows(table: ClassTable) -> list[InstanceStatus]:
         row_class = [row_class[p] for p in order]
         indexes = [indexes[p] for p in order]
     return list(map(_with_index, map(models.__getitem__, row_class), indexes))
+
+
+_CLASSES: Final = TypeAdapter(list[InstanceStatus])
+"""Validates a status's classes (their templates, each with index 0) in one call."""
+_CONDITION_LISTS: Final = TypeAdapter(list[list[RowCondition]])
+_CHUNK: Final = 1024
+"""Classes validated per call: the bodies of a chunk exist at once, not those of every
+class (20,000 of them would be some 30 MiB more at the peak)."""
+
+
+def _bodies(
+    templates: Sequence[Mapping[str, Any]],
+    used: Sequence[int],
+    shared: dict[bytes, list[RowCondition]],
+) -> list[dict[str, Any]]:
+    """What :data:`_CLASSES` validates: each used class's template with index 0, its
+    ``conditions`` already validated, each distinct list of them once (``shared``: those
+    validated so far, by their JSON).
+
+    Why: classes that differ in one field (each Instance Ready at its own second) mostly hold
+    equal conditions, and validating those is half the cost of a class. The shared models are
+    taken as they are (``revalidate_instances`` is ``never``), and decoded rows share nested
+    models anyway. Lists are told apart by their exact JSON (``orjson``: type-exact, ``1`` is
+    not ``true``). If any list of them is refused, or isn't JSON, the templates are given as
+    they are, so the refusal (and its message) is the one the class's own validation gives."""
+    keys: list[bytes | None] = []
+    distinct: dict[bytes, Any] = {}
+    try:
+        for cls in used:
+            listed = templates[cls].get("conditions")
+            if type(listed) is list and listed:
+                key = orjson.dumps(listed)
+                if key not in shared:
+                    distinct.setdefault(key, listed)
+                keys.append(key)
+            else:
+                keys.append(None)
+        if distinct:
+            shared.update(
+                zip(
+                    distinct, _CONDITION_LISTS.validate_python(list(distinct.values())), strict=True
+                )
+            )
+    except (TypeError, orjson.JSONEncodeError, ValidationError):
+        return [{"index": 0, **templates[cls]} for cls in used]
+    return [
+        {"index": 0, **templates[cls]}
+        if key is None
+        else {"index": 0, **templates[cls], "conditions": shared[key]}
+        for cls, key in zip(used, keys, strict=True)
+    ]
 
 
 @contextlib.contextmanager

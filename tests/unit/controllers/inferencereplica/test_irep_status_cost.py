@@ -16,11 +16,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 from test_irep_encoding import IREP, KEY, Cache, Sink
 from test_irep_execute import FakeKube
 
 from omed.api.inferencereplica import InstanceStatus
 from omed.clock import FakeClock
+from omed.controllers.inferencereplica.core import status as status_module
 from omed.controllers.inferencereplica.core.encoding import StatusEncodingSettings
 from omed.controllers.inferencereplica.core.model import PlanSettings
 from omed.controllers.inferencereplica.core.status import (
@@ -81,15 +83,24 @@ def paused(count: int, stored: dict[str, Any]) -> dict[str, Any]:
 
 @pytest.fixture
 def validations(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
-    """Counts ``InstanceStatus.model_validate`` calls (one per row before, one per class now)."""
+    """Counts the rows validated (one per row before, one per class now): those the decoder
+    validates together (its class adapter, ``status._CLASSES``) and any
+    ``InstanceStatus.model_validate`` call."""
     calls = [0]
     original = InstanceStatus.model_validate
+    adapter = status_module._CLASSES
 
     def counting(obj: Any, **kwargs: Any) -> InstanceStatus:
         calls[0] += 1
         return original(obj, **kwargs)
 
+    class Counting:
+        def validate_python(self, obj: Any, **kwargs: Any) -> Any:
+            calls[0] += len(obj)
+            return adapter.validate_python(obj, **kwargs)
+
     monkeypatch.setattr(InstanceStatus, "model_validate", counting)
+    monkeypatch.setattr(status_module, "_CLASSES", Counting())
     yield calls
 
 
@@ -208,6 +219,24 @@ def test_a_row_the_model_refuses_is_named_by_its_first_row_in_stored_order() -> 
     assert caught.value.reason == "row_shape"
     assert caught.value.row is not None and caught.value.row["index"] == 3
     assert "readySince" in caught.value.detail
+    with pytest.raises(ValidationError) as alone:
+        InstanceStatus.model_validate({**rows[3], "index": 0})
+    assert caught.value.detail == f"a row is not a valid Instance row: {alone.value}"
+
+
+def test_a_condition_the_model_refuses_gives_the_message_its_class_gives_alone() -> None:
+    rows = [row(i, conditions=2) for i in range(6)]
+    for i in range(6):
+        rows[i]["readySince"] = f"2026-09-14T20:00:0{i}Z"  # six classes
+    rows[4]["conditions"][1]["lastTransitionTime"] = "yesterday"
+    with pytest.raises(StatusDecodeFailed) as caught:
+        decode_rows_from_status({"instanceStatuses": rows}, max_rows=None)
+    assert caught.value.reason == "row_shape"
+    assert caught.value.row is not None and caught.value.row["index"] == 4
+    with pytest.raises(ValidationError) as alone:
+        InstanceStatus.model_validate({**rows[4], "index": 0})
+    assert caught.value.detail == f"a row is not a valid Instance row: {alone.value}"
+    assert "conditions.1.lastTransitionTime" in caught.value.detail
 
 
 def test_the_cache_keeps_one_version_per_replica_and_reads_any_other_afresh(
