@@ -39,8 +39,6 @@ from prometheus_client import (
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from omed.version import VERSION
-
 disable_created_metrics()  # type: ignore[no-untyped-call]
 
 BUILD_INFO: Final = "omed_build_info"
@@ -49,19 +47,37 @@ REGISTRY = CollectorRegistry(auto_describe=True)
 
 
 class BuildInfoCollector(Collector):
-    """``omed_build_info{version, python_version} 1``: which build a process runs."""
+    """``omed_build_info{version, python_version} 1``: which build a process runs.
 
-    def __init__(self, *, version: str = VERSION, python_version: str | None = None) -> None:
-        self._labels = [version, python_version or platform.python_version()]
+    Its version is read when the metric is first collected (:data:`omed.version.VERSION`,
+    by default), not when the collector is registered: a process that never serves
+    ``/metrics`` (``kubectl ome``) never reads the distribution's metadata.
+    """
 
-    def collect(self) -> Iterator[Metric]:
-        family = GaugeMetricFamily(
+    def __init__(self, *, version: str | None = None, python_version: str | None = None) -> None:
+        self._version = version
+        self._python_version = python_version or platform.python_version()
+
+    @staticmethod
+    def _family() -> GaugeMetricFamily:
+        return GaugeMetricFamily(
             BUILD_INFO,
             "A metric with a constant '1' value labeled by the version of omed and of the "
             "Python that runs it.",
             labels=["version", "python_version"],
         )
-        family.add_metric(self._labels, 1)
+
+    def describe(self) -> Iterator[Metric]:
+        """The family without its sample: what the registry checks names with."""
+        yield self._family()
+
+    def collect(self) -> Iterator[Metric]:
+        if self._version is None:
+            from omed.version import VERSION
+
+            self._version = VERSION
+        family = self._family()
+        family.add_metric([self._version, self._python_version], 1)
         yield family
 
 

@@ -25,7 +25,6 @@ Invariants:
 from __future__ import annotations
 
 import functools
-import importlib.abc
 import importlib.machinery
 import sys
 import threading
@@ -49,7 +48,11 @@ def install() -> None:
     sys.meta_path.insert(0, _Finder())
 
 
-class _Finder(importlib.abc.MetaPathFinder):
+class _Finder:
+    """A meta path finder (the protocol: ``find_spec``), not a subclass of
+    ``importlib.abc.MetaPathFinder``: importing ``importlib.abc`` imports
+    ``importlib.resources``, which nothing else ``kubectl ome`` runs needs."""
+
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
     ) -> importlib.machinery.ModuleSpec | None:

@@ -32,6 +32,9 @@ HEAVY = (
     "kubernetes_asyncio.client.api",
     "kubernetes_asyncio.client.models.v1_pod",
     "kubernetes_asyncio.watch",
+    "importlib.metadata",  # omed's version: read when omed_build_info is collected
+    "importlib.resources",  # importlib.abc's: the TLS import hook is a plain finder
+    "dateutil.tz.tz",  # the time zones: dateutil.tz (deferred) binds them on first read
 )
 """Packages and modules neither command needs (a package stands for all its modules)."""
 
