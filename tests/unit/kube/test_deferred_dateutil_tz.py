@@ -32,8 +32,9 @@ print(json.dumps({
 """
 
 
-ZONE = "tzlocal" if time.timezone == 0 and not time.daylight else "tzutc"
-"""dateutil's parser gives a ``Z`` date the local zone where that is UTC."""
+ZONE = "tzlocal" if "UTC" in time.tzname else "tzutc"
+"""dateutil's parser gives a ``Z`` date (``UTC`` to it) the local zone where the local zone's
+name is ``UTC``."""
 
 
 def _run(mode: str) -> dict[str, object]:
