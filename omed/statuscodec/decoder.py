@@ -58,8 +58,9 @@ def decode_columnar(columns: Any, *, max_rows: int | None, share_nested: bool = 
     ``conditions`` list and its objects, ``lastFailure``, ``operation`` and its
     ``hintTargetNodes``) are shared by the rows of one class (rows that differ only in
     ``index``), and by every class whose tokens for that value are equal (each Instance Ready
-    at its own second, all with the same conditions): **treat them as read-only**; to change one, replace it
-    (``row["operation"] = {**row["operation"], "step": ...}``), never edit it in place. That
+    at its own second, all with the same conditions): **treat them as read-only**; to change
+    one, replace it (``row["operation"] = {**row["operation"], "step": ...}``), never edit it
+    in place. That
     halves the memory and more than halves the time of a large decode; every reader in the
     manager and the CLI only reads them (``tests/unit/statuscodec/test_statuscodec_readers.py``
     checks this). A caller that must edit nested values in place passes
