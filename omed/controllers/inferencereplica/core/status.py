@@ -33,11 +33,11 @@ from __future__ import annotations
 
 import contextlib
 import gc
-from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections import OrderedDict, deque
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import islice
-from operator import lt
+from itertools import islice, repeat
+from operator import lt, setitem
 from types import MappingProxyType
 from typing import Any, Final
 
@@ -97,10 +97,10 @@ def _decode(
         except DecodeError as err:
             raise StatusDecodeFailed(err.reason, err.detail) from err
         rows = _rows(table)
-    nested = sum(
-        len(body.get("conditions") or ()) + ("lastFailure" in body) + ("operation" in body)
-        for body in table.templates
-    )
+    templates = table.templates
+    nested = sum(map(len, filter(None, map(dict.get, templates, repeat("conditions")))))
+    nested += sum(map(dict.__contains__, templates, repeat("lastFailure")))
+    nested += sum(map(dict.__contains__, templates, repeat("operation")))
     return rows, len(rows) + nested
 
 
@@ -115,10 +115,11 @@ def _rows(table: ClassTable) -> list[InstanceStatus]:
     templates = table.templates
     validated: list[InstanceStatus] = []
     shared: dict[bytes, list[RowCondition]] = {}
+    json_of: dict[int, bytes] = {}
     try:
         for start in range(0, len(used), _CHUNK):
             chunk = used[start : start + _CHUNK]
-            validated += _CLASSES.validate_python(_bodies(templates, chunk, shared))
+            validated += _CLASSES.validate_python(_bodies(templates, chunk, shared, json_of))
     except ValidationError as err:
         position = start + min(
             (e["loc"][0] for e in err.errors() if e["loc"] and type(e["loc"][0]) is int),
@@ -145,7 +146,7 @@ def _rows(table: ClassTable) -> list[InstanceStatus]:
         order = sorted(range(len(numbers)), key=numbers.__getitem__)
         row_class = [row_class[p] for p in order]
         indexes = [indexes[p] for p in order]
-    return list(map(_with_index, map(models.__getitem__, row_class), indexes))
+    return _with_indexes(models, row_class, indexes)
 
 
 _CLASSES: Final = TypeAdapter(list[InstanceStatus])
@@ -160,6 +161,7 @@ def _bodies(
     templates: Sequence[Mapping[str, Any]],
     used: Sequence[int],
     shared: dict[bytes, list[RowCondition]],
+    json_of: dict[int, bytes],
 ) -> list[dict[str, Any]]:
     """What :data:`_CLASSES` validates: each used class's template with index 0, its
     ``conditions`` already validated, each distinct list of them once (``shared``: those
@@ -169,15 +171,20 @@ def _bodies(
     equal conditions, and validating those is half the cost of a class. The shared models are
     taken as they are (``revalidate_instances`` is ``never``), and decoded rows share nested
     models anyway. Lists are told apart by their exact JSON (``orjson``: type-exact, ``1`` is
-    not ``true``). If any list of them is refused, or isn't JSON, the templates are given as
-    they are, so the refusal (and its message) is the one the class's own validation gives."""
+    not ``true``), each list object's JSON made once (``json_of``, by identity: the codec
+    gives classes with equal conditions the very same list, and the templates hold every list
+    while a status is read, so an id is not reused). If any list of them is refused, or isn't
+    JSON, the templates are given as they are, so the refusal (and its message) is the one the
+    class's own validation gives."""
     keys: list[bytes | None] = []
     distinct: dict[bytes, Any] = {}
     try:
         for cls in used:
             listed = templates[cls].get("conditions")
             if type(listed) is list and listed:
-                key = orjson.dumps(listed)
+                key = json_of.get(id(listed))
+                if key is None:
+                    key = json_of[id(listed)] = orjson.dumps(listed)
                 if key not in shared:
                     distinct.setdefault(key, listed)
                 keys.append(key)
@@ -225,20 +232,33 @@ _new = object.__new__
 _set = object.__setattr__
 
 
-def _with_index(model: InstanceStatus, index: Any) -> InstanceStatus:
-    """A row of ``model``'s class: a new model whose fields are ``model``'s, but ``index``.
+def _with_indexes(
+    models: Sequence[InstanceStatus], row_class: list[int], indexes: list[Any]
+) -> list[InstanceStatus]:
+    """Each row: a new model whose fields are its class's model's (``models[row_class[p]]``),
+    but ``index`` (``indexes[p]``).
 
     What pydantic's ``model_copy(update={"index": index})`` makes (an equal model, with equal
-    JSON), at a third of its cost: the field values (nested models included) and the set of
-    fields are ``model``'s own, shared, not copied (decoded rows are read-only)."""
-    row: InstanceStatus = _new(InstanceStatus)
-    fields = model.__dict__.copy()
-    fields["index"] = index
-    _set(row, "__dict__", fields)
-    _set(row, "__pydantic_fields_set__", model.__pydantic_fields_set__)
-    _set(row, "__pydantic_extra__", None)
-    _set(row, "__pydantic_private__", None)
-    return row
+    JSON), at a fraction of its cost: the field values (nested models included) and the set of
+    fields are the class model's own, shared, not copied (decoded rows are read-only). Every
+    step is one C-level pass over the rows (``map`` of ``dict.copy``, ``operator.setitem``,
+    ``object.__setattr__``): no Python code runs per row."""
+    fields = [model.__dict__ for model in models]
+    fields_set = [model.__pydantic_fields_set__ for model in models]
+    dicts: list[dict[str, Any]] = list(map(dict.copy, map(fields.__getitem__, row_class)))
+    _consume(map(setitem, dicts, repeat("index"), indexes))
+    rows: list[InstanceStatus] = list(map(_new, repeat(InstanceStatus, len(dicts))))
+    _consume(map(_set, rows, repeat("__dict__"), dicts))
+    _consume(
+        map(_set, rows, repeat("__pydantic_fields_set__"), map(fields_set.__getitem__, row_class))
+    )
+    _consume(map(_set, rows, repeat("__pydantic_extra__"), repeat(None)))
+    _consume(map(_set, rows, repeat("__pydantic_private__"), repeat(None)))
+    return rows
+
+
+_consume: Final[Callable[[Iterable[Any]], None]] = deque(maxlen=0).extend
+"""Run an iterator to its end, in C (the ``itertools`` recipe)."""
 
 
 def _ascending(values: Sequence[Any]) -> bool:
