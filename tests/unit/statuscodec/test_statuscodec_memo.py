@@ -173,8 +173,9 @@ def test_a_few_changed_rows_of_their_own_classes_are_patched() -> None:
 
 
 def test_the_property_above_takes_the_patch() -> None:
-    """The property's examples are patched encodes, mostly, not only full ones (run after it,
-    in file order; alone it runs the property first)."""
+    """The property's examples take the patch, not only the full encode (run after it, in
+    file order; alone it runs the property first): over a quarter of them, where about half
+    do (the share varies with hypothesis's draws, so the bound leaves room below that)."""
     if not PATCHED:
         test_patched_encodes_equal_full_encodes()
-    assert sum(map(bool, PATCHED)) * 2 > len(PATCHED)
+    assert sum(map(bool, PATCHED)) * 4 > len(PATCHED)
