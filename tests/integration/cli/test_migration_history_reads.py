@@ -24,37 +24,8 @@ from omed.kube.resources import CONFIGMAPS, INFERENCE_REPLICAS, INFERENCE_SERVIC
 
 pytestmark = pytest.mark.integration
 
-TEMPLATE = {
-    "metadata": {"labels": {"app": "chat"}},
-    "spec": {"containers": [{"name": "ome-container", "image": "ome/serving:1.0"}]},
-}
+
 UUID = "7c9e6679-7425-40de-944b-e07fc1f90ae7"
-
-
-def replica(name: str, uid: str, component: str = "engine") -> dict[str, Any]:
-    return {
-        "apiVersion": "ome.io/v1beta1",
-        "kind": "InferenceReplica",
-        "metadata": {
-            "name": name,
-            "labels": {"ome.io/inferenceservice": "chat"},
-            "ownerReferences": [
-                {
-                    "apiVersion": "ome.io/v1beta1",
-                    "kind": "InferenceService",
-                    "name": "chat",
-                    "uid": uid,
-                    "controller": True,
-                }
-            ],
-        },
-        "spec": {
-            "component": component,
-            "parentRef": {"name": "chat"},
-            "replicas": 0,
-            "runners": [{"name": "default", "template": TEMPLATE}],
-        },
-    }
 
 
 def ledger_document() -> str:
@@ -80,20 +51,11 @@ async def history(kubeconfig: str, namespace: str) -> tuple[int, dict[str, Any]]
 
 
 async def test_the_replica_list_stops_at_two_pages_and_a_foreign_ledger_is_not_read(
-    kube: KubeClient, kubeconfig: str, namespace: str, crds_installed: None
+    kube: KubeClient, kubeconfig: str, namespace: str, chat: Any
 ) -> None:
-    service = await kube.create(
-        INFERENCE_SERVICES,
-        {
-            "apiVersion": "ome.io/v1beta1",
-            "kind": "InferenceService",
-            "metadata": {"name": "chat"},
-            "spec": {},
-        },
-        namespace,
-    )
+    service = await chat.service()
     uid = service["metadata"]["uid"]
-    created = await kube.create(INFERENCE_REPLICAS, replica("chat-engine", uid), namespace)
+    created = await kube.create(INFERENCE_REPLICAS, chat.replica("chat-engine", uid), namespace)
     status = {"observedGeneration": created["metadata"]["generation"]}
     await kube.patch(
         INFERENCE_REPLICAS, "chat-engine", {"status": status}, namespace, subresource="status"
@@ -115,7 +77,7 @@ async def test_the_replica_list_stops_at_two_pages_and_a_foreign_ledger_is_not_r
 
     # More labelled replicas than two pages hold: 64 read, the rest left unread, reported.
     for i in range(migration_history.MAX_PAGES * migration_history.PAGE_SIZE + 2):
-        await kube.create(INFERENCE_REPLICAS, replica(f"chat-stray-{i:02d}", uid), namespace)
+        await kube.create(INFERENCE_REPLICAS, chat.replica(f"chat-stray-{i:02d}", uid), namespace)
     code, report = await history(kubeconfig, namespace)
     auth = report["sources"][0]
     assert (auth["observedPages"], auth["observedItems"], auth["truncated"]) == (2, 64, True)

@@ -14,11 +14,12 @@ import re
 import runpy
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from omed.kube.client import KubeClient
-from omed.kube.resources import INFERENCE_REPLICAS, INFERENCE_SERVICES
+from omed.kube.resources import INFERENCE_REPLICAS
 
 pytestmark = pytest.mark.integration
 
@@ -30,53 +31,13 @@ _IMPORTED = re.compile(r"import time:\s+\d+ \|\s+\d+ \| *(\S+)")
 
 
 async def test_instance_list_through_kubectl_reads_the_replicas_and_imports_nothing_heavy(
-    kube: KubeClient, kubeconfig: str, namespace: str, crds_installed: None
+    kube: KubeClient, kubeconfig: str, namespace: str, chat: Any
 ) -> None:
     from omed_devcluster.binaries import ensure_binaries
 
-    service = await kube.create(
-        INFERENCE_SERVICES,
-        {
-            "apiVersion": "ome.io/v1beta1",
-            "kind": "InferenceService",
-            "metadata": {"name": "chat"},
-            "spec": {},
-        },
-        namespace,
-    )
+    service = await chat.service()
     await kube.create(
-        INFERENCE_REPLICAS,
-        {
-            "apiVersion": "ome.io/v1beta1",
-            "kind": "InferenceReplica",
-            "metadata": {
-                "name": "chat-engine",
-                "labels": {"ome.io/inferenceservice": "chat"},
-                "ownerReferences": [
-                    {
-                        "apiVersion": "ome.io/v1beta1",
-                        "kind": "InferenceService",
-                        "name": "chat",
-                        "uid": service["metadata"]["uid"],
-                        "controller": True,
-                    }
-                ],
-            },
-            "spec": {
-                "component": "engine",
-                "parentRef": {"name": "chat"},
-                "replicas": 0,
-                "runners": [
-                    {
-                        "name": "default",
-                        "template": {
-                            "spec": {"containers": [{"name": "ome-container", "image": "x:1"}]}
-                        },
-                    }
-                ],
-            },
-        },
-        namespace,
+        INFERENCE_REPLICAS, chat.replica("chat-engine", service["metadata"]["uid"]), namespace
     )
     env = {
         **os.environ,

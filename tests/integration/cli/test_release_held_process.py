@@ -31,7 +31,7 @@ import pytest
 from omed.api.constants import ANNOTATION_CONTROLLER_WRITE, ANNOTATION_RELEASE_HELD_REVISION
 from omed.cli import release_held
 from omed.kube.client import KubeClient
-from omed.kube.resources import INFERENCE_REPLICAS, INFERENCE_SERVICES
+from omed.kube.resources import INFERENCE_REPLICAS
 from omed.statuscodec import timestamps
 
 pytestmark = pytest.mark.integration
@@ -57,10 +57,6 @@ HELD = {
     "lastFailureAt": "2026-09-14T20:52:31Z",
     "reason": "ImagePullBackOff",
 }
-TEMPLATE = {
-    "metadata": {"labels": {"app": "chat"}},
-    "spec": {"containers": [{"name": "ome-container", "image": "ome/serving:1.0"}]},
-}
 
 
 @dataclass(frozen=True)
@@ -73,47 +69,19 @@ class Held:
 
 
 @pytest.fixture
-async def held(kube: KubeClient, kubeconfig: str, namespace: str, crds_installed: None) -> Held:
+async def held(kube: KubeClient, kubeconfig: str, namespace: str, chat: Any) -> Held:
     """InferenceService ``chat`` and its engine's InferenceReplica with a releasable Held
     block: what OME writes (parentRef, label, controller owner reference to the
     InferenceService's uid, ``ome.io/controller-write``, a status observed at the replica's
     generation). The spec carries the ``replicas`` and ``runners`` the CRD requires."""
-    service = await kube.create(
-        INFERENCE_SERVICES,
-        {
-            "apiVersion": "ome.io/v1beta1",
-            "kind": "InferenceService",
-            "metadata": {"name": "chat"},
-            "spec": {},
-        },
-        namespace,
-    )
+    service = await chat.service()
     created = await kube.create(
         INFERENCE_REPLICAS,
-        {
-            "apiVersion": "ome.io/v1beta1",
-            "kind": "InferenceReplica",
-            "metadata": {
-                "name": "chat-engine",
-                "labels": {"ome.io/inferenceservice": "chat"},
-                "annotations": {ANNOTATION_CONTROLLER_WRITE: "true"},
-                "ownerReferences": [
-                    {
-                        "apiVersion": "ome.io/v1beta1",
-                        "kind": "InferenceService",
-                        "name": "chat",
-                        "uid": service["metadata"]["uid"],
-                        "controller": True,
-                    }
-                ],
-            },
-            "spec": {
-                "component": "engine",
-                "parentRef": {"name": "chat"},
-                "replicas": 0,
-                "runners": [{"name": "default", "template": TEMPLATE}],
-            },
-        },
+        chat.replica(
+            "chat-engine",
+            service["metadata"]["uid"],
+            annotations={ANNOTATION_CONTROLLER_WRITE: "true"},
+        ),
         namespace,
     )
     status = {"observedGeneration": created["metadata"]["generation"], "retryBlocks": [HELD]}
