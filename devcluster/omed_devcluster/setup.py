@@ -9,7 +9,7 @@ from typing import Any, Final
 
 import yaml
 
-from omed.kube.client import KubeClient
+from omed.kube.client import KubeClient, retry_on_conflict
 from omed.kube.errors import AlreadyExists
 from omed.kube.resources import CRDS, MUTATING_WEBHOOKS, VALIDATING_WEBHOOKS
 
@@ -17,16 +17,24 @@ from omed.kube.resources import CRDS, MUTATING_WEBHOOKS, VALIDATING_WEBHOOKS
 async def apply(
     client: KubeClient, resource: Any, body: dict[str, Any], namespace: str | None = None
 ) -> Any:
-    """Create, or replace with the current resourceVersion when it exists."""
+    """Create, or replace with the current resourceVersion when it exists.
+
+    The replace reads and writes again on a Conflict: a controller of the real control plane
+    (the Deployment controller writing a Deployment's status, say) may change the object
+    between the read and the write.
+    """
     try:
         return await client.create(resource, body, namespace)
     except AlreadyExists:
+        pass
+
+    async def replace() -> Any:
         current = await client.get(resource, body["metadata"]["name"], namespace)
-        body = dict(
-            body,
-            metadata=dict(body["metadata"], resourceVersion=current["metadata"]["resourceVersion"]),
-        )
-        return await client.replace(resource, body, namespace)
+        version = current["metadata"]["resourceVersion"]
+        metadata = dict(body["metadata"], resourceVersion=version)
+        return await client.replace(resource, dict(body, metadata=metadata), namespace)
+
+    return await retry_on_conflict(replace)
 
 
 def load_documents(directory: Path, kind: str) -> list[dict[str, Any]]:
