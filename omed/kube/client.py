@@ -307,8 +307,47 @@ class Resource:
         return base
 
 
+class CheckedBody(aiohttp.BytesPayload):
+    """A request body that calls ``check()`` the instant before its bytes go to the socket.
+
+    Why: aiohttp writes a request's body, and with it the request's headers (it holds them
+    back to send both in one write), from a task of its own that runs a loop iteration or
+    more after the request was handed over. A loop that stalls in between (stopped, starved,
+    a long pause) sends the request when it resumes, however long after any earlier check.
+    Here the check runs synchronously inside that last write, with no await between it and
+    the bytes reaching the transport. When it raises, nothing of the request is written:
+    the exception is kept in :attr:`refused`, aiohttp fails the request with a connection
+    error, and :meth:`KubeClient._send` raises the kept exception in its place.
+    """
+
+    def __init__(self, value: bytes, *, check: Callable[[], None], content_type: str) -> None:
+        super().__init__(value, content_type=content_type)
+        self._check = check
+        self.refused: Exception | None = None
+
+    def _passes(self) -> None:
+        try:
+            self._check()
+        except Exception as refused:
+            self.refused = refused
+            raise
+
+    async def write(self, writer: Any) -> None:
+        self._passes()
+        await super().write(writer)
+
+    async def write_with_length(self, writer: Any, content_length: int | None) -> None:
+        self._passes()
+        await super().write_with_length(writer, content_length)
+
+
 class KubeClient:
-    """An API client with one rate limiter, one connection pool and typed errors."""
+    """An API client with one rate limiter, one connection pool and typed errors.
+
+    ``write_check``, when given, is called synchronously right before the bytes of each
+    request with a body reach the socket (:class:`CheckedBody`); if it raises, the request
+    is not sent and the call raises that exception.
+    """
 
     def __init__(
         self,
@@ -321,6 +360,7 @@ class KubeClient:
         timeout: float = 30.0,
         max_retries: int = MAX_RETRIES,
         deadline: float | None = None,
+        write_check: Callable[[], None] | None = None,
     ) -> None:
         """``timeout`` bounds each try; ``deadline`` a request with all its tries and waits
         (by default :data:`DEFAULT_DEADLINE`, or the request's per-try timeout if longer)."""
@@ -334,6 +374,7 @@ class KubeClient:
         self._deadline = _positive_deadline(deadline)
         self._session: aiohttp.ClientSession | None = None
         self._proxy, self._proxy_headers = _proxy_and_headers(config.proxy)
+        self._write_check = write_check
 
     def _http(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
@@ -525,13 +566,16 @@ class KubeClient:
         """One try, past the rate limiter: the status, the decoded body, the Retry-After
         header and the headers sent."""
         all_headers = await self._headers(content_type if data is not None else None)
+        body: bytes | CheckedBody | None = data
+        if data is not None and self._write_check is not None:
+            body = CheckedBody(data, check=self._write_check, content_type=content_type)
         loop = asyncio.get_running_loop()
         started = loop.time()
         try:
             async with self._http().request(
                 method,
                 url,
-                data=data,
+                data=body,
                 headers=all_headers,
                 proxy_headers=self._proxy_headers,
                 timeout=aiohttp.ClientTimeout(total=timeout),
@@ -540,6 +584,8 @@ class KubeClient:
                 status = response.status
                 retry_after = response.headers.get("Retry-After")
         except (aiohttp.ClientError, TimeoutError):
+            if isinstance(body, CheckedBody) and body.refused is not None:
+                raise body.refused from None  # never sent: no answer to count
             REQUESTS.labels("<error>", method, self._host_label).inc()
             raise
         REQUESTS.labels(str(status), method, self._host_label).inc()

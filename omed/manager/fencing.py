@@ -9,23 +9,27 @@ went out. So the check is made per write, right before it is sent:
 :meth:`omed.leaderelection.LeaderElector.check_fence` (a write passes only while the monotonic
 clock is less than one renew deadline past the start of the last successful renew).
 
-Where: :class:`FencedKubeClient` checks in ``_headers``, the last step of
-:class:`~omed.kube.client.KubeClient` before aiohttp sends the request, after the rate
-limiter's wait and the credentials, with no await between the check and the request being
-handed to aiohttp. A check in the executors, before the call into the client, would let a
-request that waited for the limiter across the stall go out unchecked. Only requests with a
-body are fenced: ``create``, ``replace``, ``replace_status``, ``patch`` and ``delete`` (which
-sends its DeleteOptions); GETs, lists and watches never are, so the caches keep working.
+Where: twice per write, both synchronous. First in ``_headers``, after the rate limiter's
+wait and the credentials, before a connection is taken: a write already refused costs no
+connection. Then the check that makes the promise: aiohttp sends a request's headers and
+body from a task of its own, a loop iteration or more after the request was handed to it,
+so a stall can fall between the first check and the send. The body is therefore a
+:class:`~omed.kube.client.CheckedBody`, which checks again inside the write that hands the
+bytes (headers and body together) to the transport. A check only in the executors, before
+the call into the client, would let a request that waited for the limiter across the
+stall go out unchecked. Only requests with a body are fenced: ``create``, ``replace``,
+``replace_status``, ``patch`` and ``delete`` (which sends its DeleteOptions); GETs, lists
+and watches never are, so the caches keep working.
 
-What is left: a request that needs a new connection still goes through connect and the TLS
-handshake after the check, and any request spends time in flight; the fence's margin (lease
-duration minus renew deadline: 20 s with the chart's timings) is for that. Events go through
+What is left: a request spends time in flight once written (in the kernel's buffers, on the
+network, in the API server's queues); the fence's margin (lease duration minus renew
+deadline: 20 s with the chart's timings) is for that. Events go through
 their own, unfenced client: an Event is a record of what happened, not state a leader acts on,
 and the ordered stop writes the queued ones after releasing the Lease.
 
 Invariant: with leader election on, every mutating request of the controllers' client passes
-the fence immediately before it is sent; a refused one raises
-:class:`~omed.leaderelection.WriteFenced` and is never sent.
+the fence in the same synchronous step that writes its first byte; a refused one raises
+:class:`~omed.leaderelection.WriteFenced` and no byte of it is sent.
 """
 
 from __future__ import annotations
@@ -39,10 +43,11 @@ __all__ = ["FencedKubeClient"]
 
 
 class FencedKubeClient(KubeClient):
-    """A :class:`KubeClient` that calls ``fence()`` right before sending each write."""
+    """A :class:`KubeClient` that calls ``fence()`` before each write takes a connection and
+    again as its bytes are written."""
 
     def __init__(self, config: ClusterConfig, *, fence: Callable[[], None], **options: Any) -> None:
-        super().__init__(config, **options)
+        super().__init__(config, write_check=fence, **options)
         self._fence = fence
 
     async def _headers(self, content_type: str | None) -> list[tuple[str, str]]:

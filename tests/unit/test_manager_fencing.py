@@ -1,10 +1,12 @@
 """The controllers' client fenced by the Lease: a refused write is never handed to aiohttp.
 
-Pure: the client's HTTP session is a double that records each request it is asked to send
-and answers ``{}``, so what reaches the wire is exactly what it recorded. The fence is a
-flag the test opens and shuts; time is a FakeClock, which the client's rate limiter waits
-on, so a request can be held in the limiter while the fence shuts behind it. (The same
-client against the real API server, with a stalled leader: tests/e2e/test_manager_process.py.)
+Mostly pure: the client's HTTP session is a double that records each request it is asked to
+send and answers ``{}``, so what reaches the wire is exactly what it recorded. The fence is
+a flag the test opens and shuts; time is a FakeClock, which the client's rate limiter waits
+on, so a request can be held in the limiter while the fence shuts behind it. The last check,
+inside aiohttp's own write, needs aiohttp itself: those tests send through a real session to
+a local socket that records every byte it receives. (The same client against the real API
+server, with a stalled leader: tests/e2e/test_manager_process.py.)
 """
 
 from __future__ import annotations
@@ -125,3 +127,89 @@ def test_without_leader_election_the_client_is_not_fenced() -> None:
     with_fence = _client(options, CLUSTER, clock=FakeClock(), user_agent="omed", fence=Fence())
     assert type(plain) is KubeClient
     assert isinstance(with_fence, FencedKubeClient)
+
+
+class Socket:
+    """A local TCP listener that records every byte it receives and answers each request
+    ``201 {}``; enough HTTP to let a real aiohttp session finish a request."""
+
+    def __init__(self) -> None:
+        self.received = bytearray()
+        self.closed = asyncio.Event()
+        self._server: asyncio.Server | None = None
+
+    async def __aenter__(self) -> str:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        port = self._server.sockets[0].getsockname()[1]
+        return f"http://127.0.0.1:{port}"
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._server is not None
+        self._server.close()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            try:
+                head = await reader.readuntil(b"\r\n\r\n")
+            except asyncio.IncompleteReadError as partial:
+                self.received += partial.partial
+                break
+            length = int(head.lower().partition(b"content-length:")[2].split(b"\r\n")[0] or 0)
+            self.received += head + await reader.readexactly(length)
+            writer.write(b"HTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\n{}")
+            await writer.drain()
+        writer.close()
+        self.closed.set()
+
+
+class ShutsAfter(Fence):
+    """Open for the first ``passes`` checks, shut from then on: a loop that stalled past the
+    fence between one check of a write and the next."""
+
+    def __init__(self, passes: int) -> None:
+        super().__init__()
+        self.passes = passes
+
+    def __call__(self) -> None:
+        self.open = self.checks < self.passes
+        super().__call__()
+
+
+async def send_through_aiohttp(fence: Fence) -> tuple[bytes, Exception | None]:
+    """One create through a real aiohttp session: every byte that reached the socket, and
+    what the call raised."""
+    socket = Socket()
+    raised: Exception | None = None
+    async with socket as url:
+        client = FencedKubeClient(ClusterConfig(host=url, ssl_context=False), fence=fence)
+        try:
+            await client.create(PODS, POD, "ns")
+        except Exception as err:
+            raised = err
+        finally:
+            await client.close()
+        async with asyncio.timeout(5):
+            await socket.closed.wait()  # the connection is gone: nothing more can arrive
+    return bytes(socket.received), raised
+
+
+async def test_an_open_fence_lets_the_write_reach_the_socket() -> None:
+    fence = Fence()
+    received, raised = await send_through_aiohttp(fence)
+    assert raised is None
+    assert received.startswith(b"POST /api/v1/namespaces/ns/pods HTTP/1.1\r\n")
+    assert received.endswith(b'"name":"p","namespace":"ns"}}')
+    assert fence.checks == 2  # before taking a connection, and as the bytes are written
+
+
+async def test_a_write_checked_before_a_stall_is_checked_again_as_its_bytes_are_written() -> None:
+    """aiohttp writes a request (headers and body in one write) from a task of its own, a
+    loop iteration or more after the request was handed over: the stall that matters can
+    fall right there. The fence passed when the request took its connection and shut
+    before the write: no byte of the request reaches the socket, and the call raises
+    WriteFenced, not a connection error."""
+    fence = ShutsAfter(1)
+    received, raised = await send_through_aiohttp(fence)
+    assert isinstance(raised, WriteFenced), repr(raised)
+    assert received == b""
+    assert fence.checks == 2
