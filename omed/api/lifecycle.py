@@ -11,21 +11,18 @@ used, through the ``effective_*`` properties here, never written back into the o
 
 from __future__ import annotations
 
-from typing import Final, Literal, get_args
-
 from pydantic import Field
 
 from omed.api.base import ApiModel, BatchSize, Duration, IntOrPercent
-
-RestartPolicy = Literal["None", "RecreateInstanceOnPodRestart"]
-UpdateStrategyType = Literal["SurgeThenDrain", "RecreatePod", "InPlaceIfPossible", "InPlaceOnly"]
-ReadyPolicy = Literal["AllPodReady", "None"]
-MigrationMode = Literal["Auto", "Surge", "Never"]
-
-UPDATE_STRATEGY_TYPES: Final[tuple[UpdateStrategyType, ...]] = get_args(UpdateStrategyType)
-DEFAULT_UPDATE_STRATEGY_TYPE: Final[UpdateStrategyType] = "SurgeThenDrain"
-DEFAULT_MIGRATION_MODE: Final[MigrationMode] = "Auto"
-DEFAULT_UPDATE_RETRY_MAX_ATTEMPTS: Final = 3
+from omed.api.lifecyclechoices import (
+    DEFAULT_MIGRATION_MODE,
+    DEFAULT_UPDATE_RETRY_MAX_ATTEMPTS,
+    DEFAULT_UPDATE_STRATEGY_TYPE,
+    MigrationMode,
+    ReadyPolicy,
+    RestartPolicy,
+    UpdateStrategyType,
+)
 
 
 class RollingUpdate(ApiModel):

@@ -19,7 +19,7 @@ from typing import Any, Final
 
 from omed.api.constants import DEPLOYMENT_MODE_OME_NATIVE, READINESS_GATE_SERVING
 from omed.api.events import WARNING
-from omed.api.lifecycle import UPDATE_STRATEGY_TYPES
+from omed.api.lifecyclechoices import UPDATE_STRATEGY_TYPES
 from omed.cli.credentials import CREDENTIAL_PATTERNS
 from omed.cli.instances import (
     ID_REJECT,
@@ -34,7 +34,7 @@ from omed.controllers.inferencereplica.core.names import (
     WAITING_TOKENS_SHOWN_BY_NAME,
     parse_pod_name,
 )
-from omed.controllers.inferenceservice.core.project import resolve_mode_json as resolve_mode
+from omed.controllers.inferenceservice.core.mode import resolve_mode_json as resolve_mode
 
 MAX_PODS: Final = 16
 """An Instance with more pods shows the 16 most likely to explain a problem."""

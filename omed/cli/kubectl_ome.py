@@ -672,7 +672,7 @@ examples:
   # every field in full
   kubectl ome migration status chat -n prod -o yaml""",
         _migration_status_flags,
-        "omed.cli.kubectl_ome_migration:status_command",
+        "omed.cli.kubectl_ome_migration_reports:status_command",
     ),
     Command(
         ("migration", "history"),
@@ -688,7 +688,7 @@ examples:
   kubectl ome migration history chat -n prod --component engine -o wide
   kubectl ome migration history chat -n prod -o json""",
         _migration_history_flags,
-        "omed.cli.kubectl_ome_migration:history_command",
+        "omed.cli.kubectl_ome_migration_reports:history_command",
     ),
     Command(
         ("migration", "drain-node"),

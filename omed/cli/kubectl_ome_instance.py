@@ -24,7 +24,6 @@ from typing import Any, Final, TextIO, TypeVar
 import orjson
 
 from omed.api.constants import COMPONENTS, TERMINAL_MIGRATION_PHASES
-from omed.cli import release_held
 from omed.cli.instances import (
     UNAVAILABLE,
     Collection,
@@ -337,6 +336,8 @@ async def _wait(
     """``--for=held-revision=unheld``: read the component's InferenceReplica (through the
     InferenceService, as every subcommand does) until OME took the release, or time runs
     out. Polls once a second: a wait of minutes costs a GET a second."""
+    from omed.cli import release_held
+
     what = f"held-revision={args.revision}" if args.revision else "held-revision"
     while True:
         collection = await read_collection(client, namespace, args.inferenceservice)
@@ -469,6 +470,8 @@ async def _release(
     """The guarded flow: check, preview, confirm, read again and check again, then patch,
     within ``io.budget`` (by default :data:`~omed.cli.release_held.BUDGET_SECONDS`) of ``started``
     (before the kubeconfig is loaded); the prompt's wait counts, whatever stdin does."""
+    from omed.cli import release_held
+
     budget = release_held.BUDGET_SECONDS if io.budget is None else io.budget
     deadline = started + budget
 

@@ -1,6 +1,6 @@
-"""``kubectl ome migration start``: the reads, the guarded flow and where each line goes; and
-the reads of ``migration status`` and ``migration history`` (their reports are
-:mod:`omed.cli.migration_status` and :mod:`omed.cli.migration_history`).
+"""``kubectl ome migration start``: the reads, the guarded flow and where each line goes
+(``migration status`` and ``migration history``, which only read, are
+:mod:`omed.cli.kubectl_ome_migration_reports`).
 
 Why a module of its own: this is the command's I/O (the API client, the prompt, the patch);
 what it decides is in :mod:`omed.cli.migration_start`, without I/O. The prompt, its budget
@@ -29,31 +29,26 @@ from omed.api.constants import (
     LABEL_INFERENCE_SERVICE,
     LABEL_INSTANCE_INDEX,
 )
-from omed.cli import migration_history, migration_status, release_held
 from omed.cli import migration_start as core
+from omed.cli import release_held
 from omed.cli.instances import Collection, collect, render_table
 from omed.cli.kubectl_ome import (
-    EXIT_ERROR,
     EXIT_OK,
-    OUTPUTS,
-    STATUS_OUTPUTS,
     CommandError,
     Streams,
-    UsageError,
 )
 from omed.cli.kubectl_ome_instance import (
     confirm,
     default_namespace,
     dump,
-    read_collection,
     with_client,
     within,
 )
 from omed.cli.kubectl_ome_status import find_runtime
-from omed.controllers.inferenceservice.core.project import resolve_mode_json as resolve_mode
+from omed.controllers.inferenceservice.core.mode import resolve_mode_json as resolve_mode
 from omed.controllers.ledger import document as ledger
 from omed.kube.client import JSON_PATCH, KubeClient
-from omed.kube.errors import ApiError, Conflict, Forbidden, Invalid, NotFound, Unauthorized
+from omed.kube.errors import ApiError, Conflict, Invalid, NotFound
 from omed.kube.resources import (
     CONFIGMAPS,
     CONTROLLER_REVISIONS,
@@ -66,11 +61,9 @@ __all__ = [
     "BUDGET_SECONDS",
     "REQUEST_SECONDS",
     "Run",
-    "history_command",
     "read_move",
     "send_request",
     "start_command",
-    "status_command",
     "timestamp",
 ]
 
@@ -373,105 +366,3 @@ async def send_request(
         if str(exc) == core.DEADLINE:
             raise CommandError(f"{core.UNKNOWN_OUTCOME}: {core.DEADLINE}") from None
         raise
-
-
-def _check_component(component: str | None) -> None:
-    if component is not None and component not in ("engine", "decoder", "router"):
-        raise UsageError(
-            f'invalid --component "{component}": must be one of engine, decoder, router'
-        )
-
-
-async def status_command(args: argparse.Namespace, io: Streams) -> int:
-    """``kubectl ome migration status``."""
-    if args.output not in OUTPUTS:
-        raise UsageError("output must be table, json or yaml")
-    _check_component(args.component)
-    collection = await with_client(
-        args, lambda client, ns: read_collection(client, ns, args.inferenceservice)
-    )
-    if not collection.listed:
-        raise CommandError(core.READ_FAILED)
-    report = migration_status.report(collection, component=args.component)
-    if args.output == "table":
-        io.out.write(render_table(migration_status.rows(report)))
-    else:
-        io.out.write(dump(report, args.output))
-    return EXIT_OK
-
-
-def _unavailable(exc: ApiError) -> str:
-    if isinstance(exc, Forbidden | Unauthorized):
-        return migration_history.FORBIDDEN
-    return migration_history.UNREADABLE
-
-
-async def _history_read(
-    client: KubeClient, namespace: str, name: str
-) -> tuple[Collection, migration_history.ReplicaRead, migration_history.AuditRead]:
-    """The reads of ``migration history``, each bounded: the InferenceService (the one read
-    that must succeed), its labelled InferenceReplicas in at most two pages of 32 (a third
-    page is left unread: truncated), and its audit ConfigMap, of which only ``history.json``
-    of the service's own ledger is kept."""
-    try:
-        isvc: dict[str, Any] = await client.get(INFERENCE_SERVICES, name, namespace)
-    except ApiError as exc:
-        raise CommandError(f'get InferenceService "{namespace}/{name}": {exc.message}') from None
-    items: list[dict[str, Any]] = []
-    pages, token, truncated = 0, None, False
-    try:
-        while pages < migration_history.MAX_PAGES:
-            page = await client.list_page(
-                INFERENCE_REPLICAS,
-                namespace,
-                labelSelector=f"{LABEL_INFERENCE_SERVICE}={name}",
-                limit=migration_history.PAGE_SIZE,
-                _continue=token,
-            )
-            pages += 1
-            items.extend(page.get("items") or [])
-            token = (page.get("metadata") or {}).get("continue")
-            if not token:
-                break
-        truncated = bool(token)
-    except ApiError as exc:
-        replicas = migration_history.ReplicaRead(_unavailable(exc), pages, len(items))
-        collection = collect(isvc, None, list_error=exc.message)
-    else:
-        replicas = migration_history.ReplicaRead(
-            migration_history.AVAILABLE, pages, len(items), truncated
-        )
-        collection = collect(isvc, items[: migration_history.MAX_SOURCES])
-    audit_name = ledger.ledger_name(name)
-    try:
-        configmap = await client.get(CONFIGMAPS, audit_name, namespace)
-    except NotFound:
-        audit = migration_history.AuditRead(namespace, audit_name, migration_history.ABSENT)
-    except ApiError as exc:
-        audit = migration_history.AuditRead(namespace, audit_name, _unavailable(exc))
-    else:
-        audit = migration_history.audit_read(configmap, isvc, namespace=namespace, name=audit_name)
-    return collection, replicas, audit
-
-
-async def history_command(args: argparse.Namespace, io: Streams) -> int:
-    """``kubectl ome migration history``: exit 0 when the report is printed, 1 (after
-    printing it) when the InferenceReplicas, the one authoritative source, couldn't be read."""
-    if args.output not in STATUS_OUTPUTS:
-        raise UsageError(
-            f'unsupported output format "{args.output}" (supported: table, wide, json, yaml)'
-        )
-    _check_component(args.component)
-    collection, replicas, audit = await with_client(
-        args, lambda client, ns: _history_read(client, ns, args.inferenceservice)
-    )
-    report = migration_history.report(
-        collection, replicas=replicas, audit=audit, component=args.component, now=io.now()
-    )
-    if args.output == "table":
-        io.out.write(render_table(migration_history.rows(report)))
-    elif args.output == "wide":
-        io.out.write(render_table(migration_history.wide_rows(report)))
-    else:
-        io.out.write(dump(report, args.output))
-    return EXIT_OK if replicas.availability == migration_history.AVAILABLE else EXIT_ERROR

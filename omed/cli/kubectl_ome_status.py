@@ -30,8 +30,7 @@ from omed.cli.kubectl_ome_instance import (
     read_collection,
     with_client,
 )
-from omed.config.reconcile import ReconcileConfigError, deploy_entry
-from omed.controllers.inferenceservice.core.project import resolve_mode_json as resolve_mode
+from omed.controllers.inferenceservice.core.mode import resolve_mode_json as resolve_mode
 from omed.kube.client import KubeClient, Resource
 from omed.kube.errors import ApiError, NotFound
 from omed.kube.resources import (
@@ -100,6 +99,10 @@ async def _status(
     default_mode: str | None = None
     default_known = True
     if resolve_mode(isvc, runtime, None)[1] == "Default":  # only the manager's entry is left
+        # The entry's models (pydantic) are imported only for a service whose mode is left to
+        # the manager's entry.
+        from omed.config.reconcile import ReconcileConfigError, deploy_entry
+
         try:
             config = await client.get(CONFIGMAPS, CONFIG_NAME, args.manager_namespace)
             default_mode = deploy_entry(config.get("data") or {}).default_deployment_mode

@@ -38,6 +38,7 @@ from omed.api.constants import (
     TERMINAL_MIGRATION_PHASES,
 )
 from omed.api.names import is_dns1123_label, is_dns1123_subdomain
+from omed.cli import migration_status
 from omed.cli.credentials import CREDENTIAL_PATTERNS
 from omed.cli.instances import OK, Collection
 from omed.controllers.inferencereplica.core.ops.migratenames import REASON_AUTO_RECOVER
@@ -68,7 +69,7 @@ NAMESPACES_INVALID: Final = "action namespaces are invalid"
 OUTPUT_INVALID: Final = "output must be table, wide, json or yaml"
 DRY_RUN_INVALID: Final = "dry-run must be none, client or server"
 FLAGS_INVALID: Final = "invalid migration action flags; use --help"
-READ_FAILED: Final = "required Kubernetes API request failed; check access and connectivity"
+READ_FAILED: Final = migration_status.READ_FAILED  # one message for the migration commands
 TARGET_UNSAFE: Final = "action refused: target identity is missing or unsafe"
 TARGET_DELETING: Final = "action refused: target is being deleted"
 TARGET_BOUNDS: Final = "action refused: safety inputs exceed inspection bounds"

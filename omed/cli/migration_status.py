@@ -19,6 +19,9 @@ from typing import Any, Final
 from omed.api.constants import MIGRATION_PHASES, TERMINAL_MIGRATION_PHASES
 from omed.cli.instances import NOT_OBSERVED, OK, REPORT_API_VERSION, Collection
 
+READ_FAILED: Final = "required Kubernetes API request failed; check access and connectivity"
+"""The error of a migration command whose required reads failed (``migration status``'s when
+the InferenceReplicas can't be listed; ``migration start``'s for any of its reads)."""
 MAX_SHOWN: Final = 200
 MAX_SCANNED: Final = 800
 DETAIL_WIDTH: Final = 18

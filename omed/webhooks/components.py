@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from omed.api.base import DURATION_PATTERN, DURATION_TOO_LONG, DurationTooLong, parse_duration
-from omed.api.lifecycle import UPDATE_STRATEGY_TYPES
+from omed.api.lifecyclechoices import UPDATE_STRATEGY_TYPES
 from omed.webhooks.findings import (
     Findings,
     Loc,

@@ -34,6 +34,7 @@ from importlib import resources
 from typing import Any, Final
 
 from omed.api.gojson import quantity
+from omed.api.gostring import go_string
 
 _ABSENT: Final = object()
 _INTEGERS: Final = frozenset(f"{sign}int{bits}" for sign in ("", "u") for bits in (8, 16, 32, 64))
@@ -73,28 +74,6 @@ def root_type(name: str) -> str:
 def marshal(value: Any, type_ref: str) -> str:
     """What Go's ``json.Marshal`` writes for ``value`` (JSON-shaped) unmarshalled into the type."""
     return _encode(_decode(value, type_ref, ""), type_ref)
-
-
-def go_string(text: str) -> str:
-    """A JSON string as Go writes it (HTML-safe, U+2028/9 escaped, lone surrogates U+FFFD)."""
-    out = ['"']
-    for ch in text:
-        code = ord(ch)
-        if ch in {'"', "\\"}:
-            out.append("\\" + ch)
-        elif code < 0x20 or ch in "<>&":
-            out.append(_CONTROL.get(ch) or f"\\u{code:04x}")
-        elif ch in "\u2028\u2029":
-            out.append(f"\\u{code:04x}")
-        elif 0xD800 <= code <= 0xDFFF:
-            out.append("\\ufffd")
-        else:
-            out.append(ch)
-    out.append('"')
-    return "".join(out)
-
-
-_CONTROL: Final = {"\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
 def go_float(value: float) -> str:

@@ -42,7 +42,7 @@ from typing import Any, Final
 
 from omed.api.constants import KIND_INFERENCE_SERVICE, LABEL_MANAGED_BY
 from omed.api.constants import MANAGED_BY_OME_NATIVE as MANAGED_BY
-from omed.api.gojson import go_string
+from omed.api.gostring import go_string
 from omed.clock import rfc3339
 from omed.controllers.owners import controller_reference
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from omed.api.inferencereplica import InferenceReplicaStatus, InstanceStatus
-from omed.api.lifecycle import MigrationMode, ReadyPolicy
+from omed.api.lifecyclechoices import MigrationMode, ReadyPolicy
 from omed.config import BatchSize, LifecycleScaleConfig
 from omed.config.lifecycle import LifecycleConfig
 from omed.controllers.inferencereplica.core.migrationactions import Mailbox

@@ -31,10 +31,10 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from omed.api.base import parse_duration
-from omed.api.lifecycle import (
+from omed.api.lifecycle import Lifecycle
+from omed.api.lifecyclechoices import (
     DEFAULT_UPDATE_RETRY_MAX_ATTEMPTS,
     DEFAULT_UPDATE_STRATEGY_TYPE,
-    Lifecycle,
     UpdateStrategyType,
 )
 from omed.config.lifecycle import LifecycleConfig, UpdateRetryConfig

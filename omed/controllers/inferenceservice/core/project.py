@@ -56,6 +56,7 @@ from omed.api.inferencereplica import (
 )
 from omed.api.inferenceservice import InferenceService
 from omed.api.servingruntime import ServingRuntimeSpec
+from omed.controllers.inferenceservice.core.mode import mode_of
 from omed.controllers.inferenceservice.core.names import (
     REASON_INVALID_TEMPLATE,
     REASON_RUNTIME_UNRESOLVED,
@@ -117,40 +118,6 @@ def resolve_mode(
         runtime_mode=runtime.deployment_mode if runtime is not None else None,
         default_mode=default_mode,
     )
-
-
-def resolve_mode_json(
-    isvc: Mapping[str, Any], runtime: Mapping[str, Any] | None, default_mode: str | None
-) -> tuple[str, str]:
-    """:func:`resolve_mode` of objects held as JSON (``kubectl ome`` reads what the API
-    server answers, and must say something of an object the models would refuse)."""
-    annotations = (isvc.get("metadata") or {}).get("annotations") or {}
-    runtime_spec = (runtime or {}).get("spec") or {}
-    return mode_of(
-        annotation=annotations.get(ANNOTATION_DEPLOYMENT_MODE),
-        service_mode=(isvc.get("spec") or {}).get("deploymentMode"),
-        runtime_mode=runtime_spec.get("deploymentMode"),
-        default_mode=default_mode,
-    )
-
-
-def mode_of(
-    *,
-    annotation: str | None,
-    service_mode: str | None,
-    runtime_mode: str | None,
-    default_mode: str | None,
-) -> tuple[str, str]:
-    """The deployment mode from the four values it weighs: the first set wins."""
-    if annotation:
-        return str(annotation), "Annotation"
-    if service_mode:
-        return str(service_mode), "ServiceSpec"
-    if runtime_mode:
-        return str(runtime_mode), "Runtime"
-    if default_mode:
-        return default_mode, "ConfigMap"
-    return "RawDeployment", "Default"
 
 
 def _json(model: RuntimeComponentConfig | None) -> dict[str, Any] | None:

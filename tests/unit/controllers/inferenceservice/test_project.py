@@ -20,9 +20,9 @@ from omed.controllers.inferencereplica.core.podtemplate import revision_of
 from omed.controllers.inferenceservice.core import owned
 from omed.controllers.inferenceservice.core import project as core
 from omed.controllers.inferenceservice.core import status as core_status
+from omed.controllers.inferenceservice.core.mode import resolve_mode_json as resolve_mode
 from omed.controllers.inferenceservice.core.owned import ANNOTATION_SPEC_HASH, merge_diff
 from omed.controllers.inferenceservice.core.project import ProjectionError, merge_container
-from omed.controllers.inferenceservice.core.project import resolve_mode_json as resolve_mode
 from omed.controllers.inferenceservice.shell.read import (
     read_replica,
     read_runtime_spec,
