@@ -38,7 +38,7 @@ import datetime as dt
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Literal, get_args
 
 from omed.api.constants import KIND_INFERENCE_SERVICE, LABEL_MANAGED_BY
 from omed.api.constants import MANAGED_BY_OME_NATIVE as MANAGED_BY
@@ -51,12 +51,25 @@ DATA_KEY: Final = "history.json"
 TERMINAL_KEPT: Final = 200
 """Terminal (Completed, Failed) rows kept, the newest; Started rows are all kept."""
 
-PHASE_STARTED: Final = "Started"
-PHASE_COMPLETED: Final = "Completed"
-PHASE_FAILED: Final = "Failed"
+LedgerPhase = Literal["Started", "Completed", "Failed"]
+"""A row's phase: Started while its operation runs, then Completed or Failed."""
+PHASES: Final[tuple[LedgerPhase, ...]] = get_args(LedgerPhase)
+PHASE_STARTED: Final[LedgerPhase] = "Started"
+PHASE_COMPLETED: Final[LedgerPhase] = "Completed"
+PHASE_FAILED: Final[LedgerPhase] = "Failed"
 
+# The reasons and outcomes of the rows OME writes on its own; a migration request's row
+# carries the request's reason, and outcome ``migrated`` or the record's message.
 REASON_FORCE_DELETE: Final = "ForceDelete"
 OUTCOME_FORCE_DELETE: Final = "force-delete-unreachable"
+REASON_AUTO_RECOVER: Final = "AutoRecover"
+"""The reason of an automatic relocation's rows."""
+OUTCOME_RELOCATE: Final = "relocate-recreate"
+"""The outcome of an automatic relocation's Completed row."""
+OUTCOME_MIGRATED: Final = "migrated"
+"""The outcome of a migration request's Completed row."""
+RESERVED_REASONS: Final = frozenset({REASON_AUTO_RECOVER, REASON_FORCE_DELETE})
+"""The reasons of OME's own rows, which no migration request may take."""
 
 
 def ledger_name(isvc: str) -> str:
@@ -71,7 +84,7 @@ class LedgerEntry:
     request_uuid: str
     component: str
     source_instance: int
-    phase: str
+    phase: LedgerPhase
     surge_instance: int | None = None
     reason: str | None = None
     from_node: str | None = None
@@ -275,13 +288,19 @@ def updated_configmap(
 __all__ = [
     "DATA_KEY",
     "OUTCOME_FORCE_DELETE",
+    "OUTCOME_MIGRATED",
+    "OUTCOME_RELOCATE",
+    "PHASES",
     "PHASE_COMPLETED",
     "PHASE_FAILED",
     "PHASE_STARTED",
+    "REASON_AUTO_RECOVER",
     "REASON_FORCE_DELETE",
+    "RESERVED_REASONS",
     "SUFFIX",
     "TERMINAL_KEPT",
     "LedgerEntry",
+    "LedgerPhase",
     "LedgerUnreadable",
     "Owner",
     "configmap_body",

@@ -105,7 +105,6 @@ from omed.controllers.inferencereplica.core.ops.migratenames import (
     MSG_SOURCE_MISSING,
     MSG_SURGE_ALLOCATED,
     MSG_SURGE_READY,
-    OUTCOME_MIGRATED,
     REASON_CAPACITY_CONFIGURED,
     REASON_CAPACITY_UNCONFIGURED,
     STEP_CREATE_SURGE,
@@ -130,10 +129,12 @@ from omed.controllers.inferencereplica.core.rows import (
 )
 from omed.controllers.inferencereplica.core.work import InstanceWork, PassWork
 from omed.controllers.ledger.document import (
+    OUTCOME_MIGRATED,
     PHASE_COMPLETED,
     PHASE_FAILED,
     PHASE_STARTED,
     LedgerEntry,
+    LedgerPhase,
 )
 
 # -- Which Instances the replica wants --------------------------------------------------------
@@ -394,7 +395,7 @@ def _answer(
     work: PassWork,
     mig: MigrationPass,
     request: MigrationRequest,
-    ledger_phase: str,
+    ledger_phase: LedgerPhase,
     *,
     phase: str,
     deadline: dt.datetime,
@@ -426,7 +427,7 @@ def _audit(
     work: PassWork,
     mig: MigrationPass,
     record: MigrationStatus,
-    phase: str,
+    phase: LedgerPhase,
     *,
     started: dt.datetime | None = None,
     revision: str | None = None,

@@ -1,6 +1,7 @@
 """Every string a migration writes (upstream OME's): record messages, event reasons, the
 capacity condition, and the surge's node affinity. The record phases, which the CLI reads
-too, are :data:`omed.api.constants.MigrationPhase`'s (``MIGRATION_PHASE_*``).
+too, are :data:`omed.api.constants.MigrationPhase`'s (``MIGRATION_PHASE_*``); the audit
+ledger's phases, reasons and outcomes are :mod:`omed.controllers.ledger.document`'s.
 
 Why a module: the messages are part of the interface (the CLI, users' alerts and the
 product's pages quote them), so they live in one place, tested where they are used
@@ -51,12 +52,6 @@ MSG_SOURCE_MISSING: Final = "source InstanceStatus missing"
 MSG_SOURCE_EXPIRED: Final = "migration expired; source pods unhealthy"
 """The Ready message of a source restored unhealthy after its record expired."""
 MSG_NO_LIVE_PODS: Final = "source instance has no live pods"
-OUTCOME_MIGRATED: Final = "migrated"
-REASON_AUTO_RECOVER: Final = "AutoRecover"
-"""The audit reason of an automatic relocation."""
-OUTCOME_RELOCATE: Final = "relocate-recreate"
-"""The audit outcome of an automatic relocation's Completed row."""
-
 STEP_CREATE_SURGE: Final = "CreateSurge"
 GATE_MIGRATING: Final = "Migrating"
 """The gate reason of a source drained by its migration."""

@@ -50,13 +50,14 @@ from omed.controllers.inferencereplica.core.actions import RETRY_SOON
 from omed.controllers.inferencereplica.core.migrationactions import WriteAuditRow
 from omed.controllers.inferencereplica.core.model import PodView
 from omed.controllers.inferencereplica.core.ops.migrate import MigrationPass
-from omed.controllers.inferencereplica.core.ops.migratenames import (
-    OUTCOME_RELOCATE,
-    REASON_AUTO_RECOVER,
-    instance_event,
-)
+from omed.controllers.inferencereplica.core.ops.migratenames import instance_event
 from omed.controllers.inferencereplica.core.work import InstanceWork, PassWork
-from omed.controllers.ledger.document import PHASE_COMPLETED, LedgerEntry
+from omed.controllers.ledger.document import (
+    OUTCOME_RELOCATE,
+    PHASE_COMPLETED,
+    REASON_AUTO_RECOVER,
+    LedgerEntry,
+)
 
 EVENT_TRIGGERED: Final = "AutoMigrationTriggered"
 EVENT_CAP_REACHED: Final = "AutoMigrationCapReached"
