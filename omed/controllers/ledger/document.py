@@ -58,18 +58,22 @@ PHASE_STARTED: Final[LedgerPhase] = "Started"
 PHASE_COMPLETED: Final[LedgerPhase] = "Completed"
 PHASE_FAILED: Final[LedgerPhase] = "Failed"
 
-# The reasons and outcomes of the rows OME writes on its own; a migration request's row
-# carries the request's reason, and outcome ``migrated`` or the record's message.
 REASON_FORCE_DELETE: Final = "ForceDelete"
 OUTCOME_FORCE_DELETE: Final = "force-delete-unreachable"
 REASON_AUTO_RECOVER: Final = "AutoRecover"
-"""The reason of an automatic relocation's rows."""
+"""The reason of an automatic relocation's row."""
 OUTCOME_RELOCATE: Final = "relocate-recreate"
-"""The outcome of an automatic relocation's Completed row."""
+OWN_OUTCOMES: Final[Mapping[str, str]] = {
+    REASON_FORCE_DELETE: OUTCOME_FORCE_DELETE,
+    REASON_AUTO_RECOVER: OUTCOME_RELOCATE,
+}
+"""The reasons of the rows OME writes on its own (:func:`own_entry`), each with its row's
+outcome."""
+RESERVED_REASONS: Final = frozenset(OWN_OUTCOMES)
+"""The reasons no migration request may take: OME's own rows'."""
 OUTCOME_MIGRATED: Final = "migrated"
-"""The outcome of a migration request's Completed row."""
-RESERVED_REASONS: Final = frozenset({REASON_AUTO_RECOVER, REASON_FORCE_DELETE})
-"""The reasons of OME's own rows, which no migration request may take."""
+"""The outcome of a migration request's Completed row (a Failed one carries the record's
+message; the row's reason is the request's)."""
 
 
 def ledger_name(isvc: str) -> str:
@@ -123,28 +127,31 @@ class LedgerEntry:
         return row
 
 
-def force_delete_entry(
+def own_entry(
+    reason: str,
     *,
-    pod_uid: str,
+    key: str,
     component: str,
     index: int,
     node: str | None,
     revision: str | None,
     now: dt.datetime,
 ) -> LedgerEntry:
-    """The row of one force delete: terminal at once (there is nothing to wait for), keyed
-    by the pod's uid, so a force delete retried after a crash replaces its own row."""
+    """The row of one step OME takes on its own (``reason`` one of :data:`OWN_OUTCOMES`': a
+    force delete, an automatic relocation): terminal at once, there being nothing to wait
+    for, with the reason's outcome; keyed by ``key`` (the pod's uid, the relocation's
+    request uuid), so a step retried after a crash replaces its own row."""
     return LedgerEntry(
-        request_uuid=pod_uid,
+        request_uuid=key,
         component=component,
         source_instance=index,
         phase=PHASE_COMPLETED,
-        reason=REASON_FORCE_DELETE,
+        reason=reason,
         from_node=node,
         revision=revision,
         started_at=now,
         completed_at=now,
-        outcome=OUTCOME_FORCE_DELETE,
+        outcome=OWN_OUTCOMES[reason],
     )
 
 
@@ -290,6 +297,7 @@ __all__ = [
     "OUTCOME_FORCE_DELETE",
     "OUTCOME_MIGRATED",
     "OUTCOME_RELOCATE",
+    "OWN_OUTCOMES",
     "PHASES",
     "PHASE_COMPLETED",
     "PHASE_FAILED",
@@ -304,8 +312,8 @@ __all__ = [
     "LedgerUnreadable",
     "Owner",
     "configmap_body",
-    "force_delete_entry",
     "ledger_name",
+    "own_entry",
     "owned_by",
     "owned_references",
     "read_entries",
