@@ -152,7 +152,18 @@ class Load:
             capture_output=True,
         )
         report = orjson.loads(done.stdout)
-        latencies = sorted(us / 1000 for us in report["latency_us"])
+        in_order = [us / 1000 for us in report["latency_us"]]
+        latencies = sorted(in_order)
+        # The client's own lateness (due time to the start of its send) is part of each
+        # latency: on a machine whose CPUs are busy it can be much of the tail. From the send
+        # on, the time is the server's (and the network's): both are given.
+        lateness = [us / 1000 for us in report["lateness_us"]]
+        from_send = sorted(total - late for total, late in zip(in_order, lateness, strict=True))
+        slow_by_second: dict[str, int] = {}
+        for index, value in enumerate(in_order):
+            if value > 10.0:
+                second = str(int(index / rate))
+                slow_by_second[second] = slow_by_second.get(second, 0) + 1
         return {
             "server_cpu_seconds": round(report["server_cpu_ticks"] / os.sysconf("SC_CLK_TCK"), 3),
             "sent": report["sent"],
@@ -162,6 +173,10 @@ class Load:
             "max_ms": round(latencies[-1], 2),
             "mean_ms": round(statistics.fmean(latencies), 2),
             "over_10ms": sum(1 for v in latencies if v > 10.0),
+            "over_10ms_by_second": slow_by_second,
+            "client_lateness_p99_ms": round(percentile(sorted(lateness), 0.99), 2),
+            "from_send_p50_ms": round(percentile(from_send, 0.50), 2),
+            "from_send_p99_ms": round(percentile(from_send, 0.99), 2),
             "first_error": report.get("first_error") or None,
         }
 

@@ -413,8 +413,8 @@ class NodeSimulator:
         lifts the taints; the pods carry on.
 
         ``wait`` (the default) returns only once the controller's verdict is on the node
-        (NotReady: conditions not Ready and an unreachable taint; Ready: no lifecycle taint
-        left)."""
+        (NotReady: conditions not Ready and the unreachable ``NoSchedule`` taint; Ready: no
+        lifecycle taint left)."""
         self._require_node(name)
         self._kubelets.set_node_up(name, ready)
         if ready:
@@ -438,10 +438,15 @@ class NodeSimulator:
             lifecycle = [t for t in taints if t.get("key") in _LIFECYCLE_TAINTS]
             if ready and not lifecycle and node_ready(node):
                 return
-            # The NoSchedule taint follows the Ready condition at once; the NoExecute one is
-            # rate-limited and held back while every node of a zone is lost (the
-            # controller's disruption mode), as in a one-node test cluster.
-            unreachable = any(t.get("key") == UNREACHABLE_TAINT for t in taints)
+            # The NoSchedule taint follows the Ready condition (from the controller's
+            # node-update workers, so it can land after the NoExecute one); the NoExecute one
+            # is rate-limited and held back while every node of a zone is lost (the
+            # controller's disruption mode), as in a one-node test cluster. The verdict is the
+            # NoSchedule taint: it is the one kube-scheduler honours, and it always comes.
+            unreachable = any(
+                t.get("key") == UNREACHABLE_TAINT and t.get("effect") == "NoSchedule"
+                for t in taints
+            )
             if not ready and unreachable and not node_ready(node):
                 return
             if asyncio.get_running_loop().time() > deadline:

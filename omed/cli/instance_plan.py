@@ -33,20 +33,7 @@ from typing import Any, Final
 from omed.api.constants import ANNOTATION_RELEASE_HELD_REVISION, LABEL_INFERENCE_SERVICE
 from omed.cli.indexranges import index_ranges
 from omed.config import StartupConfigError, lifecycle_entry, load_startup_config
-from omed.controllers.inferencereplica.core import names, orphans
-from omed.controllers.inferencereplica.core.actions import (
-    AddFinalizer,
-    CreatePods,
-    DeletePods,
-    ForceDeletePod,
-    PatchPodImages,
-    Plan,
-    RecordEvent,
-    RemoveFinalizer,
-    RemoveReleaseAnnotation,
-    SetServingGate,
-    WriteStatus,
-)
+from omed.controllers.inferencereplica.core import actions, names, orphans
 from omed.controllers.inferencereplica.core.assemble import (
     labelled,
     node_names,
@@ -272,7 +259,7 @@ def steps_of(planned: Planned) -> list[Step]:
     # Scale-up batches: this pass's batch is the first of those still to go.
     wanted = 0 if target.deleting else target.replicas
     per = target.pods_per_instance
-    created = {c.index for c in decided.of_type(CreatePods)}
+    created = {c.index for c in decided.of_type(actions.CreatePods)}
     pending_up = [
         i
         for i in range(wanted)
@@ -305,49 +292,49 @@ def steps_of(planned: Planned) -> list[Step]:
         return f" of Instance {index}", context(index)
 
     for action in decided.actions:
-        if isinstance(action, AddFinalizer):
+        if isinstance(action, actions.AddFinalizer):
             out.append(Step("do", f"add finalizer {names.FINALIZER}", action="AddFinalizer"))
-        elif isinstance(action, WriteStatus):
+        elif isinstance(action, actions.WriteStatus):
             progress = _progress(action)
             text = f"write status ({len(action.rows)} rows" + (
                 f", progress {progress})" if progress else ")"
             )
             out.append(Step("do", text, action="WriteStatus"))
-        elif isinstance(action, RecordEvent):
+        elif isinstance(action, actions.RecordEvent):
             out.append(
                 Step("do", f"event {action.type} {action.reason}: {action.message}", "RecordEvent")
             )
-        elif isinstance(action, CreatePods):
+        elif isinstance(action, actions.CreatePods):
             for pod in action.pods:
                 text = (
                     f"create pod {pod.name} for Instance {action.index} ({context(action.index)})"
                 )
                 out.append(_pod_step("CreatePod", action.index, pod.name, text))
-        elif isinstance(action, DeletePods):
+        elif isinstance(action, actions.DeletePods):
             of, why = owner(action.index)
             for ref in action.pods:
                 text = f"delete pod {ref.name}{of} ({why})"
                 out.append(_pod_step("DeletePod", action.index, ref.name, text))
-        elif isinstance(action, SetServingGate):
+        elif isinstance(action, actions.SetServingGate):
             of, why = owner(action.index)
             state = "True" if action.serving else "False"
             text = (
                 f"set serving gate of pod {action.pod.name}{of} to {state} ({action.reason}; {why})"
             )
             out.append(_pod_step("SetServingGate", action.index, action.pod.name, text))
-        elif isinstance(action, PatchPodImages):
+        elif isinstance(action, actions.PatchPodImages):
             text = (
                 f"patch images of pod {action.pod.name} of Instance {action.index} to "
                 f"revision {action.revision} (in place; {context(action.index)})"
             )
             out.append(_pod_step("PatchPodImages", action.index, action.pod.name, text))
-        elif isinstance(action, ForceDeletePod):
+        elif isinstance(action, actions.ForceDeletePod):
             text = (
                 f"force-delete pod {action.pod.name} of Instance {action.index} "
                 f"({action.cause} {action.node or '-'})"
             )
             out.append(_pod_step("ForceDeletePod", action.index, action.pod.name, text))
-        elif isinstance(action, RemoveReleaseAnnotation):
+        elif isinstance(action, actions.RemoveReleaseAnnotation):
             out.append(
                 Step(
                     "do",
@@ -355,7 +342,7 @@ def steps_of(planned: Planned) -> list[Step]:
                     action="RemoveReleaseAnnotation",
                 )
             )
-        elif isinstance(action, RemoveFinalizer):
+        elif isinstance(action, actions.RemoveFinalizer):
             lifted = " (teardown deadline passed)" if action.lifted else ""
             out.append(
                 Step("do", f"remove finalizer {names.FINALIZER}{lifted}", action="RemoveFinalizer")
@@ -390,7 +377,7 @@ def _words(kind: str) -> str:
     return kind
 
 
-def _progress(action: WriteStatus) -> str | None:
+def _progress(action: actions.WriteStatus) -> str | None:
     for cond in action.status.conditions or ():
         if cond.type == names.CONDITION_PROGRESSING:
             return str(cond.reason or "") or None
@@ -400,7 +387,7 @@ def _progress(action: WriteStatus) -> str | None:
 def _waiting(
     *,
     target: ReplicaTarget,
-    decided: Plan,
+    decided: actions.Plan,
     rows: Mapping[int, Any],
     pending_up: list[int],
     up_budget: int | None,

@@ -187,8 +187,9 @@ async def _audit_ids(run: Run, isvc: Mapping[str, Any], namespace: str) -> froze
         entries = ledger.read_entries(configmap.get("data"))
     except ledger.LedgerUnreadable:
         return None
-    phases = {ledger.PHASE_STARTED, ledger.PHASE_COMPLETED, ledger.PHASE_FAILED}
-    if len(entries) > MAX_AUDIT_ENTRIES or any(e.get("phase") not in phases for e in entries):
+    if len(entries) > MAX_AUDIT_ENTRIES or any(
+        e.get("phase") not in ledger.PHASES for e in entries
+    ):
         return None
     return frozenset(str(e.get("requestUUID")) for e in entries)
 

@@ -43,10 +43,6 @@ from omed.api.constants import (
 from omed.api.names import LABEL_VALUE_MAX, is_dns1123_subdomain
 from omed.cli import migration_status
 from omed.cli.instances import REPORT_API_VERSION, Collection
-from omed.controllers.inferencereplica.core.ops.migratenames import (
-    OUTCOME_RELOCATE,
-    REASON_AUTO_RECOVER,
-)
 from omed.controllers.ledger import document as ledger
 
 MAX_SOURCES: Final = 64
@@ -91,6 +87,12 @@ ACTIVE: Final = frozenset(MIGRATION_PHASES) - TERMINAL | {ledger.PHASE_STARTED}
 _TRUNCATIONS: Final = frozenset(
     {"AuthoritativeTruncated", "ParentHistoryTruncated", "AuditHistoryTruncated", "OutputTruncated"}
 )
+_AUDIT_OUTCOMES: Final[Mapping[str, str]] = {
+    ledger.PHASE_STARTED: "InProgress",
+    ledger.PHASE_COMPLETED: "Completed",
+    ledger.PHASE_FAILED: "Failed",
+}
+"""A ledger row's phase as a record's outcome (an automatic relocation's row aside)."""
 _FORCE_DELETE_OUTCOMES: Final = frozenset({ledger.OUTCOME_FORCE_DELETE, "finalizer-report"})
 _ID: Final = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
 """A request ID as a non-empty label value: letters, digits, ``-``, ``_`` and ``.``, starting
@@ -473,7 +475,7 @@ def audit_rows(text: str) -> list[Mapping[str, Any]]:
 def _audit_record(entry: Mapping[str, Any], name: str) -> dict[str, Any]:
     own: list[str] = []
     phase = _phase(entry.get("phase"))
-    if phase not in (ledger.PHASE_STARTED, ledger.PHASE_COMPLETED, ledger.PHASE_FAILED):
+    if phase not in ledger.PHASES:
         phase = "Unknown"
         _add(own, "PhaseInvalid")
     raw_component = entry.get("component")
@@ -499,14 +501,10 @@ def _audit_record(entry: Mapping[str, Any], name: str) -> dict[str, Any]:
     if started is None or (entry.get("completedAt") and completed is None):
         _add(own, "TimestampInvalid")
     reason = entry.get("reason")
-    if reason == REASON_AUTO_RECOVER and entry.get("outcome") == OUTCOME_RELOCATE:
+    if reason == ledger.REASON_AUTO_RECOVER and entry.get("outcome") == ledger.OUTCOME_RELOCATE:
         outcome = "Relocated"
     else:
-        outcome = {
-            ledger.PHASE_STARTED: "InProgress",
-            ledger.PHASE_COMPLETED: "Completed",
-            ledger.PHASE_FAILED: "Failed",
-        }.get(phase, "Unknown")
+        outcome = _AUDIT_OUTCOMES.get(phase, "Unknown")
     record = _record(
         evidence=AUDIT,
         sourceName=name,
@@ -514,7 +512,7 @@ def _audit_record(entry: Mapping[str, Any], name: str) -> dict[str, Any]:
         component=comp,
         sourceInstance=_or(source, -1),
         replacementInstance=replacement,
-        trigger="Auto" if reason == REASON_AUTO_RECOVER else "Unknown",
+        trigger="Auto" if reason == ledger.REASON_AUTO_RECOVER else "Unknown",
         phase=phase,
         freshness="Unverifiable",
         fromNode=from_node,

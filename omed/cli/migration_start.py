@@ -41,8 +41,7 @@ from omed.api.names import is_dns1123_label, is_dns1123_subdomain
 from omed.cli import migration_status
 from omed.cli.credentials import CREDENTIAL_PATTERNS
 from omed.cli.instances import OK, Collection
-from omed.controllers.inferencereplica.core.ops.migratenames import REASON_AUTO_RECOVER
-from omed.controllers.ledger.document import REASON_FORCE_DELETE
+from omed.controllers.ledger.document import RESERVED_REASONS
 from omed.statuscodec import GUARDED_ACTION_MAX_ROWS
 
 ACTION: Final = "migration start"
@@ -120,8 +119,6 @@ _UUID: Final = re.compile(
 )
 _CANONICAL_INT: Final = re.compile(r"0|[1-9][0-9]{0,9}")
 _REASON_FORBIDDEN: Final = ("://", "bearer ", "password=", "token=")
-_RESERVED_REASONS: Final = frozenset({REASON_AUTO_RECOVER, REASON_FORCE_DELETE})
-"""The audit reasons of OME's own ledger rows (automatic relocations, force deletes)."""
 _TIMESTAMP: Final = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z")
 _MAILBOX_KEYS: Final = frozenset(
     {
@@ -185,7 +182,7 @@ def reason_ok(reason: str) -> bool:
         return False
     if any(pattern.search(reason) for _, pattern in CREDENTIAL_PATTERNS):
         return False
-    return reason not in _RESERVED_REASONS
+    return reason not in RESERVED_REASONS
 
 
 def check_flags(

@@ -17,6 +17,12 @@ Invariants:
 * A failed fetch raises to every caller that waited on it, and leaves the cache as it was:
   the next call fetches again.
 * A caller that is cancelled doesn't cancel the shared fetch.
+* Refresh ahead: a call that finds its data past half the TTL gets that (still fresh) data
+  at once and starts the next fetch in the background, once per fetched generation. So while
+  calls keep coming at least every half TTL, none waits on the API server: the admission
+  webhook's defaulter, which reads the cache on every request, never pays a ConfigMap read
+  in its latency. An idle cache fetches nothing; a refresh that fails is not retried ahead
+  (the first call past the TTL fetches, and sees the error, as without it).
 """
 
 from __future__ import annotations
@@ -50,6 +56,8 @@ class ConfigCache:
         self._data_started_at = 0.0
         self._inflight: asyncio.Future[Mapping[str, str]] | None = None
         self._inflight_started_at = 0.0
+        self._ahead_of = -1.0
+        """The ``_data_started_at`` of the data a refresh ahead was started for."""
 
     @property
     def ttl(self) -> float:
@@ -63,6 +71,7 @@ class ConfigCache:
         called_at = self._clock.monotonic()
         while True:
             if self._data is not None and self._fresh(self._data_started_at, called_at):
+                self._maybe_refresh_ahead(called_at)
                 return self._data
             inflight = self._inflight
             if inflight is None:
@@ -76,6 +85,15 @@ class ConfigCache:
                     await asyncio.shield(inflight)
                 continue
             return await asyncio.shield(inflight)
+
+    def _maybe_refresh_ahead(self, called_at: float) -> None:
+        if (
+            self._inflight is None
+            and self._ahead_of != self._data_started_at
+            and called_at - self._data_started_at >= self._ttl / 2
+        ):
+            self._ahead_of = self._data_started_at
+            self._start_fetch()
 
     def _start_fetch(self) -> asyncio.Future[Mapping[str, str]]:
         started_at = self._clock.monotonic()

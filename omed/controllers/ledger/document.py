@@ -38,7 +38,7 @@ import datetime as dt
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Literal, get_args
 
 from omed.api.constants import KIND_INFERENCE_SERVICE, LABEL_MANAGED_BY
 from omed.api.constants import MANAGED_BY_OME_NATIVE as MANAGED_BY
@@ -51,12 +51,29 @@ DATA_KEY: Final = "history.json"
 TERMINAL_KEPT: Final = 200
 """Terminal (Completed, Failed) rows kept, the newest; Started rows are all kept."""
 
-PHASE_STARTED: Final = "Started"
-PHASE_COMPLETED: Final = "Completed"
-PHASE_FAILED: Final = "Failed"
+LedgerPhase = Literal["Started", "Completed", "Failed"]
+"""A row's phase: Started while its operation runs, then Completed or Failed."""
+PHASES: Final[tuple[LedgerPhase, ...]] = get_args(LedgerPhase)
+PHASE_STARTED: Final[LedgerPhase] = "Started"
+PHASE_COMPLETED: Final[LedgerPhase] = "Completed"
+PHASE_FAILED: Final[LedgerPhase] = "Failed"
 
 REASON_FORCE_DELETE: Final = "ForceDelete"
 OUTCOME_FORCE_DELETE: Final = "force-delete-unreachable"
+REASON_AUTO_RECOVER: Final = "AutoRecover"
+"""The reason of an automatic relocation's row."""
+OUTCOME_RELOCATE: Final = "relocate-recreate"
+OWN_OUTCOMES: Final[Mapping[str, str]] = {
+    REASON_FORCE_DELETE: OUTCOME_FORCE_DELETE,
+    REASON_AUTO_RECOVER: OUTCOME_RELOCATE,
+}
+"""The reasons of the rows OME writes on its own (:func:`own_entry`), each with its row's
+outcome."""
+RESERVED_REASONS: Final = frozenset(OWN_OUTCOMES)
+"""The reasons no migration request may take: OME's own rows'."""
+OUTCOME_MIGRATED: Final = "migrated"
+"""The outcome of a migration request's Completed row (a Failed one carries the record's
+message; the row's reason is the request's)."""
 
 
 def ledger_name(isvc: str) -> str:
@@ -71,7 +88,7 @@ class LedgerEntry:
     request_uuid: str
     component: str
     source_instance: int
-    phase: str
+    phase: LedgerPhase
     surge_instance: int | None = None
     reason: str | None = None
     from_node: str | None = None
@@ -110,28 +127,31 @@ class LedgerEntry:
         return row
 
 
-def force_delete_entry(
+def own_entry(
+    reason: str,
     *,
-    pod_uid: str,
+    key: str,
     component: str,
     index: int,
     node: str | None,
     revision: str | None,
     now: dt.datetime,
 ) -> LedgerEntry:
-    """The row of one force delete: terminal at once (there is nothing to wait for), keyed
-    by the pod's uid, so a force delete retried after a crash replaces its own row."""
+    """The row of one step OME takes on its own (``reason`` one of :data:`OWN_OUTCOMES`': a
+    force delete, an automatic relocation): terminal at once, there being nothing to wait
+    for, with the reason's outcome; keyed by ``key`` (the pod's uid, the relocation's
+    request uuid), so a step retried after a crash replaces its own row."""
     return LedgerEntry(
-        request_uuid=pod_uid,
+        request_uuid=key,
         component=component,
         source_instance=index,
         phase=PHASE_COMPLETED,
-        reason=REASON_FORCE_DELETE,
+        reason=reason,
         from_node=node,
         revision=revision,
         started_at=now,
         completed_at=now,
-        outcome=OUTCOME_FORCE_DELETE,
+        outcome=OWN_OUTCOMES[reason],
     )
 
 
@@ -275,18 +295,25 @@ def updated_configmap(
 __all__ = [
     "DATA_KEY",
     "OUTCOME_FORCE_DELETE",
+    "OUTCOME_MIGRATED",
+    "OUTCOME_RELOCATE",
+    "OWN_OUTCOMES",
+    "PHASES",
     "PHASE_COMPLETED",
     "PHASE_FAILED",
     "PHASE_STARTED",
+    "REASON_AUTO_RECOVER",
     "REASON_FORCE_DELETE",
+    "RESERVED_REASONS",
     "SUFFIX",
     "TERMINAL_KEPT",
     "LedgerEntry",
+    "LedgerPhase",
     "LedgerUnreadable",
     "Owner",
     "configmap_body",
-    "force_delete_entry",
     "ledger_name",
+    "own_entry",
     "owned_by",
     "owned_references",
     "read_entries",

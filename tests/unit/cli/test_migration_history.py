@@ -310,8 +310,9 @@ def test_bounds_scanned_shown_hints_and_pages() -> None:
 
 def test_force_deletes_are_left_out_and_the_component_filter_applies() -> None:
     rows = [
-        ledger.force_delete_entry(
-            pod_uid="pod-uid",
+        ledger.own_entry(
+            ledger.REASON_FORCE_DELETE,
+            key="pod-uid",
             component="engine",
             index=1,
             node="node-a",

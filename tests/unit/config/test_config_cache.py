@@ -1,4 +1,5 @@
-"""The ConfigMap TTL cache: freshness, TTL 0, single flight, errors, cancellation."""
+"""The ConfigMap TTL cache: freshness, TTL 0, single flight, errors, cancellation, refresh
+ahead."""
 
 from __future__ import annotations
 
@@ -45,9 +46,76 @@ def make(ttl: float) -> tuple[ConfigCache, FakeConfigMap, FakeClock]:
 async def test_reads_within_ttl_share_one_fetch() -> None:
     cache, configmap, clock = make(30)
     first = await cache.get()
-    clock.advance(29.9)
+    clock.advance(14.9)
     second = await cache.get()
+    await settle()
     assert first is second
+    assert configmap.reads == 1
+
+
+async def test_a_read_past_half_the_ttl_refreshes_ahead_without_waiting() -> None:
+    cache, configmap, clock = make(30)
+    first = await cache.get()
+    configmap.data["deploy"] = "edited"
+    configmap.gate = asyncio.Event()  # the refresh stays in flight until the gate opens
+    clock.advance(15)
+    assert await cache.get() is first  # fresh data at once, the fetch behind it
+    await settle()
+    assert configmap.reads == 2
+    clock.advance(5)
+    assert await cache.get() is first  # one refresh per generation: no second fetch
+    await settle()
+    assert configmap.reads == 2
+    configmap.gate.set()
+    await settle()
+    refreshed = await cache.get()
+    assert refreshed["deploy"] == "edited"
+    assert configmap.reads == 2
+    clock.advance(14)  # 19 s after the refresh started: its own half TTL has passed
+    assert await cache.get() is refreshed
+    await settle()
+    assert configmap.reads == 3
+
+
+async def test_a_refresh_ahead_keeps_the_freshness_bound() -> None:
+    cache, configmap, clock = make(30)
+    await cache.get()
+    configmap.gate = asyncio.Event()
+    clock.advance(15)
+    await cache.get()
+    await settle()
+    configmap.data["deploy"] = "edited"
+    clock.advance(16)  # the data is 31 s old: a call waits for the refresh (started 16 s ago)
+    late = asyncio.create_task(cache.get())
+    await settle()
+    assert not late.done()
+    configmap.gate.set()
+    # The refresh read the ConfigMap before the edit, at 15 s: within the TTL of this call.
+    assert (await late)["deploy"] == '{"defaultDeploymentMode": "OMENative"}'
+    assert configmap.reads == 2
+
+
+async def test_a_failed_refresh_ahead_is_not_retried_until_the_ttl() -> None:
+    cache, configmap, clock = make(30)
+    first = await cache.get()
+    configmap.fail_with = RuntimeError("apiserver unavailable")
+    clock.advance(20)
+    assert await cache.get() is first
+    await settle()
+    assert await cache.get() is first
+    await settle()
+    assert configmap.reads == 2  # the failure was not retried ahead
+    clock.advance(11)
+    with pytest.raises(RuntimeError, match="apiserver unavailable"):
+        await cache.get()
+    assert configmap.reads == 3
+
+
+async def test_an_idle_cache_fetches_nothing() -> None:
+    cache, configmap, clock = make(30)
+    await cache.get()
+    clock.advance(600)
+    await settle()
     assert configmap.reads == 1
 
 

@@ -4,8 +4,8 @@ Why: an update's decisions (:mod:`.ops.update`) move Instances; what users are t
 retry blocks (conditions, events, the annotation's removal) follows from the blocks alone,
 whichever decision left them.
 
-Invariant: pure; conditions are built with ``None`` as their previous list, and
-:func:`.ops.update.plan_updates` restores the stored transition times.
+Invariant: pure; conditions are flagged with no previous list, and the plan keeps their
+stored transition times, as it keeps every flagged condition's (:func:`.plan.plan`).
 """
 
 from __future__ import annotations

@@ -786,8 +786,9 @@ class Executor:
             return  # not any more, or not yet (the plan's requeue comes at its time)
         if target.parent is not None and target.parent.uid:
             owner = ledger.Owner(name=target.parent.name, uid=target.parent.uid)
-            entry = ledger.force_delete_entry(
-                pod_uid=ref.uid,
+            entry = ledger.own_entry(
+                ledger.REASON_FORCE_DELETE,
+                key=ref.uid,
                 component=target.component,
                 index=action.index,
                 node=action.node,

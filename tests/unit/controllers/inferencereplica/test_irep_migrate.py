@@ -412,11 +412,24 @@ def test_without_caps_the_request_is_held_and_warned_once() -> None:
         "lifecycle.audit configured)"
     ]
     condition = {c.type: c for c in world.status.conditions or ()}["MigrationPolicyUnconfigured"]
-    assert condition.status == "True"
+    assert (condition.status, condition.reason) == ("True", "MigrationCapacityUnconfigured")
     assert condition.message == (
         "lifecycle.audit is not configured; migration requests wait instead of executing"
     )
     assert sorted(world.rows) == [0, 1, 2, 3]
+
+
+def test_with_caps_a_request_in_flight_shows_the_capacity_condition_false() -> None:
+    world = converged()
+    world.annotations[KEY] = request()
+    world.run(1)
+    assert world.record().phase in ("Accepted", "SurgePending")
+    condition = {c.type: c for c in world.status.conditions or ()}["MigrationPolicyUnconfigured"]
+    assert (condition.status, condition.reason, condition.message) == (
+        "False",
+        "MigrationCapacityConfigured",
+        "Migration capacity policy is configured",
+    )
 
 
 def test_no_ready_timeout_expires_the_request_at_once() -> None:

@@ -21,8 +21,9 @@ def entry(uuid: str, phase: str = ledger.PHASE_COMPLETED) -> ledger.LedgerEntry:
 
 
 def test_a_force_delete_row_is_upstreams_shape_in_gos_order() -> None:
-    row = ledger.force_delete_entry(
-        pod_uid="pod-uid",
+    row = ledger.own_entry(
+        ledger.REASON_FORCE_DELETE,
+        key="pod-uid",
         component="engine",
         index=0,
         node="n1",

@@ -78,6 +78,7 @@ from omed.controllers.inferencereplica.core.migrationactions import (
 from omed.controllers.inferencereplica.core.model import CreateRefusal
 from omed.controllers.inferencereplica.core.ops.migratenames import (
     BLOCKERS,
+    CAPACITY_STATES,
     CONDITION_POLICY_UNCONFIGURED,
     EVENT_ACCEPTED,
     EVENT_COMPLETED,
@@ -94,8 +95,6 @@ from omed.controllers.inferencereplica.core.ops.migratenames import (
     EVENT_WEDGED,
     GATE_MIGRATING,
     HELD_REQUEUE,
-    MESSAGE_CAPACITY_CONFIGURED,
-    MESSAGE_CAPACITY_UNCONFIGURED,
     MSG_DRAINING,
     MSG_HELD,
     MSG_NEVER,
@@ -105,9 +104,6 @@ from omed.controllers.inferencereplica.core.ops.migratenames import (
     MSG_SOURCE_MISSING,
     MSG_SURGE_ALLOCATED,
     MSG_SURGE_READY,
-    OUTCOME_MIGRATED,
-    REASON_CAPACITY_CONFIGURED,
-    REASON_CAPACITY_UNCONFIGURED,
     STEP_CREATE_SURGE,
     go_duration,
     instance_event,
@@ -130,10 +126,12 @@ from omed.controllers.inferencereplica.core.rows import (
 )
 from omed.controllers.inferencereplica.core.work import InstanceWork, PassWork
 from omed.controllers.ledger.document import (
+    OUTCOME_MIGRATED,
     PHASE_COMPLETED,
     PHASE_FAILED,
     PHASE_STARTED,
     LedgerEntry,
+    LedgerPhase,
 )
 
 # -- Which Instances the replica wants --------------------------------------------------------
@@ -394,7 +392,7 @@ def _answer(
     work: PassWork,
     mig: MigrationPass,
     request: MigrationRequest,
-    ledger_phase: str,
+    ledger_phase: LedgerPhase,
     *,
     phase: str,
     deadline: dt.datetime,
@@ -426,7 +424,7 @@ def _audit(
     work: PassWork,
     mig: MigrationPass,
     record: MigrationStatus,
-    phase: str,
+    phase: LedgerPhase,
     *,
     started: dt.datetime | None = None,
     revision: str | None = None,
@@ -469,7 +467,8 @@ def _started_of(mig: MigrationPass, record: MigrationStatus) -> dt.datetime:
 def _expire(work: PassWork, mig: MigrationPass) -> None:
     by_index = mig.by_index
     for record in list(mig.records):
-        if record.terminal or record.trigger != "Manual" or record.phase not in BLOCKERS:
+        phase = record.phase
+        if record.terminal or record.trigger != "Manual" or phase is None or phase not in BLOCKERS:
             continue
         left = (record.deadline - work.now).total_seconds()
         if left > 0:
@@ -477,9 +476,9 @@ def _expire(work: PassWork, mig: MigrationPass) -> None:
             continue
         source = by_index.get(record.source_instance)
         surge = by_index.get(record.surge_instance) if record.surge_instance is not None else None
-        if record.phase == MIGRATION_PHASE_DRAINING and _tail_ready(work, source, surge):
+        if phase == MIGRATION_PHASE_DRAINING and _tail_ready(work, source, surge):
             continue  # the drive pass completes it (or it stays parked)
-        blocker = f"deadline exceeded in phase {record.phase}: {BLOCKERS[record.phase]}"
+        blocker = f"deadline exceeded in phase {phase}: {BLOCKERS[phase]}"
         tail = f"; tearing down surge instance={record.surge_instance}" if surge else ""
         work.warn(EVENT_EXPIRED, migration_event(record.request_uuid, f"expired: {blocker}{tail}"))
         _fail(work, mig, record, blocker, expired=True)
@@ -593,23 +592,17 @@ def _capacity_condition(work: PassWork, mig: MigrationPass) -> None:
     active = [r for r in mig.records if not r.terminal and r.trigger == "Manual"]
     if not active:
         return
-    if work.target.fleet.audit is None:
-        work.flag(
-            CONDITION_POLICY_UNCONFIGURED,
-            reason=REASON_CAPACITY_UNCONFIGURED,
-            message=MESSAGE_CAPACITY_UNCONFIGURED,
+    status, reason, message = CAPACITY_STATES[work.target.fleet.audit is not None]
+    work.conditions.append(
+        condition(
+            None,
+            type=CONDITION_POLICY_UNCONFIGURED,
+            status=status,
+            reason=reason,
+            message=message,
+            now=work.now,
         )
-    else:
-        work.conditions.append(
-            condition(
-                None,
-                type=CONDITION_POLICY_UNCONFIGURED,
-                status="False",
-                reason=REASON_CAPACITY_CONFIGURED,
-                message=MESSAGE_CAPACITY_CONFIGURED,
-                now=work.now,
-            )
-        )
+    )
 
 
 # -- drive --------------------------------------------------------------------------------------

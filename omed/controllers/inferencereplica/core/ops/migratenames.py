@@ -1,6 +1,7 @@
 """Every string a migration writes (upstream OME's): record messages, event reasons, the
 capacity condition, and the surge's node affinity. The record phases, which the CLI reads
-too, are :data:`omed.api.constants.MigrationPhase`'s (``MIGRATION_PHASE_*``).
+too, are :data:`omed.api.constants.MigrationPhase`'s (``MIGRATION_PHASE_*``); the audit
+ledger's phases, reasons and outcomes are :mod:`omed.controllers.ledger.document`'s.
 
 Why a module: the messages are part of the interface (the CLI, users' alerts and the
 product's pages quote them), so they live in one place, tested where they are used
@@ -9,13 +10,16 @@ product's pages quote them), so they live in one place, tested where they are us
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Final
 
+from omed.api.base import ConditionStatus
 from omed.api.constants import (
     MIGRATION_PHASE_ACCEPTED,
     MIGRATION_PHASE_DRAINING,
     MIGRATION_PHASE_SURGE_PENDING,
     MIGRATION_PHASE_SURGE_READY,
+    MigrationPhase,
 )
 
 EVENT_ACCEPTED: Final = "MigrationRequestAccepted"
@@ -33,12 +37,15 @@ EVENT_CREATE_BLOCKED: Final = "MigrationSurgeCreateBlocked"
 EVENT_PARKED: Final = "MigrationParked"
 
 CONDITION_POLICY_UNCONFIGURED: Final = "MigrationPolicyUnconfigured"
-REASON_CAPACITY_UNCONFIGURED: Final = "MigrationCapacityUnconfigured"
-REASON_CAPACITY_CONFIGURED: Final = "MigrationCapacityConfigured"
-MESSAGE_CAPACITY_UNCONFIGURED: Final = (
-    "lifecycle.audit is not configured; migration requests wait instead of executing"
-)
-MESSAGE_CAPACITY_CONFIGURED: Final = "Migration capacity policy is configured"
+CAPACITY_STATES: Final[Mapping[bool, tuple[ConditionStatus, str, str]]] = {
+    False: (
+        "True",
+        "MigrationCapacityUnconfigured",
+        "lifecycle.audit is not configured; migration requests wait instead of executing",
+    ),
+    True: ("False", "MigrationCapacityConfigured", "Migration capacity policy is configured"),
+}
+"""The capacity condition's status, reason and message, by whether capacity is configured."""
 
 MSG_SURGE_ALLOCATED: Final = "surge allocated; waiting for surge pods"
 MSG_SURGE_READY: Final = "surge in rotation and available"
@@ -51,17 +58,11 @@ MSG_SOURCE_MISSING: Final = "source InstanceStatus missing"
 MSG_SOURCE_EXPIRED: Final = "migration expired; source pods unhealthy"
 """The Ready message of a source restored unhealthy after its record expired."""
 MSG_NO_LIVE_PODS: Final = "source instance has no live pods"
-OUTCOME_MIGRATED: Final = "migrated"
-REASON_AUTO_RECOVER: Final = "AutoRecover"
-"""The audit reason of an automatic relocation."""
-OUTCOME_RELOCATE: Final = "relocate-recreate"
-"""The audit outcome of an automatic relocation's Completed row."""
-
 STEP_CREATE_SURGE: Final = "CreateSurge"
 GATE_MIGRATING: Final = "Migrating"
 """The gate reason of a source drained by its migration."""
 
-BLOCKERS: Final = {
+BLOCKERS: Final[Mapping[MigrationPhase, str]] = {
     MIGRATION_PHASE_ACCEPTED: "surge never allocated",
     MIGRATION_PHASE_SURGE_PENDING: "surge pods never became ready",
     MIGRATION_PHASE_SURGE_READY: "source drain never started",

@@ -50,13 +50,9 @@ from omed.controllers.inferencereplica.core.actions import RETRY_SOON
 from omed.controllers.inferencereplica.core.migrationactions import WriteAuditRow
 from omed.controllers.inferencereplica.core.model import PodView
 from omed.controllers.inferencereplica.core.ops.migrate import MigrationPass
-from omed.controllers.inferencereplica.core.ops.migratenames import (
-    OUTCOME_RELOCATE,
-    REASON_AUTO_RECOVER,
-    instance_event,
-)
+from omed.controllers.inferencereplica.core.ops.migratenames import instance_event
 from omed.controllers.inferencereplica.core.work import InstanceWork, PassWork
-from omed.controllers.ledger.document import PHASE_COMPLETED, LedgerEntry
+from omed.controllers.ledger.document import REASON_AUTO_RECOVER, own_entry
 
 EVENT_TRIGGERED: Final = "AutoMigrationTriggered"
 EVENT_CAP_REACHED: Final = "AutoMigrationCapReached"
@@ -160,17 +156,14 @@ def relocate(
     )
     mig.put(record)
     if mig.mailbox is not None:
-        entry = LedgerEntry(
-            request_uuid=request,
+        entry = own_entry(
+            REASON_AUTO_RECOVER,
+            key=request,
             component=target.component,
-            source_instance=inst.index,
-            phase=PHASE_COMPLETED,
-            reason=REASON_AUTO_RECOVER,
-            from_node=node,
+            index=inst.index,
+            node=node,
             revision=revision,
-            started_at=now,
-            completed_at=now,
-            outcome=OUTCOME_RELOCATE,
+            now=now,
         )
         mig.audit.append(WriteAuditRow(isvc=mig.mailbox.isvc, uid=mig.mailbox.uid, entry=entry))
     work.tell(

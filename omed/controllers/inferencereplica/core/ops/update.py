@@ -64,7 +64,7 @@ from omed.controllers.inferencereplica.core import (
 from omed.controllers.inferencereplica.core.inplace import in_place_patches
 from omed.controllers.inferencereplica.core.model import PodView, ReplicaTarget
 from omed.controllers.inferencereplica.core.ops import restart
-from omed.controllers.inferencereplica.core.rows import condition, instance_facts
+from omed.controllers.inferencereplica.core.rows import instance_facts
 from omed.controllers.inferencereplica.core.work import InstanceWork, PassWork
 
 
@@ -132,17 +132,6 @@ def plan_updates(
     else:
         work.blocks = [block] if block is not None else []
     retryreport.block_condition(work, block)
-    work.conditions = [  # transition times move only when a condition's status changes
-        condition(
-            previous.conditions,
-            type=c.type,
-            status=c.status,
-            reason=c.reason,
-            message=c.message,
-            now=work.now,
-        )
-        for c in work.conditions
-    ]
 
 
 def stalled(work: PassWork, instances: list[InstanceWork]) -> bool:
