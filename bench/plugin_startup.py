@@ -4,7 +4,11 @@ against its API reads; print JSON (medians of ``--runs`` runs).
     .venv/bin/python bench/plugin_startup.py [--runs 15] [--cluster] [--baseline GIT-REV]
 
 Every process runs this checkout's omed (``PYTHONPATH``), whichever one the virtualenv's
-editable install points at.
+editable install points at, with ``PYTHONDONTWRITEBYTECODE`` removed from its environment: an
+installed plugin runs from the ``.pyc`` files its install compiled, and a child that may not
+write them compiles every module of the checkout from source on every run, which would put
+the compiler's time (tens of ms of CPU for omed's modules) into each figure. The first run of
+each command writes them; the runs timed after it load them.
 
 * ``help``: ``kubectl-ome --help`` (the virtualenv's console script) as a process: wall time
   and CPU time (user + system of the child); ``help_modules``, how many modules the process
@@ -67,9 +71,15 @@ client comes with them, and omed.kube.kubeconfig_loaders then has nothing to def
 _LINE = re.compile(r"import time:\s+(\d+) \|\s+(\d+) \| *(\S+)")
 
 
+def _base_env() -> dict[str, str]:
+    """This process's environment, less ``PYTHONDONTWRITEBYTECODE`` (the module's docstring
+    says why a child must be free to write its ``.pyc`` files)."""
+    return {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
 def _env(tree: Path) -> dict[str, str]:
     """The environment of a process that runs ``tree``'s omed."""
-    return {**os.environ, "PYTHONPATH": str(tree)}
+    return {**_base_env(), "PYTHONPATH": str(tree)}
 
 
 def _cwd(env: dict[str, str] | None) -> str | None:
@@ -82,7 +92,13 @@ def _process(argv: list[str], env: dict[str, str] | None = None) -> tuple[float,
     """(wall, CPU) seconds of one run of ``argv``."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     began = time.perf_counter()
-    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, env=env, cwd=_cwd(env))
+    subprocess.run(
+        argv,
+        check=True,
+        stdout=subprocess.DEVNULL,
+        env=_base_env() if env is None else env,
+        cwd=_cwd(env),
+    )
     wall = time.perf_counter() - began
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -227,11 +243,14 @@ async def _cluster(runs: int, trees: dict[str, Path]) -> dict[str, dict[str, Any
 
 def _figures(trees: dict[str, Path], runs: int) -> dict[str, dict[str, Any]]:
     help_argv = [str(PLUGIN), "--help"]
+    import_argv = [sys.executable, "-c", LIST_IMPORTS]
+    ordinary_argv = [sys.executable, "-c", ORDINARY_IMPORTS]
     for tree in trees.values():
-        _process(help_argv, _env(tree))  # compile the .pyc files once
+        for argv in (help_argv, import_argv, ordinary_argv):
+            _process(argv, _env(tree))  # compile the .pyc files once
     help_runs = _processes(trees, runs, help_argv)
-    import_runs = _processes(trees, runs, [sys.executable, "-c", LIST_IMPORTS])
-    ordinary_runs = _processes(trees, runs, [sys.executable, "-c", ORDINARY_IMPORTS])
+    import_runs = _processes(trees, runs, import_argv)
+    ordinary_runs = _processes(trees, runs, ordinary_argv)
     figures: dict[str, dict[str, Any]] = {}
     for name, tree in trees.items():
         env = _env(tree)
