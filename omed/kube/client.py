@@ -50,12 +50,17 @@ from omed.kube.errors import (
     error_from_response,
     parse_retry_after,
 )
-from omed.kube.proxy import ProxyEnvironment, parse_proxy_url
 from omed.kube.ratelimit import TokenBucket
 from omed.log import kv
 from omed.metrics import REGISTRY
 
 log = logging.getLogger("omed.kube")
+
+PROXY_VARIABLES = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy")
+"""The variables :meth:`omed.kube.proxy.ProxyEnvironment.from_environ` takes a proxy from:
+with none of them set and no ``proxy-url``, every request goes direct, whatever ``NO_PROXY``
+says, and :func:`load_config` imports no proxy rules (a command that reads a few objects
+then pays for no module it doesn't use)."""
 
 LATENCY_BUCKETS = (0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0)
 """client-go's buckets of the rate limiter's wait and of a request's latency, in seconds."""
@@ -217,9 +222,14 @@ async def load_config(
         ).load_and_set(configuration)
         credentials = creds.TokenFile(token_file, clock=clock)
     host = str(configuration.host or "").rstrip("/")
+    proxy: str | None = None
     if configuration.proxy:
+        from omed.kube.proxy import parse_proxy_url
+
         proxy = parse_proxy_url(str(configuration.proxy), source="the cluster's proxy-url")
-    else:
+    elif any(env.get(name) for name in PROXY_VARIABLES):
+        from omed.kube.proxy import ProxyEnvironment
+
         proxy = ProxyEnvironment.from_environ(env).proxy_for(host)
     ssl_context = tls_context(
         verify=bool(configuration.verify_ssl),

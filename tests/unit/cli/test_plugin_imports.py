@@ -12,12 +12,15 @@ and prints its error; every import the command makes before its reads has been m
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from omed.kube.client import PROXY_VARIABLES
 
 HEAVY = (
     "omed.controllers",
@@ -31,6 +34,7 @@ HEAVY = (
     "http.server",
     "wsgiref",
     "urllib3.poolmanager",  # urllib3's __init__: its connection pools
+    "omed.kube.proxy",  # Go's proxy rules: imported only when a proxy variable is set
     "kubernetes_asyncio.client.api",
     "kubernetes_asyncio.client.models.v1_pod",
     "kubernetes_asyncio.watch",
@@ -81,11 +85,13 @@ def _kubeconfig(path: Path, server: str) -> Path:
 
 
 def _run(*argv: str) -> dict[str, object]:
+    environ = {k: v for k, v in os.environ.items() if k not in PROXY_VARIABLES}
     done = subprocess.run(
         [sys.executable, "-c", SCRIPT, json.dumps(HEAVY), *argv],
         capture_output=True,
         text=True,
         check=True,
+        env=environ,
     )
     result: dict[str, object] = json.loads(done.stdout.splitlines()[-1])
     result["stderr"] = done.stderr

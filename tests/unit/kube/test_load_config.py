@@ -66,3 +66,46 @@ async def test_the_proxy_comes_from_the_given_environment(tmp_path: Path) -> Non
     proxied = await load_config(path, environ={"HTTPS_PROXY": "proxy:3128"})
     assert proxied.proxy == "http://proxy:3128"
     assert proxied.impersonating("someone").proxy == "http://proxy:3128"
+
+
+class _Recorded(dict[str, str]):
+    """An environment that records the names looked up in it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.read: set[str] = set()
+
+    def get(self, key: str, default: object = None) -> object:  # type: ignore[override]
+        self.read.add(key)
+        return super().get(key, default)
+
+
+def test_the_proxy_variables_are_the_ones_a_proxy_is_read_from() -> None:
+    from omed.kube.proxy import ProxyEnvironment
+
+    environ = _Recorded()
+    ProxyEnvironment.from_environ(environ)
+
+    # NO_PROXY only exempts hosts and REQUEST_METHOD only refuses HTTP_PROXY: with none of
+    # PROXY_VARIABLES set there is no proxy for them to act on.
+    assert environ.read - {"NO_PROXY", "no_proxy", "REQUEST_METHOD"} == set(
+        kube_client.PROXY_VARIABLES
+    )
+
+
+@pytest.mark.parametrize("name", kube_client.PROXY_VARIABLES)
+async def test_each_proxy_variable_alone_sets_the_proxy(tmp_path: Path, name: str) -> None:
+    scheme = name.split("_", maxsplit=1)[0].lower()
+    path = str(_kubeconfig(tmp_path / "kubeconfig", server=f"{scheme}://10.96.0.1:443"))
+
+    config = await load_config(path, environ={name: "proxy:3128", "NO_PROXY": "example.com"})
+
+    assert config.proxy == "http://proxy:3128"
+
+
+async def test_without_a_proxy_variable_requests_go_direct(tmp_path: Path) -> None:
+    path = str(_kubeconfig(tmp_path / "kubeconfig"))
+
+    config = await load_config(path, environ={"NO_PROXY": "*", "REQUEST_METHOD": "GET"})
+
+    assert config.proxy is None
