@@ -237,17 +237,20 @@ async def _cluster(runs: int, trees: dict[str, Path]) -> dict[str, dict[str, Any
         for tree in trees.values():
             _process(argv, _env(tree))  # compile the .pyc files once
         processes = _processes(trees, runs, argv)
+        reports: dict[str, list[str]] = {tree_name: [] for tree_name in trees}
+        for _ in range(runs):  # interleaved, as the processes are
+            for tree_name, tree in trees.items():
+                reports[tree_name].append(
+                    _importtime([sys.executable, "-c", RUN_PLUGIN, *words], _env(tree))
+                )
         figures: dict[str, dict[str, Any]] = {}
         for tree_name, tree in trees.items():
-            reports = [
-                _importtime([sys.executable, "-c", RUN_PLUGIN, *words], _env(tree))
-                for _ in range(runs)
-            ]
+            runs_of_tree = reports[tree_name]
             figures[tree_name] = {
                 "list_process": _medians(processes[tree_name]),
                 "list_modules": _module_count(words, _env(tree)),
-                "list_run_imports_ms": _typical([_imports(_env(tree), r) for r in reports]),
-                "list_run_imports_min_ms": _least(reports),
+                "list_run_imports_ms": _typical([_imports(_env(tree), r) for r in runs_of_tree]),
+                "list_run_imports_min_ms": _least(runs_of_tree),
             }
         reads = []
         for _ in range(runs):
