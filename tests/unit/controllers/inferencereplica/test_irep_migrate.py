@@ -18,7 +18,7 @@ from hypothesis import settings as settings_
 from hypothesis import strategies as st
 from irep_world import World, instance, settings, target
 
-from omed.api.inferencereplica import MigrationStatus, RetryBlock
+from omed.api.inferencereplica import InferenceReplicaStatus, MigrationStatus, RetryBlock
 from omed.api.migrationrequest import parse
 from omed.config.lifecycle import (
     AutoMigrateConfig,
@@ -221,6 +221,37 @@ def test_a_request_moves_instance_3_off_its_node_without_a_dip() -> None:
     world.spec = dataclasses.replace(world.spec, replicas=5)
     world.run(5)
     assert sorted(world.rows) == [0, 1, 2, 3, 4]
+
+
+def _ready_condition(status: InferenceReplicaStatus) -> tuple[str, str | None]:
+    (ready,) = [c for c in status.conditions or () if c.type == "Ready"]
+    return ready.status, ready.message
+
+
+def test_the_source_and_its_surge_count_once_so_ready_holds_through_the_move() -> None:
+    """The pair counts as the one Instance that moves: the source until SurgeReady, the surge
+    from then on, so the source's drain drops no count and Ready stays True; ``replicas``
+    counts both while both have pods (one over the wanted count, as upstream's is)."""
+    world = converged()
+    world.annotations[KEY] = request()
+    seen: dict[str, set[tuple[int | None, int | None, tuple[str, str | None]]]] = {}
+    replicas: set[int | None] = set()
+    source_drained = False
+    for _ in range(30):
+        world.run(1)
+        status = world.status
+        phase = str(world.record().phase)
+        ready = (status.ready_replicas, status.available_replicas, _ready_condition(status))
+        seen.setdefault(phase, set()).add(ready)
+        replicas.add(status.replicas)
+        source = world.rows.get(3)
+        if phase == "Draining" and source is not None and source.ready_since is None:
+            source_drained = True  # Ready no more: the surge counts in its place
+    assert world.record().phase == "Completed"
+    assert list(seen) == ["Accepted", "SurgePending", "SurgeReady", "Draining", "Completed"]
+    assert all(s == {(4, 4, ("True", "4/4 Instances are Ready"))} for s in seen.values()), seen
+    assert replicas == {4, 5}
+    assert source_drained
 
 
 def test_the_surge_is_kept_off_the_source_node_and_drawn_to_the_hints() -> None:
