@@ -244,18 +244,25 @@ def plan(
     actions.extend(moves.audit)  # audit rows go ahead of the records that follow them
     if not _unchanged(status, rows, observed):
         # Gates need no record ahead of them (each pass sets them from the pods alone);
-        # creations, deletions, image patches and a release do.
+        # creations, deletions, image patches and a release do, except the deletion of a
+        # source whose record is stored Draining: that record is what licenses it.
+        drained = migrate.draining_sources(observed.status.migrations or ())
         recorded_ahead = bool(
             work.creates
             or work.patches
-            or work.deletes
+            or any(delete.index not in drained for delete in work.deletes)
             or work.release
             or moves.audit
             or moves.consumed
             or moves.records != list(observed.status.migrations or ())
         )
         may_wait = target.has_finalizer and paceable(
-            observed, status, rows, recorded_ahead=recorded_ahead, events=work.events
+            observed,
+            status,
+            rows,
+            recorded_ahead=recorded_ahead,
+            events=work.events,
+            moving=migrate.moving_indexes(moves.records),
         )
         actions.append(WriteStatus(status=status, rows=rows, paceable=may_wait))
         actions.extend(work.events)

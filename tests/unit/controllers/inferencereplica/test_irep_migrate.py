@@ -254,6 +254,27 @@ def test_the_source_and_its_surge_count_once_so_ready_holds_through_the_move() -
     assert source_drained
 
 
+def test_the_pairs_rows_ride_with_the_records_phase_writes() -> None:
+    """Through the whole core (the pace included): the surge's pods appearing, its gate and
+    Ready, the source's gate and drain move only the pair's rows and counts, so they wait for
+    the record's next phase write; each phase is stored once, and nothing else is."""
+    world = converged()
+    world.annotations[KEY] = request()
+    before = len(world.status_writes)
+    paced = 0
+    for _ in range(40):
+        unpaced = world.plan()  # the planner alone, on the state the pass reads
+        decided = world.pass_(seconds=0.2).plan
+        if unpaced.of_type(WriteStatus) and not decided.of_type(WriteStatus):
+            paced += 1
+    assert world.record().phase == "Completed"
+    assert world.phases == ["Accepted", "SurgePending", "SurgeReady", "Draining", "Completed"]
+    assert len(world.status_writes) - before == 5
+    assert paced > 0  # a write of the pair's rows waited, and a phase write carried it
+    assert sorted(world.rows) == [0, 1, 2, 4]
+    assert all(row.phase == "Ready" and row.operation is None for row in world.rows.values())
+
+
 def test_the_surge_is_kept_off_the_source_node_and_drawn_to_the_hints() -> None:
     world = converged()
     world.annotations[KEY] = request(hint_target_nodes=["node-e"])

@@ -147,6 +147,26 @@ def surge_sources(records: Sequence[MigrationStatus]) -> dict[int, int]:
     }
 
 
+def moving_indexes(records: Sequence[MigrationStatus]) -> frozenset[int]:
+    """The sources and surges of the migrations in flight with a surge allocated: the rows
+    whose pods, gates and readiness the record's phase tells (:mod:`..pacing`)."""
+    moving: set[int] = set()
+    for record in records:
+        if not record.terminal and record.surge_instance is not None:
+            moving.update((record.source_instance, record.surge_instance))
+    return frozenset(moving)
+
+
+def draining_sources(records: Sequence[MigrationStatus]) -> frozenset[int]:
+    """The sources of the records in ``records`` (the stored ones) that are Draining: their
+    pods' deletes need nothing recorded ahead, the stored phase licenses them."""
+    return frozenset(
+        record.source_instance
+        for record in records
+        if record.phase == MIGRATION_PHASE_DRAINING and record.surge_instance is not None
+    )
+
+
 _SURGE_SERVES: Final = frozenset({MIGRATION_PHASE_SURGE_READY, MIGRATION_PHASE_DRAINING})
 """The phases in which a migration's surge stands in for its source."""
 
