@@ -34,6 +34,7 @@ from omed.controllers.inferencereplica.core.actions import (
     RecordEvent,
     WriteStatus,
 )
+from omed.controllers.inferencereplica.core.decide import PassReport, settle
 from omed.controllers.inferencereplica.core.migrationactions import (
     ConsumeMigrationRequests,
     Mailbox,
@@ -273,6 +274,35 @@ def test_the_pairs_rows_ride_with_the_records_phase_writes() -> None:
     assert paced > 0  # a write of the pair's rows waited, and a phase write carried it
     assert sorted(world.rows) == [0, 1, 2, 4]
     assert all(row.phase == "Ready" and row.operation is None for row in world.rows.values())
+
+
+def test_a_request_still_cached_after_its_removal_is_not_removed_again() -> None:
+    """The removal of a request and the status write that answers it reach the caches apart:
+    a pass that reads the new record beside the InferenceService as it was before the removal
+    neither patches it again nor answers it again; once the cache shows the removal, the key
+    is forgotten."""
+    world = converged()
+    world.annotations[KEY] = request()
+    cached = dict(world.annotations)
+    first = world.decide()
+    (consumed,) = first.plan.of_type(ConsumeMigrationRequests)
+    assert consumed.keys == (KEY,)
+    stored = world.store(first.plan)
+    report = PassReport(status_stored=stored, monotonic=world.monotonic, removed_requests=(KEY,))
+    world.memory = settle(first.memory, first.plan, report).memory
+    assert KEY not in world.annotations
+    world.tick()
+    world.annotations = cached  # the InferenceService's cache hasn't seen the removal yet
+    stale = world.decide()
+    assert stale.plan.of_type(ConsumeMigrationRequests) == []
+    assert len(stale.plan.status.migrations or ()) == 1
+    # Without what the pass remembers, the same view removes the request a second time.
+    forgetful = dataclasses.replace(world.memory, removed_requests=frozenset())
+    world.memory, remembered = forgetful, world.memory
+    assert world.decide().plan.of_type(ConsumeMigrationRequests)
+    world.memory = remembered
+    world.annotations = {}  # the cache catches up
+    assert world.decide().memory.removed_requests == frozenset()
 
 
 def test_the_surge_is_kept_off_the_source_node_and_drawn_to_the_hints() -> None:
