@@ -126,10 +126,10 @@ def min_writes() -> dict[str, int]:
     is touched; Draining, before the source's gate goes False; Completed, as the source's row
     goes); the surge pod's create and its gate True; the source's gate False and its delete;
     the InferenceService patch that removes the consumed request; the audit ConfigMap's
-    Started row before anything acts and its ended row (the Started row's rewrite with the
-    surge's index, upstream's ledger, is one over this). Events (MigrationRequestAccepted,
-    InstanceReady, MigrationCompleted) are counted apart."""
-    return {"status": 5, "pods": 4, "inferenceservice": 1, "audit": 2}
+    Started row before anything acts, the same row with the surge's index at allocation (as
+    upstream's ledger names the surge while the move is in flight) and the ended row. Events
+    (MigrationRequestAccepted, InstanceReady, MigrationCompleted) are counted apart."""
+    return {"status": 5, "pods": 4, "inferenceservice": 1, "audit": 3}
 
 
 def request_body(instance: int, node: str) -> str:
