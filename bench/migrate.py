@@ -119,15 +119,17 @@ def values() -> dict[str, Any]:
 
 
 def min_writes() -> dict[str, int]:
-    """The fewest controller writes one single-pod migration needs, each step durable before
-    the side effect it licenses: the InferenceReplica's status with the record and both rows'
-    operations before the surge pod exists; the surge pod's create and its gate True; a
-    status write saying Draining before the source's gate goes False; that gate and the
-    source's delete; a status write saying Completed as the source's row goes; the
-    InferenceService patch that removes the consumed request; the audit ConfigMap's Started
-    row before anything acts and its Completed row. Events (MigrationRequestAccepted,
-    MigrationCompleted) are counted apart."""
-    return {"status": 3, "pods": 4, "inferenceservice": 1, "audit": 2}
+    """The fewest controller writes one single-pod migration needs (docs/migrations.md,
+    "Writes per migration"): the InferenceReplica's status once per phase (Accepted, the
+    phase every request is first seen in; SurgePending, with the record and both rows'
+    operations before the surge pod exists; SurgeReady, the surge serving before the source
+    is touched; Draining, before the source's gate goes False; Completed, as the source's row
+    goes); the surge pod's create and its gate True; the source's gate False and its delete;
+    the InferenceService patch that removes the consumed request; the audit ConfigMap's
+    Started row before anything acts, the same row with the surge's index at allocation (as
+    upstream's ledger names the surge while the move is in flight) and the ended row. Events
+    (MigrationRequestAccepted, InstanceReady, MigrationCompleted) are counted apart."""
+    return {"status": 5, "pods": 4, "inferenceservice": 1, "audit": 3}
 
 
 def request_body(instance: int, node: str) -> str:

@@ -39,9 +39,27 @@ def pytest_testnodedown(node: object, error: object) -> None:
     _APISERVERS.extend(getattr(node, "workeroutput", {}).get("omed_apiservers", []))
 
 
+_FILE_SECONDS: dict[str, float] = {}
+"""Seconds of setup, call and teardown per test file, in the process that prints the summary
+(under pytest-xdist the controller, which sees every worker's reports)."""
+_SLOWEST_FILES = 15
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    path = report.nodeid.split("::", 1)[0]
+    _FILE_SECONDS[path] = _FILE_SECONDS.get(path, 0.0) + report.duration
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     for line in _APISERVERS:
         terminalreporter.write_line(line)
+    # Whole files go to one worker (--dist loadfile): the suite's wall time is set by how
+    # these add up per worker, so they are what to split or speed up first.
+    slowest = sorted(_FILE_SECONDS.items(), key=lambda item: item[1], reverse=True)
+    if slowest and slowest[0][1] >= 1.0:
+        terminalreporter.write_sep("-", f"slowest {_SLOWEST_FILES} test files (seconds)")
+        for path, seconds in slowest[:_SLOWEST_FILES]:
+            terminalreporter.write_line(f"{seconds:8.1f}  {path}")
 
 
 @pytest.fixture(scope="session")

@@ -79,6 +79,8 @@ def decide(given: PassInput) -> Decision:
         observed = dataclasses.replace(
             observed, refused=dict(memory.refused), write_refused=memory.write_refused
         )
+    if memory.removed_requests:
+        observed, memory = _without_removed(observed, memory)
     observed = with_node_facts(observed)
     target = given.target
     if given.adoptable and not target.has_finalizer:
@@ -99,6 +101,24 @@ def decide(given: PassInput) -> Decision:
     return Decision(plan=decided, memory=memory)
 
 
+def _without_removed(observed: ObservedState, memory: KeyMemory) -> tuple[ObservedState, KeyMemory]:
+    """The mailbox without the requests this manager has removed, which a cache that hasn't
+    seen the removal still shows; a key the cache shows gone is forgotten (no mailbox: the
+    parent isn't cached, and nothing is removed without one)."""
+    mailbox = observed.mailbox
+    if mailbox is None:
+        return observed, dataclasses.replace(memory, removed_requests=frozenset())
+    shown = {request.key for request in mailbox.requests}
+    still = memory.removed_requests & shown
+    if still != memory.removed_requests:
+        memory = dataclasses.replace(memory, removed_requests=still)
+    if not still:
+        return observed, memory
+    kept = tuple(request for request in mailbox.requests if request.key not in still)
+    mailbox = dataclasses.replace(mailbox, requests=kept)
+    return dataclasses.replace(observed, mailbox=mailbox), memory
+
+
 @dataclass(frozen=True, kw_only=True)
 class PassReport:
     """What carrying a plan out came to, as far as the core decides with it."""
@@ -113,6 +133,8 @@ class PassReport:
     retry_soon: bool = False
     monotonic: float = 0.0
     """The clock's monotonic reading when the plan was carried out."""
+    removed_requests: tuple[str, ...] = ()
+    """The migration request annotations the pass removed from the parent InferenceService."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -134,10 +156,13 @@ def settle(memory: KeyMemory, decided: Plan, report: PassReport) -> Settled:
     that lasts every :data:`REFUSED_RETRY`. A refused write shows as condition
     WriteRefused from the next status write (never the status write's own: that write can't
     carry it) and backs off; a pass that completes without one forgets it, and a look soon
-    removes the condition."""
+    removes the condition. Request annotations the pass removed are remembered until the
+    cache shows them gone (:func:`_without_removed`)."""
     before = memory
     if report.status_stored:
         memory = memory.status_written(report.monotonic)
+    if report.removed_requests:
+        memory = memory.requests_removed(report.removed_requests)
     memory, fresh = _remember_creates(memory, decided, report)
     if report.write_refused:
         shown = next((r for r in report.write_refused if r.resource != names.RESOURCE_STATUS), None)

@@ -248,13 +248,14 @@ def teardown_deadline(
     target: ReplicaTarget,
     observed: ObservedState,
     plan: Plan,
-    reported: frozenset[str],
-    forced: frozenset[str],
+    forced: Escalation,
     now: dt.datetime,
 ) -> Escalation:
     """TeardownBlocked and the lift of the finalizer at ``teardown.deadline`` (module
-    docstring); ``forced`` are the uids this pass force-deletes (not stuck: going)."""
+    docstring), after ``forced``, this pass's :func:`force_deletes`: what it reports stays
+    reported, and the pods it force-deletes are going, not stuck."""
     deadline = target.fleet.teardown.deadline
+    reported = forced.reported
     others = frozenset(r for r in reported if not r.startswith(_TEARDOWN))
     if (
         deadline is None
@@ -283,13 +284,14 @@ def teardown_deadline(
             reported=others,
         )
     slack = dt.timedelta(seconds=config.overdue_slack or 0.0)
+    going = {a.pod.uid for a in forced.actions if isinstance(a, ForceDeletePod)}
     stuck = [
         pod
         for pod in left
         if pod.terminating
         and pod.deleted_at is not None
         and now >= pod.deleted_at + slack
-        and pod.uid not in forced
+        and pod.uid not in going
     ]
     requeue = [_seconds(due_at, now)]
     requeue.extend(
@@ -336,15 +338,7 @@ def escalate(
         return decided, memory
     reported = memory.escalations_reported
     forced = force_deletes(target=target, observed=observed, reported=reported, now=now)
-    uids = frozenset(a.pod.uid for a in forced.actions if isinstance(a, ForceDeletePod))
-    torn = teardown_deadline(
-        target=target,
-        observed=observed,
-        plan=decided,
-        reported=forced.reported,
-        forced=uids,
-        now=now,
-    )
+    torn = teardown_deadline(target=target, observed=observed, plan=decided, forced=forced, now=now)
     actions = (*forced.actions, *torn.actions)
     requeue = [*forced.requeue, *torn.requeue]
     if decided.requeue_after is not None:

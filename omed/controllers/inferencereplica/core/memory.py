@@ -13,7 +13,7 @@ the rows.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from omed.controllers.inferencereplica.core.model import CreateRefusal
@@ -39,6 +39,10 @@ class KeyMemory:
     escalations_reported: frozenset[str] = frozenset()
     """What the escalation (:mod:`.escalation`) reported once and still holds: a pod's
     finalizer block, the set of pods a teardown is blocked by."""
+    removed_requests: frozenset[str] = frozenset()
+    """Migration request annotations this manager removed from the parent InferenceService
+    that its cache may still show (:func:`.decide.decide` hides them from the mailbox until
+    the cache shows them gone), so a stale cache neither removes nor answers one twice."""
 
     def report_once(self, version: str) -> KeyMemory | None:
         """The memory after reporting that ``version`` can't be read; None when it was."""
@@ -51,6 +55,9 @@ class KeyMemory:
 
     def status_written(self, at: float) -> KeyMemory:
         return replace(self, last_status_write=at)
+
+    def requests_removed(self, keys: Iterable[str]) -> KeyMemory:
+        return replace(self, removed_requests=self.removed_requests | frozenset(keys))
 
 
 EMPTY = KeyMemory()

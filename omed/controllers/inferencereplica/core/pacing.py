@@ -7,11 +7,18 @@ while this manager wrote the replica's status less than ``STATUS_PACE`` ago
 (``STATUS_PACE_BUSY`` while the controller is busy, :mod:`omed.controllers.pacing`); the
 pass requeues for the rest, and a later write, with news or not, carries it.
 
+A migration in flight narrows "news": its surge's and its source's rows (pods appearing,
+gates, the surge turning Ready, the source going unready as it drains) and the counts they
+alone move are observation, because the record's phase is what tells that move (SurgeReady
+says the surge serves, Draining and Completed that the source leaves), and the phase writes
+carry those rows with them a moment later.
+
 Invariants: a write that records an operation ahead of its side effect is never held; a
-write held back takes its events with it (only InstanceCreated can be among them, and it is
-read off the stored rows again), so none is lost and none is sent twice; no row turning
-Ready or Failed, no condition that flips, no new revision or count of ready Instances is
-ever late. The clock's reading, the last write and "busy" are inputs.
+write held back takes its events with it (only InstanceCreated, and InstanceReady of a
+migration's surge, can be among them, and both are read off the stored rows again), so none
+is lost and none is sent twice; no row outside a migration in flight turning Ready or
+Failed, no condition that flips, no new revision, and no count of ready Instances moved by
+such a row is ever late. The clock's reading, the last write and "busy" are inputs.
 """
 
 from __future__ import annotations
@@ -26,15 +33,8 @@ from omed.controllers.inferencereplica.core.actions import Plan, RecordEvent, Wr
 from omed.controllers.inferencereplica.core.model import ObservedState
 from omed.controllers.pacing import pace_wait
 
-_READINESS_FIELDS: Final = (
-    "observed_generation",
-    "ready_replicas",
-    "available_replicas",
-    "serving_replicas",
-    "current_revision",
-    "update_revision",
-    "retry_blocks",
-)
+_NEWS_FIELDS: Final = ("observed_generation", "current_revision", "update_revision", "retry_blocks")
+_COUNT_FIELDS: Final = ("ready_replicas", "available_replicas", "serving_replicas")
 
 
 def paceable(
@@ -44,15 +44,21 @@ def paceable(
     *,
     recorded_ahead: bool,
     events: Sequence[RecordEvent],
+    moving: frozenset[int] = frozenset(),
 ) -> bool:
     """Whether a status write of ``status`` and ``rows`` may wait: it records nothing ahead
     of a pod write (gates need no record ahead of them), carries no event but
-    InstanceCreated, and only moves observation (:func:`only_observation_moved`). A replica
+    InstanceCreated (and InstanceReady while a migration is in flight: only its surge may turn
+    Ready in a write that waits), and only moves observation (:func:`only_observation_moved`;
+    ``moving``: the sources and surges of the migrations in flight after the pass). A replica
     without omed's finalizer gets it first and is never paced (the caller's check)."""
+    allowed = {names.EVENT_INSTANCE_CREATED}
+    if moving:
+        allowed.add(names.EVENT_INSTANCE_READY)
     return (
         not recorded_ahead
-        and all(event.reason == names.EVENT_INSTANCE_CREATED for event in events)
-        and only_observation_moved(observed.status, status, observed.rows, rows)
+        and all(event.reason in allowed for event in events)
+        and only_observation_moved(observed.status, status, observed.rows, rows, moving=moving)
     )
 
 
@@ -61,11 +67,18 @@ def only_observation_moved(
     after: InferenceReplicaStatus,
     rows_before: Mapping[int, InstanceStatus],
     rows_after: Sequence[InstanceStatus],
+    *,
+    moving: frozenset[int] = frozenset(),
 ) -> bool:
     """Whether a status change only moves what observation shows: the same Instances with the
-    same operations (their steps may move), the same readiness counts and revisions, the same
-    conditions (type, status, reason; messages may move). Such a write may wait a moment."""
-    if any(getattr(before, f) != getattr(after, f) for f in _READINESS_FIELDS):
+    same operations (their steps may move), the same revisions, the same conditions (type,
+    status, reason; messages may move), and the same readiness counts, unless only rows in
+    ``moving`` (a migration's source and surge) moved them; no row turning Ready or Failed
+    but a surge in ``moving`` turning Ready. Such a write may wait a moment."""
+    if any(getattr(before, f) != getattr(after, f) for f in _NEWS_FIELDS):
+        return False
+    counts_moved = any(getattr(before, f) != getattr(after, f) for f in _COUNT_FIELDS)
+    if counts_moved and not moving:
         return False
 
     def flags(status: InferenceReplicaStatus) -> set[tuple[str, str, str | None]]:
@@ -76,12 +89,27 @@ def only_observation_moved(
     if set(rows_before) != {row.index for row in rows_after}:
         return False
     for row in rows_after:
-        old_op, new_op = rows_before[row.index].operation, row.operation
-        if _op_identity(old_op) != _op_identity(new_op):
+        old = rows_before[row.index]
+        if _op_identity(old.operation) != _op_identity(row.operation):
             return False
-        if rows_before[row.index].phase != row.phase and row.phase in ("Ready", "Failed"):
+        migrating = row.index in moving
+        turned = old.phase != row.phase and row.phase in ("Ready", "Failed")
+        if turned and not (migrating and row.phase == "Ready"):
+            return False
+        if counts_moved and not migrating and _counted(old) != _counted(row):
             return False
     return True
+
+
+def _counted(row: InstanceStatus) -> tuple[object, ...]:
+    """What a row gives the readiness counts (:mod:`.summary`)."""
+    return (
+        row.phase,
+        row.pod_count,
+        row.serving_pod_count,
+        row.available_pod_count,
+        row.ready_since is not None,
+    )
 
 
 def _op_identity(op: Operation | None) -> tuple[str | None, str | None, str | None] | None:

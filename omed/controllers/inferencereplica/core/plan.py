@@ -209,7 +209,8 @@ def plan(
             )
         )
 
-    progress = _progress(target, instances, wave, deferred_up)
+    pairs = migrate.pair_counts(moves.records, records)
+    progress = _progress(target, instances, wave, deferred_up, pairs.aside)
     if progress == names.PROGRESS_UPDATING and update.stalled(work, instances):
         progress = names.PROGRESS_UPDATE_BLOCKED
     facts = {inst.index: inst.facts for inst in instances}
@@ -221,6 +222,7 @@ def plan(
         progress=progress,
         now=now,
         wanted_indexes=keep,
+        pairs=pairs,
     )
     late = _LATE.get(target.uid, (rows,), (graces.FAILED_CREATE_REASONS,))  # one look
     conditions = [
@@ -242,18 +244,25 @@ def plan(
     actions.extend(moves.audit)  # audit rows go ahead of the records that follow them
     if not _unchanged(status, rows, observed):
         # Gates need no record ahead of them (each pass sets them from the pods alone);
-        # creations, deletions, image patches and a release do.
+        # creations, deletions, image patches and a release do, except the deletion of a
+        # source whose record is stored Draining: that record is what licenses it.
+        drained = migrate.draining_sources(observed.status.migrations or ())
         recorded_ahead = bool(
             work.creates
             or work.patches
-            or work.deletes
+            or any(delete.index not in drained for delete in work.deletes)
             or work.release
             or moves.audit
             or moves.consumed
             or moves.records != list(observed.status.migrations or ())
         )
         may_wait = target.has_finalizer and paceable(
-            observed, status, rows, recorded_ahead=recorded_ahead, events=work.events
+            observed,
+            status,
+            rows,
+            recorded_ahead=recorded_ahead,
+            events=work.events,
+            moving=migrate.moving_indexes(moves.records),
         )
         actions.append(WriteStatus(status=status, rows=rows, paceable=may_wait))
         actions.extend(work.events)
@@ -465,8 +474,11 @@ def _progress(
     instances: list[_Instance],
     wave: ScaleDownWave | None,
     deferred_up: int,
+    aside: frozenset[int] = frozenset(),
 ) -> str:
-    """The Progressing reason for the state this pass leaves behind."""
+    """The Progressing reason for the state this pass leaves behind; ``aside``: the
+    Instances the readiness counts leave out (:class:`.summary.PairCounts`; a source
+    draining behind its serving surge is no Instance to wait for)."""
     if target.deleting:
         return names.PROGRESS_TERMINATING
     if target.paused:
@@ -488,7 +500,7 @@ def _progress(
                 updating = True
         if inst.wanted and not updating and inst.facts.any_off(revision):
             updating = True
-        if inst.wanted and not inst.facts.ready:
+        if inst.wanted and not inst.facts.ready and inst.index not in aside:
             waiting = True
     if wave is not None and wave.deferred_instances:
         return names.PROGRESS_SCALING_DOWN

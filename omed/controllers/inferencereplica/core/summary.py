@@ -4,17 +4,20 @@ Why: the scale subresource, the InferenceService's aggregated conditions and use
 read these fields rather than the rows, so each count has one definition:
 
 * ``replicas``: Instances with at least one pod and no Delete operation;
-* ``readyReplicas``: rows in phase Ready (every pod Ready);
+* ``readyReplicas``: rows in phase Ready (every pod Ready), and a migrating source while it
+  is Ready; a migration's source and surge count once (:class:`PairCounts`);
 * ``servingReplicas``: Instances whose every pod it should have has its gate True;
-* ``availableReplicas``: Ready Instances whose every pod is available (minReadySeconds);
+* ``availableReplicas``: Ready Instances whose every pod is available (minReadySeconds),
+  a migration's pair counted once as for ``readyReplicas``;
 * ``updatedReplicas``: Instances (not being deleted) whose live pods all run the update
   revision;
 * ``currentRevision``: the update revision once every Instance runs it, else the revision
   most Instances not yet updated run (the previous value while nothing runs);
 * ``labelSelector``: ``ome.io/inferenceservice=<isvc>,component=<component>``;
-* conditions ``Ready`` (every wanted Instance is Ready) and ``Progressing`` (work in flight,
-  or waiting for budget, or paused with work left; False with reason UpdateBlocked while
-  stale Instances wait on a Held revision or an impossible in-place update).
+* conditions ``Ready`` (every wanted Instance is Ready, a serving surge standing in for its
+  source) and ``Progressing`` (work in flight, or waiting for budget, or paused with work
+  left; False with reason UpdateBlocked while stale Instances wait on a Held revision or an
+  impossible in-place update).
 
 Retry blocks and migrations are other passes' business and are carried over untouched.
 Invariant: pure, and stable on its own output like :mod:`.rows`.
@@ -26,6 +29,7 @@ import datetime as dt
 import operator
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Final
 
 from omed.api.base import ConditionStatus
@@ -34,6 +38,35 @@ from omed.controllers.inferencereplica.core import names
 from omed.controllers.inferencereplica.core.model import ReplicaTarget
 from omed.controllers.inferencereplica.core.rows import InstanceFacts, condition
 from omed.controllers.inferencereplica.core.samememo import SameMemo
+
+
+@dataclass(frozen=True, slots=True)
+class PairCounts:
+    """Which Instance of each migration's pair the readiness counts see
+    (:func:`.ops.migrate.pair_counts` decides it from the records).
+
+    A migration moves one Instance, so the pair counts once in ``readyReplicas``,
+    ``availableReplicas`` and the Ready condition: the source until the record is SurgeReady,
+    the surge from then on (the source drains behind a surge already serving, so no count
+    dips and Ready holds through the move). ``replicas`` and ``servingReplicas`` still count
+    both while both have pods and gates (``replicas`` is one over the wanted count during the
+    move, as upstream's is)."""
+
+    aside: frozenset[int] = frozenset()
+    """Rows the Ready and available counts leave out (a surge not serving yet, a source
+    whose surge serves)."""
+    stand_in: Mapping[int, int] = field(default_factory=dict)
+    """source -> surge: the surge counts as wanted in its source's place."""
+
+    def wanted(self, keep: frozenset[int]) -> frozenset[int]:
+        """``keep`` with each source whose surge stands in replaced by that surge."""
+        if not self.stand_in:
+            return keep
+        swapped = {source for source in self.stand_in if source in keep}
+        return (keep - swapped) | {self.stand_in[source] for source in swapped}
+
+
+NO_PAIRS: Final = PairCounts()
 
 
 def summarize(
@@ -45,17 +78,19 @@ def summarize(
     progress: str,
     now: dt.datetime,
     wanted_indexes: frozenset[int] | None = None,
+    pairs: PairCounts = NO_PAIRS,
 ) -> InferenceReplicaStatus:
     """The summary for ``rows``; ``progress`` is one of the Progressing reasons in names;
     ``wanted_indexes``: the Instances the replica keeps (``range(replicas)`` unless a
-    migration left a gap)."""
+    migration left a gap); ``pairs``: which Instance of each migration's pair the readiness
+    counts see."""
     wanted = 0 if target.deleting else target.replicas
     keep = wanted_indexes if wanted_indexes is not None else frozenset(range(wanted))
     per_instance = target.pods_per_instance
     existing, ready, serving, available, updated, wanted_ready, others = _COUNTS.get(
         target.uid,
         (rows, tuple(map(facts.get, map(_INDEX, rows)))),
-        ((keep, per_instance, target.update_revision),),
+        ((pairs.wanted(keep), pairs.aside, per_instance, target.update_revision),),
     )
     if updated == existing:
         current = target.update_revision
@@ -110,21 +145,22 @@ _Counts = tuple[int, int, int, int, int, int, str | None]
 existing rows not updated run (None when none does)."""
 _RowCount = tuple[int, int, int, int, int, int, str | None]
 """What one row adds to each count; and its revision when it is existing, not updated."""
+_Given = tuple[frozenset[int], frozenset[int], int, str]
+"""The wanted indexes, the rows the readiness counts leave out, the pods per Instance, the
+update revision."""
 
 
 def _counts(
     rows: Sequence[InstanceStatus],
     facts: Sequence[InstanceFacts | None],
-    given: tuple[frozenset[int], int, str],
+    given: _Given,
 ) -> _Counts:
     """The counts of ``rows``, each row's Instance facts at its position in ``facts`` (None:
-    none), ``given`` the wanted indexes, the pods per Instance and the update revision: the
-    sums of each row's :func:`_row_count`."""
-    keep, per_instance, revision = given
+    none), ``given`` as :data:`_Given` says: the sums of each row's :func:`_row_count`."""
     existing = ready = serving = available = updated = wanted_ready = 0
     others: Counter[str] = Counter()
     for row, instance in zip(rows, facts, strict=True):
-        e, r, s, a, u, w, other = _row_count(row, instance, keep, per_instance, revision)
+        e, r, s, a, u, w, other = _row_count(row, instance, given)
         existing += e
         ready += r
         serving += s
@@ -137,16 +173,12 @@ def _counts(
     return existing, ready, serving, available, updated, wanted_ready, most
 
 
-def _row_count(
-    row: InstanceStatus,
-    instance: InstanceFacts | None,
-    keep: frozenset[int],
-    per_instance: int,
-    revision: str,
-) -> _RowCount:
+def _row_count(row: InstanceStatus, instance: InstanceFacts | None, given: _Given) -> _RowCount:
+    keep, aside, per_instance, revision = given
     ready = available = wanted_ready = 0
     phase = row.phase
-    if phase == "Ready" or (phase == "Migrating" and row.ready_since is not None):
+    counted = phase == "Ready" or (phase == "Migrating" and row.ready_since is not None)
+    if counted and row.index not in aside:
         ready = 1
         available = int((row.available_pod_count or 0) >= per_instance > 0)
         wanted_ready = int(row.index in keep)
@@ -164,7 +196,7 @@ def _counts_patched(
     counts: _Counts,
     new: tuple[tuple[InstanceStatus, ...], tuple[InstanceFacts | None, ...]],
     changed: list[int],
-    given: tuple[frozenset[int], int, str],
+    given: _Given,
 ) -> _Counts | None:
     """:func:`_counts` of ``new`` from ``counts``, that of ``old``, which differs from it at
     ``changed`` only: each sum less what the old rows added, plus what the new ones add;
@@ -172,13 +204,10 @@ def _counts_patched(
     after, is existing but not updated."""
     if counts[6] is not None:
         return None
-    keep, per_instance, revision = given
     e, r, s, a, u, w, _ = counts
     for rows, facts, sign in ((old[0], old[1], -1), (new[0], new[1], 1)):
         for pos in changed:
-            de, dr, ds, da, du, dw, other = _row_count(
-                rows[pos], facts[pos], keep, per_instance, revision
-            )
+            de, dr, ds, da, du, dw, other = _row_count(rows[pos], facts[pos], given)
             if other is not None:
                 return None
             e, r, s, a = e + sign * de, r + sign * dr, s + sign * ds, a + sign * da

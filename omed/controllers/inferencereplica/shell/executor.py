@@ -174,6 +174,8 @@ class Outcome:
     not an error: the planner records it as the operation's waiting token)."""
     write_refused: list[RefusedWrite] = field(default_factory=list)
     """Writes the API server refused for good (RBAC, validation), in the order met."""
+    removed_requests: list[str] = field(default_factory=list)
+    """The migration request annotations removed from the parent InferenceService."""
 
 
 def event_object(target: ReplicaTarget) -> dict[str, Any]:
@@ -271,6 +273,8 @@ class Executor:
             )
             if refused is not None:
                 outcome.write_refused.append(refused)
+            else:
+                outcome.removed_requests.extend(consumed.keys)
         for release in plan.of_type(RemoveReleaseAnnotation):
             self._applied(
                 outcome,

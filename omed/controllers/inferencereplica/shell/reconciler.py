@@ -381,6 +381,7 @@ class InferenceReplicaReconciler:
             write_refused=tuple(firsts),
             retry_soon=outcome.retry_soon,
             monotonic=self._clock.monotonic(),
+            removed_requests=tuple(outcome.removed_requests),
         )
 
     def _log_wave(self, decided: Plan, *, namespace: Any, name: Any) -> None:

@@ -18,7 +18,7 @@ from hypothesis import settings as settings_
 from hypothesis import strategies as st
 from irep_world import World, instance, settings, target
 
-from omed.api.inferencereplica import MigrationStatus, RetryBlock
+from omed.api.inferencereplica import InferenceReplicaStatus, MigrationStatus, RetryBlock
 from omed.api.migrationrequest import parse
 from omed.config.lifecycle import (
     AutoMigrateConfig,
@@ -34,6 +34,7 @@ from omed.controllers.inferencereplica.core.actions import (
     RecordEvent,
     WriteStatus,
 )
+from omed.controllers.inferencereplica.core.decide import PassReport, settle
 from omed.controllers.inferencereplica.core.migrationactions import (
     ConsumeMigrationRequests,
     Mailbox,
@@ -221,6 +222,87 @@ def test_a_request_moves_instance_3_off_its_node_without_a_dip() -> None:
     world.spec = dataclasses.replace(world.spec, replicas=5)
     world.run(5)
     assert sorted(world.rows) == [0, 1, 2, 3, 4]
+
+
+def _ready_condition(status: InferenceReplicaStatus) -> tuple[str, str | None]:
+    (ready,) = [c for c in status.conditions or () if c.type == "Ready"]
+    return ready.status, ready.message
+
+
+def test_the_source_and_its_surge_count_once_so_ready_holds_through_the_move() -> None:
+    """The pair counts as the one Instance that moves: the source until SurgeReady, the surge
+    from then on, so the source's drain drops no count and Ready stays True; ``replicas``
+    counts both while both have pods (one over the wanted count, as upstream's is)."""
+    world = converged()
+    world.annotations[KEY] = request()
+    seen: dict[str, set[tuple[int | None, int | None, tuple[str, str | None]]]] = {}
+    replicas: set[int | None] = set()
+    source_drained = False
+    for _ in range(30):
+        world.run(1)
+        status = world.status
+        phase = str(world.record().phase)
+        ready = (status.ready_replicas, status.available_replicas, _ready_condition(status))
+        seen.setdefault(phase, set()).add(ready)
+        replicas.add(status.replicas)
+        source = world.rows.get(3)
+        if phase == "Draining" and source is not None and source.ready_since is None:
+            source_drained = True  # Ready no more: the surge counts in its place
+    assert world.record().phase == "Completed"
+    assert list(seen) == ["Accepted", "SurgePending", "SurgeReady", "Draining", "Completed"]
+    assert all(s == {(4, 4, ("True", "4/4 Instances are Ready"))} for s in seen.values()), seen
+    assert replicas == {4, 5}
+    assert source_drained
+
+
+def test_the_pairs_rows_ride_with_the_records_phase_writes() -> None:
+    """Through the whole core (the pace included): the surge's pods appearing, its gate and
+    Ready, the source's gate and drain move only the pair's rows and counts, so they wait for
+    the record's next phase write; each phase is stored once, and nothing else is."""
+    world = converged()
+    world.annotations[KEY] = request()
+    before = len(world.status_writes)
+    paced = 0
+    for _ in range(40):
+        unpaced = world.plan()  # the planner alone, on the state the pass reads
+        decided = world.pass_(seconds=0.2).plan
+        if unpaced.of_type(WriteStatus) and not decided.of_type(WriteStatus):
+            paced += 1
+    assert world.record().phase == "Completed"
+    assert world.phases == ["Accepted", "SurgePending", "SurgeReady", "Draining", "Completed"]
+    assert len(world.status_writes) - before == 5
+    assert paced > 0  # a write of the pair's rows waited, and a phase write carried it
+    assert sorted(world.rows) == [0, 1, 2, 4]
+    assert all(row.phase == "Ready" and row.operation is None for row in world.rows.values())
+
+
+def test_a_request_still_cached_after_its_removal_is_not_removed_again() -> None:
+    """The removal of a request and the status write that answers it reach the caches apart:
+    a pass that reads the new record beside the InferenceService as it was before the removal
+    neither patches it again nor answers it again; once the cache shows the removal, the key
+    is forgotten."""
+    world = converged()
+    world.annotations[KEY] = request()
+    cached = dict(world.annotations)
+    first = world.decide()
+    (consumed,) = first.plan.of_type(ConsumeMigrationRequests)
+    assert consumed.keys == (KEY,)
+    stored = world.store(first.plan)
+    report = PassReport(status_stored=stored, monotonic=world.monotonic, removed_requests=(KEY,))
+    world.memory = settle(first.memory, first.plan, report).memory
+    assert KEY not in world.annotations
+    world.tick()
+    world.annotations = cached  # the InferenceService's cache hasn't seen the removal yet
+    stale = world.decide()
+    assert stale.plan.of_type(ConsumeMigrationRequests) == []
+    assert len(stale.plan.status.migrations or ()) == 1
+    # Without what the pass remembers, the same view removes the request a second time.
+    forgetful = dataclasses.replace(world.memory, removed_requests=frozenset())
+    world.memory, remembered = forgetful, world.memory
+    assert world.decide().plan.of_type(ConsumeMigrationRequests)
+    world.memory = remembered
+    world.annotations = {}  # the cache catches up
+    assert world.decide().memory.removed_requests == frozenset()
 
 
 def test_the_surge_is_kept_off_the_source_node_and_drawn_to_the_hints() -> None:

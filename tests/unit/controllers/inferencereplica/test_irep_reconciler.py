@@ -52,7 +52,11 @@ class Cache:
 
 
 def reconciler(
-    kube: FakeKube, irep: Obj | None = None, *, busy: Callable[[], bool] = lambda: False
+    kube: FakeKube,
+    irep: Obj | None = None,
+    *,
+    busy: Callable[[], bool] = lambda: False,
+    services: Cache | None = None,
 ) -> tuple[InferenceReplicaReconciler, Expectations, Events]:
     clock = FakeClock()
     expectations = Expectations(clock=clock)
@@ -67,6 +71,7 @@ def reconciler(
             expectations=expectations,
             clock=clock,
             busy=busy,
+            services=services,
         ),
         expectations,
         events,
@@ -193,3 +198,50 @@ async def test_the_reconciler_holds_one_memory_value_per_key_and_forgets_a_gone_
     del run._replicas.objects[KEY]  # the replica and its pods go
     assert await run.reconcile(KEY) == Result()
     assert KEY not in run.memory
+
+
+class StatusKube(FakeKube):
+    """A FakeKube that keeps the replica its last status write stored, each write under a
+    resourceVersion of its own."""
+
+    stored: Obj | None = None
+
+    async def replace_status(self, resource: Any, body: Any, namespace: Any = None) -> Any:
+        written = await super().replace_status(resource, body, namespace)
+        version = str(10 + len(self.calls))
+        self.stored = {**written, "metadata": {**written["metadata"], "resourceVersion": version}}
+        return self.stored
+
+
+async def test_a_request_the_cache_still_shows_after_its_removal_is_not_removed_again() -> None:
+    request = "ome.io/migration-request-v1-7c9e6679-7425-40de-944b-e07fc1f90ae7"
+    body = '{"schemaVersion":"v1","component":"engine","instance":0,"from_node":"node-a"}'
+    irep = copy.deepcopy(IREP)
+    irep["spec"].update(replicas=0, parentRef={"name": "chat"})
+    irep["metadata"]["ownerReferences"] = [
+        {"apiVersion": "ome.io/v1beta1", "kind": "InferenceService", "name": "chat",
+         "uid": "isvc-uid", "controller": True}
+    ]  # fmt: skip
+    isvc = {
+        "metadata": {
+            "name": "chat", "namespace": "prod", "uid": "isvc-uid",
+            "annotations": {request: body},
+        },
+        "spec": {"engine": {}},
+    }  # fmt: skip
+    kube = StatusKube()
+    run, _, _ = reconciler(kube, irep, services=Cache(isvc))
+    await run.reconcile(KEY)
+    removals = [call for call in kube.calls if call[0] == "patch-inferenceservices"]
+    assert removals == [("patch-inferenceservices", "chat")]
+    assert kube.patches[-1] == {"metadata": {"annotations": {request: None}}}
+    # The replica's cache shows the record; the InferenceService's still shows the request.
+    assert kube.stored is not None
+    run._replicas.objects[KEY] = kube.stored
+    await run.reconcile(KEY)
+    assert [call for call in kube.calls if call[0] == "patch-inferenceservices"] == removals
+    assert run.memory[KEY].removed_requests == {request}
+    isvc["metadata"]["annotations"] = {}  # the cache catches up: nothing left to remember
+    run._replicas.objects[KEY] = kube.stored
+    await run.reconcile(KEY)
+    assert run.memory[KEY].removed_requests == frozenset()

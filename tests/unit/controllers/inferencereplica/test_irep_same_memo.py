@@ -147,7 +147,8 @@ def test_summary_counts_patched(
         facts_for(data.draw, i) if data.draw(st.booleans()) else f for i, f in enumerate(old_facts)
     ]
     keep = frozenset(data.draw(st.sets(st.integers(0, 12))))
-    given_ = (keep, data.draw(st.integers(0, 2)), revision)
+    aside = frozenset(data.draw(st.sets(st.integers(0, 12))))
+    given_ = (keep, aside, data.draw(st.integers(0, 2)), revision)
     olds, news = (tuple(old), tuple(old_facts)), (tuple(new), tuple(new_facts))
     changed = sorted(set(_changed(old, new)) | set(_changed(old_facts, new_facts)))
     before = summary._counts(*olds, given_)

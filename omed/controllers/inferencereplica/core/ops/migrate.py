@@ -124,6 +124,7 @@ from omed.controllers.inferencereplica.core.rows import (
     condition,
     instance_facts,
 )
+from omed.controllers.inferencereplica.core.summary import NO_PAIRS, PairCounts
 from omed.controllers.inferencereplica.core.work import InstanceWork, PassWork
 from omed.controllers.ledger.document import (
     OUTCOME_MIGRATED,
@@ -144,6 +145,57 @@ def surge_sources(records: Sequence[MigrationStatus]) -> dict[int, int]:
         for record in records
         if not record.terminal and record.surge_instance is not None
     }
+
+
+def moving_indexes(records: Sequence[MigrationStatus]) -> frozenset[int]:
+    """The sources and surges of the migrations in flight with a surge allocated: the rows
+    whose pods, gates and readiness the record's phase tells (:mod:`..pacing`)."""
+    moving: set[int] = set()
+    for record in records:
+        if not record.terminal and record.surge_instance is not None:
+            moving.update((record.source_instance, record.surge_instance))
+    return frozenset(moving)
+
+
+def draining_sources(records: Sequence[MigrationStatus]) -> frozenset[int]:
+    """The sources of the records in ``records`` (the stored ones) that are Draining: their
+    pods' deletes need nothing recorded ahead, the stored phase licenses them."""
+    return frozenset(
+        record.source_instance
+        for record in records
+        if record.phase == MIGRATION_PHASE_DRAINING and record.surge_instance is not None
+    )
+
+
+_SURGE_SERVES: Final = frozenset({MIGRATION_PHASE_SURGE_READY, MIGRATION_PHASE_DRAINING})
+"""The phases in which a migration's surge stands in for its source."""
+
+
+def pair_counts(
+    records: Sequence[MigrationStatus], stored: Sequence[MigrationStatus]
+) -> PairCounts:
+    """The :class:`PairCounts` of this pass's ``records`` (``stored``: the records it read).
+    A record completed in this pass still has its surge stand in: the Instances the pass
+    keeps were chosen from the rows it read, where the surge was still extra; the next pass
+    keeps the surge in its own right."""
+    aside: set[int] = set()
+    stand_in: dict[int, int] = {}
+    ended_before = {r.request_uuid for r in stored if r.terminal}
+    for record in records:
+        surge, source = record.surge_instance, record.source_instance
+        if surge is None or record.trigger != "Manual":
+            continue
+        if record.phase in _SURGE_SERVES:
+            aside.add(source)
+            stand_in[source] = surge
+        elif not record.terminal:
+            aside.add(surge)
+        elif record.phase == MIGRATION_PHASE_COMPLETED and record.request_uuid not in ended_before:
+            aside.add(source)
+            stand_in[source] = surge
+    if not aside and not stand_in:
+        return NO_PAIRS
+    return PairCounts(aside=frozenset(aside), stand_in=stand_in)
 
 
 def wanted_indexes(
