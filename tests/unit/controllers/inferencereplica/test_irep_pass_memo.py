@@ -23,7 +23,7 @@ from irep_world import NOW, World, instance, pod, target
 from omed.controllers.inferencereplica.core import plan as plan_module
 from omed.controllers.inferencereplica.core import revisions, summary
 from omed.controllers.inferencereplica.core.actions import WriteStatus
-from omed.controllers.inferencereplica.core.model import ReplicaTarget
+from omed.controllers.inferencereplica.core.model import PlanSettings, ReplicaTarget
 from omed.controllers.inferencereplica.core.observe import PodViewCache, pod_view
 from omed.controllers.inferencereplica.core.rows import (
     FactsMemo,
@@ -327,3 +327,44 @@ def test_pod_views_are_what_reading_every_pod_afresh_gives(
             if p["metadata"]["ownerReferences"][0]["uid"] == spec.uid
         ]
         assert cache.views(spec, pods) == expected
+
+
+# -- What the facts settle once, checked against the planner's own rule ----------------------
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    pods=st.lists(
+        st.fixed_dictionaries(
+            {
+                "runner": st.sampled_from(["default", "prefill"]),
+                "ready": st.booleans(),
+                "containers_ready": st.booleans(),
+                "serving": st.sampled_from([True, False, None]),
+                "terminating": st.booleans(),
+            }
+        ),
+        max_size=3,
+    ),
+    runners=st.sampled_from([(("default", 1),), (("default", 1), ("prefill", 1))]),
+    policy=st.sampled_from(["AllPodReady", "None"]),
+)
+def test_settled_gates_are_the_instances_that_get_no_gate_change(
+    pods: list[dict[str, Any]], runners: tuple[tuple[str, int], ...], policy: str
+) -> None:
+    """``InstanceFacts.gates_settled`` (the planner's shortcut past its gate rule) holds only
+    where :func:`plan._serving_gates` sets no gate, for both policies: a settled Instance
+    that needed a gate change would keep a wrong gate."""
+    spec = target(1, runners=runners, ready_policy=policy)
+    views = [
+        pod(spec, 0, p["runner"], **{k: v for k, v in p.items() if k != "runner"})
+        for p in {p["runner"]: p for p in pods}.values()  # one pod per slot name
+    ]
+    facts = instance_facts(spec, 0, views)
+    work = plan_module._Pass(spec, PlanSettings(), NOW, act=True)
+    plan_module._serving_gates(work, plan_module._instance(None, facts, True))
+    settled = facts.gates_settled[policy == "AllPodReady"]
+    if settled:
+        assert work.gates == []
+    assert settled == (len(facts.live) == 1 and not work.gates)
+
