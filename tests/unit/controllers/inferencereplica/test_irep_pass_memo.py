@@ -368,3 +368,31 @@ def test_settled_gates_are_the_instances_that_get_no_gate_change(
         assert work.gates == []
     assert settled == (len(facts.live) == 1 and not work.gates)
 
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.tuples(st.integers(0, 5), st.integers(0, 2)), max_size=6),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_row_json_lists_are_each_rows_dump_in_order(calls: list[list[tuple[int, int]]]) -> None:
+    """``RowJson.many`` answers ``[row.to_dict() ...]`` for each list of rows in turn, where a
+    list shares rows with one before (by identity) at some positions and not at others: a
+    body kept for a position whose row is another (even an equal one) would be stale."""
+    spec = target(6)
+    world = converged(World(spec).add(p for i in range(6) for p in instance(spec, i)))
+    versions: dict[tuple[int, int], Any] = {}
+    for index in range(6):
+        base = world.rows[index]
+        versions[index, 0] = base
+        versions[index, 1] = base.model_copy(update={"pod_count": 7})  # another JSON
+        versions[index, 2] = base.model_copy()  # an equal row, another object
+    memo = RowJson(lists=2)
+    for call in calls:
+        rows = [versions[key] for key in call]
+        got = memo.many(rows)
+        assert got == [row.to_dict() for row in rows]
+        got.clear()  # the caller's own list: changing it changes nothing kept
+        assert memo.many(rows) == [row.to_dict() for row in rows]
