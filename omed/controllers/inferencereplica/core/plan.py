@@ -355,11 +355,20 @@ def _wanted_patched(
     deleted) as the one before did, and each changed Instance's facts are Ready on the spec's
     images as they were (all :func:`.ops.migrate.wanted_indexes` reads of them)."""
     (rows_before, facts_before), (rows_after, facts_after) = old, new
+    row_indexes, fact_indexes = given[0], given[1]
     for pos in changed:
         if pos < len(rows_after) and _row_wants(rows_before[pos]) != _row_wants(rows_after[pos]):
             return None
-        if pos < len(facts_after) and _established(facts_before[pos]) != _established(
-            facts_after[pos]
+        # Readiness counts only for an Instance its row doesn't establish: one whose row (at
+        # the same position, of the same index) does, and isn't deleted, is wanted either way.
+        if (
+            pos < len(facts_after)
+            and _established(facts_before[pos]) != _established(facts_after[pos])
+            and not (
+                pos < len(rows_after)
+                and row_indexes[pos] == fact_indexes[pos]
+                and _row_wants(rows_after[pos]) == (True, False)
+            )
         ):
             return None
     return kept

@@ -210,11 +210,16 @@ def test_a_same_memo_answers_for_the_very_same_objects_only() -> None:
     assert len(calls) == 5
 
 
+SMALL = st.integers(1, 6)
+
+
 @st.composite
-def pass_sequences(draw: st.DrawFn) -> tuple[ReplicaTarget, list[dict[str, Any]]]:
+def pass_sequences(
+    draw: st.DrawFn, sizes: st.SearchStrategy[int] = SMALL
+) -> tuple[ReplicaTarget, list[dict[str, Any]]]:
     """A replica and the changes between its passes: pods flipping Ready or their gate, or
     going away, and the clock moving; the rows and pods are what the pass before left."""
-    spec = target(draw(st.integers(1, 6)), min_ready_seconds=draw(st.sampled_from([0, 30])))
+    spec = target(draw(sizes), min_ready_seconds=draw(st.sampled_from([0, 30])))
     changes = draw(
         st.lists(
             st.fixed_dictionaries(
@@ -240,6 +245,8 @@ def _fresh_memos() -> dict[tuple[Any, str], Any]:
         (plan_module, "_LATE"): SameMemo(ready_reason_indexes),
         (plan_module, "_NAMED"): SameMemo(revisions.named_by),
         (summary, "_COUNTS"): SameMemo(summary._counts),
+        (plan_module, "_WANTED"): SameMemo(plan_module._wanted),
+        (plan_module, "_SURGES"): SameMemo(plan_module._surges),
     }
     kept = {}
     for (module, name), fresh in swapped.items():
@@ -253,6 +260,21 @@ def _fresh_memos() -> dict[tuple[Any, str], Any]:
 def test_memoised_passes_decide_what_fresh_passes_decide(
     sequence: tuple[ReplicaTarget, list[dict[str, Any]]],
 ) -> None:
+    _passes_decide_alike(sequence)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(pass_sequences(st.integers(16, 24)))
+def test_patched_memos_decide_what_fresh_passes_decide(
+    sequence: tuple[ReplicaTarget, list[dict[str, Any]]],
+) -> None:
+    """As above, over replicas large enough that a change of one to three pods is answered
+    by the memos' patches from the pass before (a patch is tried where at most an eighth of
+    the positions changed), not by their functions run afresh."""
+    _passes_decide_alike(sequence)
+
+
+def _passes_decide_alike(sequence: tuple[ReplicaTarget, list[dict[str, Any]]]) -> None:
     spec, changes = sequence
     world = World(spec).add([view for i in range(spec.replicas) for view in instance(spec, i)])
     for change in changes:
