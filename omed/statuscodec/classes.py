@@ -21,6 +21,8 @@ classes are numbered by first use, and a row that isn't valid (that
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from itertools import compress, repeat
+from operator import eq, is_not, itemgetter, mul
 from typing import TYPE_CHECKING, Any, Final
 
 import orjson
@@ -49,6 +51,8 @@ _NEVER: Final = _Absent()
 
 Run = tuple[int, int, int]
 """``(class, start, length)``: rows ``start`` .. ``start + length - 1`` are of one class."""
+_CLASS: Final = itemgetter(0)
+_LENGTH: Final = itemgetter(2)
 _BUCKET_PROBES: Final = 4
 
 
@@ -260,9 +264,9 @@ class Classifier:
         leaves = self._leaves
         if leaves is None:
             leaves = [sum(map(is_leaf, paths)) for paths, _values in self.cells]
-        return sum(leaves[cls] * length for cls, _start, length in runs) + (
-            len(indexes) - indexes.count(None)
-        )
+        classes, lengths = map(_CLASS, runs), map(_LENGTH, runs)  # (C-level passes)
+        cells: int = sum(map(mul, map(leaves.__getitem__, classes), lengths))
+        return cells + len(indexes) - indexes.count(None)
 
     def dense_size(self, runs: list[Run], indexes: list[Token]) -> int:
         """Bytes of ``orjson.dumps(rows)``, from each class's body size and each index."""
@@ -271,12 +275,13 @@ class Classifier:
         sizes = self._sizes
         if sizes is None:
             sizes = [len(orjson.dumps(body)) for body in self._bodies]
-        total = 2 + len(indexes) - 1
-        for cls, start, length in runs:
-            total += sizes[cls] * length
-            if sizes[cls] == 2:  # '{}': no comma between the body and the index
-                total -= length - indexes[start : start + length].count(None)
-        present = [i for i in indexes if i is not None]
+        total: int = 2 + len(indexes) - 1
+        run_sizes = list(map(sizes.__getitem__, map(_CLASS, runs)))
+        total += sum(map(mul, run_sizes, map(_LENGTH, runs)))
+        for _cls, start, length in compress(runs, map(eq, run_sizes, repeat(2))):
+            # '{}': no comma between the body and the index
+            total -= length - indexes[start : start + length].count(None)
+        present = list(compress(indexes, map(is_not, indexes, repeat(None))))
         # '"index":' and the digits, plus a comma unless the body is empty ('{}').
         total += 9 * len(present) + sum(map(len, map(str, present)))
         return total

@@ -24,8 +24,8 @@ every row on its own where that matters.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from itertools import chain, compress, count, pairwise, repeat
-from operator import eq, is_not
+from itertools import chain, compress, count, islice, repeat
+from operator import eq, is_not, sub
 from typing import Any, Final
 
 import orjson
@@ -344,7 +344,7 @@ class _Kept:
 def _times(times: list[int]) -> str | None:
     if not times:
         return None
-    return format_sequence([times[0]] + [b - a for a, b in pairwise(times)])
+    return format_sequence([times[0], *map(sub, islice(times, 1, None), times)])  # the steps
 
 
 def _patch(
@@ -616,8 +616,8 @@ def _formatted(
 ) -> dict[str, str]:
     """Each column of ``table`` as a sequence of tokens (strings by reference into
     ``strings`` then ``named``), in column order; a column in ``reuse`` as given there."""
-    refs: dict[Any, int] = {text: ref for ref, text in enumerate(strings)}
-    refs.update({text: len(strings) + ref for ref, text in enumerate(named)})
+    refs: dict[Any, int] = dict(zip(strings, count()))  # (C-level passes)
+    refs.update(zip(named, count(len(strings))))
     out: dict[str, str] = {}
     for path in sorted(table, key=RANK.__getitem__):
         if reuse is not None:

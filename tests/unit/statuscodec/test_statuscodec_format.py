@@ -67,6 +67,56 @@ def test_runs_are_spelled_as_their_expansion(runs: list[tuple[int, int]]) -> Non
     assert format_runs(merged) == format_sequence(expanded)
 
 
+def _greedy_spelling(values: list[int | None]) -> str:
+    """The spelling rule, token by token: a run of equal tokens as ``v*n``; among the rest,
+    ascending runs (+1, from a token >= 0) of three or more as ``a-b``; the others alone."""
+    parts: list[str] = []
+    i, n = 0, len(values)
+    while i < n:
+        j = i
+        while j < n and values[j] == values[i]:
+            j += 1
+        if j - i > 1:
+            parts.append(f"{'~' if values[i] is None else values[i]}*{j - i}")
+            i = j
+            continue
+        value = values[i]
+        k = i + 1
+        if value is not None and value >= 0:
+            while (
+                k < n
+                and values[k] == values[k - 1] + 1  # (an int: the run so far is)
+                and (k + 1 >= n or values[k + 1] != values[k])
+            ):
+                k += 1
+        if k - i >= 3:
+            parts.append(f"{value}-{values[k - 1]}")
+        else:
+            parts.extend("~" if v is None else str(v) for v in values[i:k])
+        i = k
+    return ",".join(parts)
+
+
+long_tokens = st.lists(
+    st.tuples(st.none() | st.integers(-2, 9), st.integers(1, 60), st.booleans()), max_size=10
+).map(
+    lambda chunks: [
+        v
+        for start, size, rising in chunks
+        for v in (range(start, start + size) if rising and start is not None else [start] * size)
+    ]
+)
+"""Long columns: ascending runs and runs of one token (None too), a few or many of them."""
+
+
+@PROPERTIES
+@given(tokens | long_tokens | st.lists(st.none() | st.integers(0, 3), max_size=30))
+def test_a_sequence_is_spelled_by_the_greedy_rule(values: list[int | None]) -> None:
+    # The fast paths (a few long runs, no equal neighbours, long ascending runs found at C
+    # speed) spell what the rule does: an encode's bytes must not depend on the path.
+    assert format_sequence(values) == _greedy_spelling(values)
+
+
 @pytest.mark.parametrize(
     ("values", "text"),
     [

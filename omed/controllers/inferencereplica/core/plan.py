@@ -121,7 +121,10 @@ def plan(
         facts[index] = _facts(target, observed, index)
     previous_rows = observed.rows.get
     instances = [
-        _instance(previous_rows(index), facts[index], index in keep) for index in sorted(facts)
+        _instance(previous, fact, index in keep)
+        if (previous := previous_rows(index)) is None or not previous.incarnation
+        else _Instance(fact, previous, previous.incarnation, previous.operation, index in keep)
+        for index, fact in sorted(facts.items())
     ]
     if surges:
         for inst in instances:
@@ -131,7 +134,7 @@ def plan(
 
     wave = createdelete.scale_down(work, instances)
     for inst in instances:
-        if operations.is_delete(inst.op):
+        if inst.op is not None and operations.is_delete(inst.op):
             createdelete.drive_delete(work, inst)
     if target.deleting and observed.stray_pods:
         createdelete.drain_strays(work, observed.stray_pods)
@@ -157,42 +160,23 @@ def plan(
     for inst in instances:
         if not inst.keep:
             continue
-        if operations.is_create(inst.op):
-            assert inst.op is not None
+        if inst.op is not None and operations.is_create(inst.op):
             revision = inst.op.target_revision or target.update_revision
             attempt_pods = inst.facts.live
             if createdelete.drive_create(work, inst):
                 relocate.relocate(
                     work, moves, inst, pods=attempt_pods, revision=revision, rows=observed.rows
                 )
-        if not operations.is_delete(inst.op) and not inst.draining and work.act:
-            pods_live = inst.facts.live
-            if len(pods_live) == 1:  # the usual Instance: its gate is likely as it should be
-                [pod] = pods_live
-                serve = pod.containers_ready and (inst.facts.complete or not all_pod_ready)
-                if bool(serve) == (pod.serving is True):
-                    continue  # its gate is as its readiness wants (see _serving_gates)
-            _serving_gates(work, inst)
+        if inst.draining or not work.act or (inst.op is not None and inst.op.type == "Delete"):
+            continue
+        if inst.facts.gates_settled[all_pod_ready]:
+            continue  # its one pod's gate is as its readiness wants (see _serving_gates)
+        _serving_gates(work, inst)
     podgroups.finish(work, instances, wave)
     waiting.mark(work, instances, observed.refused)
 
-    rows = ROW_MEMO.build(
-        target,
-        now,
-        (
-            (
-                inst.facts,
-                inst.incarnation,
-                inst.op,
-                inst.previous,
-                inst.deadline_failed,
-                inst.waiting_pod,
-                inst.create_failed,
-            )
-            for inst in instances
-            if inst.keep
-        ),
-    )
+    kept = [inst for inst in instances if inst.keep]
+    rows = ROW_MEMO.build(target, now, map(_ROW_INPUT, kept))
     built = iter(rows)  # one row per kept Instance, in their order
     for inst in instances:
         row = next(built) if inst.keep else None
@@ -213,11 +197,10 @@ def plan(
     progress = _progress(target, instances, wave, deferred_up, pairs.aside)
     if progress == names.PROGRESS_UPDATING and update.stalled(work, instances):
         progress = names.PROGRESS_UPDATE_BLOCKED
-    facts = {inst.index: inst.facts for inst in instances}
     status = summarize(
         target=target,
         rows=rows,
-        facts=facts,
+        facts=[inst.facts for inst in kept],  # each row's, by position
         previous=observed.status,
         progress=progress,
         now=now,
@@ -300,10 +283,11 @@ def plan(
         work.requeue.append(settings.scale_down_requeue_interval)
     if deferred_up and work.act:
         work.requeue.append(settings.scale_up_requeue_interval)
-    pods = [pod for inst in instances for pod in inst.facts.pods]
-    soon = next_available_in(pods, min_ready_seconds=target.min_ready_seconds, now=now)
-    if soon is not None:
-        work.requeue.append(soon)
+    if target.min_ready_seconds > 0:  # (else no pod waits to become available)
+        pods = [pod for inst in instances for pod in inst.facts.pods]
+        soon = next_available_in(pods, min_ready_seconds=target.min_ready_seconds, now=now)
+        if soon is not None:
+            work.requeue.append(soon)
     return Plan(
         actions=tuple(actions),
         rows=rows,
@@ -314,6 +298,10 @@ def plan(
 
 
 _INDEX: Final = operator.attrgetter("index")
+_ROW_INPUT: Final = operator.attrgetter(
+    "facts", "incarnation", "op", "previous", "deadline_failed", "waiting_pod", "create_failed"
+)
+"""What :class:`.rows.RowMemo` builds an Instance's row from (:data:`.rows.RowInput`)."""
 _LATE: Final = SameMemo(ready_reason_indexes, patch=ready_reason_indexes_patched)
 """The rows late for a deadline or a grace, by reason, for the very same rows."""
 _NAMED: Final = SameMemo(revisions.named_by, patch=revisions.named_by_patched)
@@ -376,11 +364,20 @@ def _wanted_patched(
     deleted) as the one before did, and each changed Instance's facts are Ready on the spec's
     images as they were (all :func:`.ops.migrate.wanted_indexes` reads of them)."""
     (rows_before, facts_before), (rows_after, facts_after) = old, new
+    row_indexes, fact_indexes = given[0], given[1]
     for pos in changed:
         if pos < len(rows_after) and _row_wants(rows_before[pos]) != _row_wants(rows_after[pos]):
             return None
-        if pos < len(facts_after) and _established(facts_before[pos]) != _established(
-            facts_after[pos]
+        # Readiness counts only for an Instance its row doesn't establish: one whose row (at
+        # the same position, of the same index) does, and isn't deleted, is wanted either way.
+        if (
+            pos < len(facts_after)
+            and _established(facts_before[pos]) != _established(facts_after[pos])
+            and not (
+                pos < len(rows_after)
+                and row_indexes[pos] == fact_indexes[pos]
+                and _row_wants(rows_after[pos]) == (True, False)
+            )
         ):
             return None
     return kept
@@ -485,7 +482,7 @@ def _progress(
         return names.PROGRESS_PAUSED
     # One look at each kept Instance for every reason, the first in this order winning.
     creating = updating = waiting = False
-    revision = target.update_revision
+    only = frozenset((target.update_revision,))  # a live pod off it: the facts' any_off
     for inst in instances:
         if not inst.keep:
             continue
@@ -498,10 +495,12 @@ def _progress(
                 creating = True
             elif kind == "Update":
                 updating = True
-        if inst.wanted and not updating and inst.facts.any_off(revision):
-            updating = True
-        if inst.wanted and not inst.facts.ready and inst.index not in aside:
-            waiting = True
+        if inst.wanted:
+            facts = inst.facts
+            if not updating and facts.revisions and facts.revisions != only:
+                updating = True
+            if not facts.ready and inst.index not in aside:
+                waiting = True
     if wave is not None and wave.deferred_instances:
         return names.PROGRESS_SCALING_DOWN
     if deferred_up or creating:

@@ -84,6 +84,10 @@ class InstanceFacts:
     """The first live pod that is failing, if one is."""
     revisions: frozenset[str | None] = field(init=False, compare=False, repr=False)
     """The revisions the live pods run (empty without live pods)."""
+    gates_settled: tuple[bool, bool] = field(init=False, compare=False, repr=False)
+    """Whether the Instance has exactly one live pod and its serving gate is True exactly
+    when that pod may serve, under a ``readyPolicy`` other than AllPodReady (first) and under
+    AllPodReady (second): such an Instance needs no gate change (:mod:`.plan`'s gates)."""
 
     def __post_init__(self) -> None:
         live = tuple(pod for pod in self.pods if not pod.terminating)
@@ -103,6 +107,15 @@ class InstanceFacts:
         _set(self, "runs_spec_images", all(pod.runs_spec_images for pod in live))
         _set(self, "failing", next((pod for pod in live if pod.failing), None))
         _set(self, "revisions", frozenset(pod.revision for pod in live))
+        settled = (False, False)
+        if len(live) == 1:
+            [one] = live
+            serving = one.serving is True
+            settled = (
+                bool(one.containers_ready) == serving,
+                bool(one.containers_ready and complete) == serving,
+            )
+        _set(self, "gates_settled", settled)
 
     def all_on(self, revision: str) -> bool:
         """Live pods, all on ``revision``."""

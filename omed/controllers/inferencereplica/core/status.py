@@ -36,8 +36,8 @@ import gc
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import islice, repeat
-from operator import lt, setitem
+from itertools import compress, count, islice, repeat
+from operator import attrgetter, is_not, lt, setitem
 from types import MappingProxyType
 from typing import Any, Final
 
@@ -364,12 +364,12 @@ class RowsCache:
         write is kept per replica, the last; at most :data:`_WRITES_KEPT` replicas'."""
         self._written.pop(uid, None)
         by_index = _by_index(rows)
-        weight = sum(
-            1
-            + len(row.conditions or ())
-            + (row.last_failure is not None)
-            + (row.operation is not None)
-            for row in rows
+        # Per row: 1, its conditions, its lastFailure and its operation (C-level passes).
+        weight = (
+            3 * len(rows)
+            + sum(map(len, filter(None, map(_CONDITIONS, rows))))
+            - list(map(_LAST_FAILURE, rows)).count(None)
+            - list(map(_OPERATION, rows)).count(None)
         )
         self._written[uid] = _Written(status, max_rows, by_index, weight)
         while len(self._written) > _WRITES_KEPT:
@@ -430,7 +430,14 @@ def _identity(irep: Mapping[str, Any]) -> tuple[str, str, Any]:
 
 
 def _by_index(rows: Iterable[InstanceStatus]) -> Rows:
-    return MappingProxyType({row.index: row for row in rows})
+    listed = list(rows)
+    return MappingProxyType(dict(zip(map(_INDEX, listed), listed, strict=True)))
+
+
+_INDEX: Final = attrgetter("index")
+_CONDITIONS: Final = attrgetter("conditions")
+_LAST_FAILURE: Final = attrgetter("last_failure")
+_OPERATION: Final = attrgetter("operation")
 
 
 ROWS: Final = RowsCache()
@@ -447,7 +454,8 @@ def encode_rows_into_status(
         if k not in ("instanceStatuses", "instanceStatusEncoding", "instanceStatusColumns")
     }
     if rows:
-        encoded["instanceStatuses"] = list(map(ROW_JSON.of, sorted(rows, key=_row_index)))
+        ordered = rows if _ascending(list(map(_INDEX, rows))) else sorted(rows, key=_row_index)
+        encoded["instanceStatuses"] = ROW_JSON.many(ordered)
     return encoded
 
 
@@ -466,9 +474,34 @@ class RowJson:
     given is shared: it must be read, never changed.
     """
 
-    def __init__(self, *, max_rows: int = 100_000) -> None:
+    def __init__(self, *, max_rows: int = 100_000, lists: int = 4) -> None:
         self._max_rows = max_rows
         self._rows: OrderedDict[int, tuple[InstanceStatus, dict[str, Any]]] = OrderedDict()
+        self._lists: list[tuple[tuple[InstanceStatus, ...], list[dict[str, Any]]]] = []
+        self._lists_kept = lists
+
+    def many(self, rows: Sequence[InstanceStatus]) -> list[dict[str, Any]]:
+        """``[self.of(row) for row in rows]``, a new list: from a list it gave before for as
+        many rows, where the rows at a position are the very same (by identity, at C speed;
+        the entry holds them), so only the rows at other positions are looked up.
+
+        Why: a write of 20,000 rows that changes one looked every row up here (a tenth of the
+        write). Each of the last ``lists`` lists is kept, at most ``max_rows`` rows in all."""
+        held = tuple(rows)
+        for pos, (before, bodies) in enumerate(self._lists):
+            if len(before) == len(held):
+                found = list(bodies)
+                for changed in compress(count(), map(is_not, held, before)):
+                    found[changed] = self.of(held[changed])
+                del self._lists[pos]
+                break
+        else:
+            found = list(map(self.of, held))
+        self._lists.insert(0, (held, found))
+        del self._lists[self._lists_kept :]
+        while sum(len(before) for before, _ in self._lists) > self._max_rows:
+            self._lists.pop()
+        return list(found)
 
     def of(self, row: InstanceStatus) -> dict[str, Any]:
         entry = self._rows.get(id(row))

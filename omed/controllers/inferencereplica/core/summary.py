@@ -73,14 +73,15 @@ def summarize(
     *,
     target: ReplicaTarget,
     rows: Sequence[InstanceStatus],
-    facts: Mapping[int, InstanceFacts],
+    facts: Mapping[int, InstanceFacts] | Sequence[InstanceFacts | None],
     previous: InferenceReplicaStatus,
     progress: str,
     now: dt.datetime,
     wanted_indexes: frozenset[int] | None = None,
     pairs: PairCounts = NO_PAIRS,
 ) -> InferenceReplicaStatus:
-    """The summary for ``rows``; ``progress`` is one of the Progressing reasons in names;
+    """The summary for ``rows``; ``facts``: the Instances' facts by index, or each row's at
+    its position (None: none); ``progress`` is one of the Progressing reasons in names;
     ``wanted_indexes``: the Instances the replica keeps (``range(replicas)`` unless a
     migration left a gap); ``pairs``: which Instance of each migration's pair the readiness
     counts see."""
@@ -89,7 +90,12 @@ def summarize(
     per_instance = target.pods_per_instance
     existing, ready, serving, available, updated, wanted_ready, others = _COUNTS.get(
         target.uid,
-        (rows, tuple(map(facts.get, map(_INDEX, rows)))),
+        (
+            rows,
+            tuple(map(facts.get, map(_INDEX, rows)))
+            if isinstance(facts, Mapping)
+            else tuple(facts),
+        ),
         ((pairs.wanted(keep), pairs.aside, per_instance, target.update_revision),),
     )
     if updated == existing:

@@ -38,6 +38,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
+from itertools import chain
 from typing import Any, Final, Protocol
 
 from omed.api.constants import KIND_INFERENCE_REPLICA, LABEL_INFERENCE_SERVICE
@@ -190,6 +191,10 @@ class InferenceReplicaReconciler:
             clock=clock,
             status_encoding=self._encoding,
         )
+        self._pod_nodes: tuple[object, object, frozenset[str]] | None = None
+        """The pods (their map by Instance, the strays) of the last pass that read nodes, and
+        the names of their nodes: the pods' objects are immutable and held here, so the very
+        same objects name the same nodes."""
         self._uids: dict[str, str] = {}
         """key -> the uid of the replica last planned under it (its memos are forgotten with
         it)."""
@@ -311,8 +316,16 @@ class InferenceReplicaReconciler:
     def _with_nodes(self, observed: ObservedState) -> ObservedState:
         """``observed`` with the cached nodes of its pods; none known (``nodes`` None) until
         the node cache has synced, so a node not listed yet is never taken for gone."""
-        pods = [p for group in observed.pods.values() for p in group] + list(observed.stray_pods)
-        found = self._cached_nodes(pods)
+        if self._nodes is None or not self._nodes.has_synced():
+            return observed  # (what _cached_nodes finds: nothing, before the pods are read)
+        last = self._pod_nodes
+        if last is not None and last[0] is observed.pods and last[1] is observed.stray_pods:
+            named = last[2]  # the very same pods as the pass before (the memos hand them out)
+        else:
+            pods = chain(chain.from_iterable(observed.pods.values()), observed.stray_pods)
+            named = frozenset(pod.node for pod in pods if pod.node)
+            self._pod_nodes = (observed.pods, observed.stray_pods, named)
+        found = self._cached_nodes_named(named)
         if found is None:
             return observed
         return dataclasses.replace(observed, nodes=found)
@@ -320,11 +333,14 @@ class InferenceReplicaReconciler:
     def _cached_nodes(self, pods: Iterable[PodView]) -> dict[str, NodeView] | None:
         """The cached nodes of ``pods`` by name (a node missing is gone); None until the node
         cache has synced, or without one."""
+        return self._cached_nodes_named({pod.node for pod in pods if pod.node})
+
+    def _cached_nodes_named(self, named: Iterable[str]) -> dict[str, NodeView] | None:
         if self._nodes is None or not self._nodes.has_synced():
             return None
         store = self._nodes.store
         found: dict[str, NodeView] = {}
-        for name in {pod.node for pod in pods if pod.node}:
+        for name in named:
             cached = store.get(name)
             if cached is not None:
                 found[name] = node_view(cached)

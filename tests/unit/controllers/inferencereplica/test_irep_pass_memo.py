@@ -23,7 +23,7 @@ from irep_world import NOW, World, instance, pod, target
 from omed.controllers.inferencereplica.core import plan as plan_module
 from omed.controllers.inferencereplica.core import revisions, summary
 from omed.controllers.inferencereplica.core.actions import WriteStatus
-from omed.controllers.inferencereplica.core.model import ReplicaTarget
+from omed.controllers.inferencereplica.core.model import PlanSettings, ReplicaTarget
 from omed.controllers.inferencereplica.core.observe import PodViewCache, pod_view
 from omed.controllers.inferencereplica.core.rows import (
     FactsMemo,
@@ -210,11 +210,16 @@ def test_a_same_memo_answers_for_the_very_same_objects_only() -> None:
     assert len(calls) == 5
 
 
+SMALL = st.integers(1, 6)
+
+
 @st.composite
-def pass_sequences(draw: st.DrawFn) -> tuple[ReplicaTarget, list[dict[str, Any]]]:
+def pass_sequences(
+    draw: st.DrawFn, sizes: st.SearchStrategy[int] = SMALL
+) -> tuple[ReplicaTarget, list[dict[str, Any]]]:
     """A replica and the changes between its passes: pods flipping Ready or their gate, or
     going away, and the clock moving; the rows and pods are what the pass before left."""
-    spec = target(draw(st.integers(1, 6)), min_ready_seconds=draw(st.sampled_from([0, 30])))
+    spec = target(draw(sizes), min_ready_seconds=draw(st.sampled_from([0, 30])))
     changes = draw(
         st.lists(
             st.fixed_dictionaries(
@@ -240,6 +245,8 @@ def _fresh_memos() -> dict[tuple[Any, str], Any]:
         (plan_module, "_LATE"): SameMemo(ready_reason_indexes),
         (plan_module, "_NAMED"): SameMemo(revisions.named_by),
         (summary, "_COUNTS"): SameMemo(summary._counts),
+        (plan_module, "_WANTED"): SameMemo(plan_module._wanted),
+        (plan_module, "_SURGES"): SameMemo(plan_module._surges),
     }
     kept = {}
     for (module, name), fresh in swapped.items():
@@ -253,6 +260,21 @@ def _fresh_memos() -> dict[tuple[Any, str], Any]:
 def test_memoised_passes_decide_what_fresh_passes_decide(
     sequence: tuple[ReplicaTarget, list[dict[str, Any]]],
 ) -> None:
+    _passes_decide_alike(sequence)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(pass_sequences(st.integers(16, 24)))
+def test_patched_memos_decide_what_fresh_passes_decide(
+    sequence: tuple[ReplicaTarget, list[dict[str, Any]]],
+) -> None:
+    """As above, over replicas large enough that a change of one to three pods is answered
+    by the memos' patches from the pass before (a patch is tried where at most an eighth of
+    the positions changed), not by their functions run afresh."""
+    _passes_decide_alike(sequence)
+
+
+def _passes_decide_alike(sequence: tuple[ReplicaTarget, list[dict[str, Any]]]) -> None:
     spec, changes = sequence
     world = World(spec).add([view for i in range(spec.replicas) for view in instance(spec, i)])
     for change in changes:
@@ -327,3 +349,72 @@ def test_pod_views_are_what_reading_every_pod_afresh_gives(
             if p["metadata"]["ownerReferences"][0]["uid"] == spec.uid
         ]
         assert cache.views(spec, pods) == expected
+
+
+# -- What the facts settle once, checked against the planner's own rule ----------------------
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    pods=st.lists(
+        st.fixed_dictionaries(
+            {
+                "runner": st.sampled_from(["default", "prefill"]),
+                "ready": st.booleans(),
+                "containers_ready": st.booleans(),
+                "serving": st.sampled_from([True, False, None]),
+                "terminating": st.booleans(),
+            }
+        ),
+        max_size=3,
+    ),
+    runners=st.sampled_from([(("default", 1),), (("default", 1), ("prefill", 1))]),
+    policy=st.sampled_from(["AllPodReady", "None"]),
+)
+def test_settled_gates_are_the_instances_that_get_no_gate_change(
+    pods: list[dict[str, Any]], runners: tuple[tuple[str, int], ...], policy: str
+) -> None:
+    """``InstanceFacts.gates_settled`` (the planner's shortcut past its gate rule) holds only
+    where :func:`plan._serving_gates` sets no gate, for both policies: a settled Instance
+    that needed a gate change would keep a wrong gate."""
+    spec = target(1, runners=runners, ready_policy=policy)
+    views = [
+        pod(spec, 0, p["runner"], **{k: v for k, v in p.items() if k != "runner"})
+        for p in {p["runner"]: p for p in pods}.values()  # one pod per slot name
+    ]
+    facts = instance_facts(spec, 0, views)
+    work = plan_module._Pass(spec, PlanSettings(), NOW, act=True)
+    plan_module._serving_gates(work, plan_module._instance(None, facts, True))
+    settled = facts.gates_settled[policy == "AllPodReady"]
+    if settled:
+        assert work.gates == []
+    assert settled == (len(facts.live) == 1 and not work.gates)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.tuples(st.integers(0, 5), st.integers(0, 2)), max_size=6),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_row_json_lists_are_each_rows_dump_in_order(calls: list[list[tuple[int, int]]]) -> None:
+    """``RowJson.many`` answers ``[row.to_dict() ...]`` for each list of rows in turn, where a
+    list shares rows with one before (by identity) at some positions and not at others: a
+    body kept for a position whose row is another (even an equal one) would be stale."""
+    spec = target(6)
+    world = converged(World(spec).add(p for i in range(6) for p in instance(spec, i)))
+    versions: dict[tuple[int, int], Any] = {}
+    for index in range(6):
+        base = world.rows[index]
+        versions[index, 0] = base
+        versions[index, 1] = base.model_copy(update={"pod_count": 7})  # another JSON
+        versions[index, 2] = base.model_copy()  # an equal row, another object
+    memo = RowJson(lists=2)
+    for call in calls:
+        rows = [versions[key] for key in call]
+        got = memo.many(rows)
+        assert got == [row.to_dict() for row in rows]
+        got.clear()  # the caller's own list: changing it changes nothing kept
+        assert memo.many(rows) == [row.to_dict() for row in rows]

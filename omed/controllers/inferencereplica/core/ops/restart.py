@@ -64,7 +64,8 @@ def start_restarts(work: PassWork, instances: list[InstanceWork], *, ran: bool) 
         for i in instances
         if i.op is not None and i.op.type == "Restart" and i.op.step not in names.PARKED_STEPS
     )
-    for inst in sorted(instances, key=_INDEX):
+    ordered = sorted(instances, key=_INDEX)  # (neither loop adds an Instance or moves one)
+    for inst in ordered:
         op = inst.op  # (rearm_due's first test, without the call)
         if (
             op is not None
@@ -76,7 +77,7 @@ def start_restarts(work: PassWork, instances: list[InstanceWork], *, ran: bool) 
             room -= 1
             _rearm(work, inst)
     recreate_on_restart = target.update.recreate_on_restart
-    for inst in sorted(instances, key=_INDEX):
+    for inst in ordered:
         if room <= 0:
             return
         if not (inst.wanted and inst.keep and inst.op is None):

@@ -167,6 +167,8 @@ def _start(
         if block.next_retry_at is not None:
             work.requeue.append(max((block.next_retry_at - work.now).total_seconds(), 0.1))
         return block
+    only = frozenset((revision,))  # a live pod off it: the facts' any_off, without the call
+    partition = policy.partition
     candidates = [
         inst
         for inst in instances
@@ -175,10 +177,10 @@ def _start(
         and inst.op is None
         and inst.surge_of is None
         and not inst.created_now
-        and inst.index >= policy.partition
+        and inst.index >= partition
         and inst.facts.live
         and (
-            inst.facts.any_off(revision)  # _stale, without the call
+            inst.facts.revisions != only  # _stale (live pods, so revisions aren't empty)
             or (inst.facts.failing is not None and _failed_on(inst, revision, ran=ran))
         )
     ]
