@@ -121,7 +121,7 @@ def _rows(table: ClassTable) -> list[InstanceStatus]:
     validated: list[InstanceStatus] = []
     shared: dict[bytes, list[RowCondition]] = {}
     json_of: dict[int, bytes] = {}
-    parsed: dict[object, dt.datetime | None] = {}
+    parsed: dict[object, dt.datetime | None] = {None: None}  # a class without one
     try:
         for start in range(0, len(used), _CHUNK):
             chunk = used[start : start + _CHUNK]
@@ -238,8 +238,19 @@ def _ready_since(
         fresh = [text for text in dict.fromkeys(texts) if text not in parsed]
     except TypeError:  # a value that isn't JSON's (unhashable): the model judges them all
         return [None] * len(texts)
-    parsed.update(zip(fresh, map(canonical_time, fresh), strict=True))
+    parsed.update(zip(fresh, canonical_times(fresh), strict=True))
     return list(map(parsed.__getitem__, texts))
+
+
+def canonical_times(texts: list[object]) -> list[dt.datetime | None]:
+    """``list(map(canonical_time, texts))``, in C-level passes where every one of ``texts`` is
+    a time in the canonical form (the usual case: the controller wrote them all)."""
+    try:
+        if all(map(_CANONICAL_TIME.fullmatch, texts)):  # type: ignore[arg-type]
+            return list(map(dt.datetime.fromisoformat, texts))  # type: ignore[arg-type]
+    except (TypeError, ValueError):  # one is no string, or names no instant
+        pass
+    return list(map(canonical_time, texts))
 
 
 _CANONICAL_TIME: Final = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z")

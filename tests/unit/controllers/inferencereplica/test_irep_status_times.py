@@ -24,6 +24,7 @@ from omed.controllers.inferencereplica.core import status as status_module
 from omed.controllers.inferencereplica.core.status import (
     StatusDecodeFailed,
     canonical_time,
+    canonical_times,
     decode_rows_from_status,
 )
 from omed.statuscodec import COLUMNAR_V2, encode_columnar
@@ -74,6 +75,11 @@ def test_the_shortcut_gives_a_time_only_where_the_model_gives_the_same(text: str
 @given(REAL)
 def test_every_time_the_controller_writes_takes_the_shortcut(text: str) -> None:
     assert canonical_time(text) == model_time(text)
+
+
+@given(st.lists(st.one_of(REAL, REAL, SHAPED, NEAR, st.none(), st.integers())))
+def test_the_batch_reads_what_each_string_reads_alone(texts: list[Any]) -> None:
+    assert canonical_times(texts) == list(map(canonical_time, texts))
 
 
 def test_a_value_that_is_no_string_is_left_to_the_model() -> None:
