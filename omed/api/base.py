@@ -75,8 +75,18 @@ def _normalize_time(value: dt.datetime) -> dt.datetime:
 
 
 def format_time(value: dt.datetime) -> str:
-    """RFC 3339 at whole seconds in UTC, as ``metav1.Time`` serializes."""
-    return _normalize_time(value).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """RFC 3339 at whole seconds in UTC, as ``metav1.Time`` serializes: the year always in
+    four digits, as Go writes it (``strftime("%Y")`` leaves years below 1000 unpadded on
+    glibc, which no RFC 3339 reader takes back)."""
+    t = _normalize_time(value)
+    return "%04d-%02d-%02dT%02d:%02d:%02dZ" % (  # noqa: UP031 - the fastest spelling here
+        t.year,
+        t.month,
+        t.day,
+        t.hour,
+        t.minute,
+        t.second,
+    )
 
 
 Time = Annotated[

@@ -9,7 +9,13 @@ import pytest
 from pydantic import ValidationError
 
 from omed.api import constants
-from omed.api.base import Condition, ObjectMeta, parse_duration, resolve_int_or_percent
+from omed.api.base import (
+    Condition,
+    ObjectMeta,
+    format_time,
+    parse_duration,
+    resolve_int_or_percent,
+)
 from omed.api.component import ComponentSpec
 from omed.api.inferencereplica import (
     MAX_ROW_LIST_ITEMS,
@@ -396,3 +402,23 @@ def test_component_names_are_fixed() -> None:
                 }
             }
         )
+
+
+@pytest.mark.parametrize(
+    ("value", "written"),
+    [
+        (dt.datetime(2026, 1, 2, 3, 4, 5, 999999, tzinfo=dt.UTC), "2026-01-02T03:04:05Z"),
+        (dt.datetime(1, 1, 1, tzinfo=dt.UTC), "0001-01-01T00:00:00Z"),
+        (dt.datetime(999, 12, 31, 23, 59, 59, tzinfo=dt.UTC), "0999-12-31T23:59:59Z"),
+        (
+            dt.datetime(2026, 1, 2, 5, 4, 5, tzinfo=dt.timezone(dt.timedelta(hours=2))),
+            "2026-01-02T03:04:05Z",
+        ),
+    ],
+)
+def test_a_time_is_written_as_go_writes_it_and_reads_back(value: dt.datetime, written: str) -> None:
+    assert format_time(value) == written  # Go pads the year to four digits
+    condition = Condition.model_validate(
+        {"type": "Ready", "status": "True", "reason": "Ready", "lastTransitionTime": written}
+    )
+    assert condition.to_dict()["lastTransitionTime"] == written
