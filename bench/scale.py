@@ -745,7 +745,7 @@ def main() -> None:
         "--control-plane-nice",
         type=int,
         default=0,
-        help="run the control plane's processes this much nicer during each measurement "
+        help="run the control plane's processes at this niceness during each measurement "
         "(0: as they start; a different configuration, named in the output)",
     )
     parser.add_argument("--plot", type=Path, default=Path("scale.png"))
