@@ -25,14 +25,16 @@ MAX_EPOCH: Final = (dt.date(9999, 12, 31).toordinal() - _EPOCH_ORDINAL) * 86400 
 """9999-12-31T23:59:59Z."""
 
 
-_CANONICAL: Final = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z")
+CANONICAL_TIME: Final = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z")
+"""The shape of the one spelling Kubernetes writes for ``metav1.Time`` (ASCII digits, ``T``,
+``Z``); whether the digits name a real instant is the reader's to check."""
 _DAY_CACHE_LIMIT: Final = 4096
 _days: dict[str, int | None] = {}
 
 
 def parse(text: str) -> int | None:
     """Seconds since the epoch of a canonical ``YYYY-MM-DDTHH:MM:SSZ``, else ``None``."""
-    if len(text) != 20 or _CANONICAL.fullmatch(text) is None:
+    if len(text) != 20 or CANONICAL_TIME.fullmatch(text) is None:
         return None
     date_part = text[:10]
     days = _days.get(date_part, -1)

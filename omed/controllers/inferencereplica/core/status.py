@@ -35,7 +35,6 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import gc
-import re
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -49,6 +48,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from omed.api.inferencereplica import InferenceReplicaStatus, InstanceStatus, RowCondition
 from omed.statuscodec import ClassTable, DecodeError, DecodeReason, decode_status_table
+from omed.statuscodec.timestamps import CANONICAL_TIME
 
 
 class RowsUnreadable(Exception):
@@ -246,14 +246,11 @@ def canonical_times(texts: list[object]) -> list[dt.datetime | None]:
     """``list(map(canonical_time, texts))``, in C-level passes where every one of ``texts`` is
     a time in the canonical form (the usual case: the controller wrote them all)."""
     try:
-        if all(map(_CANONICAL_TIME.fullmatch, texts)):  # type: ignore[arg-type]
+        if all(map(CANONICAL_TIME.fullmatch, texts)):  # type: ignore[arg-type]
             return list(map(dt.datetime.fromisoformat, texts))  # type: ignore[arg-type]
     except (TypeError, ValueError):  # one is no string, or names no instant
         pass
     return list(map(canonical_time, texts))
-
-
-_CANONICAL_TIME: Final = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z")
 
 
 def canonical_time(text: object) -> dt.datetime | None:
@@ -267,7 +264,7 @@ def canonical_time(text: object) -> dt.datetime | None:
     strings of this shape and near it: ``test_irep_status_times.py``). The shape is pinned
     first (ASCII digits, ``T``, ``Z``) because ``fromisoformat`` alone reads forms the model
     refuses (week dates, other separators)."""
-    if type(text) is not str or _CANONICAL_TIME.fullmatch(text) is None:
+    if type(text) is not str or CANONICAL_TIME.fullmatch(text) is None:
         return None
     try:
         return dt.datetime.fromisoformat(text)
